@@ -1,0 +1,99 @@
+"""Every hook Narad calls, in one place.
+
+Plugins implement these with the :data:`hookimpl` marker re-exported by
+:mod:`narad`. Each hook is a *collection* hook: every plugin returns what it
+contributes, keyed by the thing it claims (a dialect URI, a format name, a
+keyword, a URL scheme). The host (:mod:`narad.plugins`) merges the answers and
+refuses two plugins claiming the same key, naming both, so a hook never returns
+a winner silently.
+
+Hooks are called with keyword arguments only. Adding an argument to a spec
+later is safe for existing plugins; removing one is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from typing import Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from narad.config import Config
+    from narad.schema.drafts import Draft
+    from narad.storage import Storage
+
+NAME = "narad"
+
+hookspec = pluggy.HookspecMarker(NAME)
+hookimpl = pluggy.HookimplMarker(NAME)
+
+
+# -- JSON Schema drafts ------------------------------------------------------
+
+
+@hookspec
+def narad_json_schema_drafts() -> list[Draft]:
+    """Return the JSON Schema drafts this plugin provides.
+
+    Each :class:`~narad.schema.drafts.Draft` names the ``$schema`` URIs that
+    select it, carries its meta-schema and the set of keywords it defines.
+    Keywords a draft does not define are annotations to the validator and to
+    the compatibility checker. A ``$schema`` no plugin claims is refused.
+
+    Key claimed: every URI in ``Draft.uris``; the default draft is the one
+    with ``default=True`` (exactly one plugin may claim it).
+    """
+
+
+# -- Format checkers ---------------------------------------------------------
+
+
+@hookspec
+def narad_format_checkers() -> Mapping[str, Callable[[str], bool]]:
+    """Return format checkers keyed by ``format`` name.
+
+    A checker takes a string instance and answers whether it is a valid value
+    of the format. It is called only for strings (other types pass ``format``)
+    and must run in time linear in the string's length: payloads reach it.
+    A format no plugin claims is ignored by validation, as the rulebook says.
+
+    Key claimed: each format name.
+    """
+
+
+# -- Compatibility keyword rules ---------------------------------------------
+
+
+@hookspec
+def narad_compatibility_rules() -> Mapping[str, Callable[..., Any]]:
+    """Return compatibility rules keyed by the JSON Schema keyword they judge.
+
+    The compatibility engine (:mod:`narad.schema.compatibility`) walks the
+    previous and the proposed schema and, at every subschema, calls the rule
+    registered for each keyword present on either side. A rule reports the
+    ways the change can refuse a message the previous version accepted, and
+    never raises for an incompatible change. See
+    :class:`narad.schema.compatibility.RuleContext` for the arguments a rule
+    receives. A keyword with no rule may only stay identical or be removed.
+
+    Key claimed: each keyword.
+    """
+
+
+# -- Storage backends --------------------------------------------------------
+
+
+@hookspec
+def narad_storage_backends() -> Mapping[str, Callable[[str, Config], Storage]]:
+    """Return storage factories keyed by the URL scheme they serve.
+
+    A factory takes the ``storage.url`` setting and the whole
+    :class:`~narad.config.Config` and returns a connected
+    :class:`~narad.storage.Storage`. It should not talk to the server yet:
+    factories run in every worker process at start-up.
+
+    Key claimed: each URL scheme (``redis``, ``unix``, ...).
+    """

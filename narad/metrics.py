@@ -1,0 +1,61 @@
+"""Prometheus metrics, all named ``narad_*``.
+
+Under gunicorn every worker is a process, so the CLI sets
+``PROMETHEUS_MULTIPROC_DIR`` before this module is imported and ``/metrics``
+aggregates the workers' files. Gauges state how they combine across workers.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry
+from prometheus_client import Counter
+from prometheus_client import Gauge
+from prometheus_client import Histogram
+from prometheus_client import generate_latest
+from prometheus_client import multiprocess
+
+SCHEMA_VALIDATIONS_IN_FLIGHT = Gauge(
+    "narad_schema_validations_in_flight",
+    "Validations running under the per-node validation capacity bound.",
+    multiprocess_mode="livesum",
+)
+SCHEMA_CAPACITY_REFUSED = Counter(
+    "narad_schema_capacity_refused",
+    "Produces refused with 503 because no validation slot freed within 5 s.",
+)
+MESSAGES_PRODUCED = Counter(
+    "narad_messages_produced", "Messages accepted (202).", ["topic"]
+)
+MESSAGES_REFUSED = Counter(
+    "narad_messages_refused", "Produced messages refused with 400.", ["topic"]
+)
+MESSAGES_CONSUMED = Counter(
+    "narad_messages_consumed", "Messages handed out under a lease.", ["topic"]
+)
+MESSAGES_ACKED = Counter("narad_messages_acked", "Leases settled by ack.", ["topic"])
+REQUEST_SECONDS = Histogram(
+    "narad_request_seconds", "Request handling time.", ["route", "method"]
+)
+STORAGE_RETRIES = Counter(
+    "narad_storage_retries",
+    "Storage commands retried after MOVED, CLUSTERDOWN, TRYAGAIN or a lost link.",
+    ["reason"],
+)
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text for ``/metrics`` and its content type."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(), CONTENT_TYPE_LATEST
+
+
+def mark_process_dead(pid: int) -> None:
+    """Drop a dead worker's live gauges (gunicorn ``child_exit``)."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        multiprocess.mark_process_dead(pid)

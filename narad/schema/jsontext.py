@@ -1,0 +1,170 @@
+"""Exact JSON text handling shared by registration and validation.
+
+Numbers are never rounded: an integer literal becomes an ``int`` and any
+literal with a fraction or an exponent becomes a :class:`~decimal.Decimal`
+holding exactly what was written. Comparisons between ``int`` and ``Decimal``
+are exact in Python, so validators compare numbers without floats.
+
+Two bounds keep arithmetic on hostile numbers cheap: an exponent beyond
++-1000 (the rulebook's bound) and a mantissa longer than Python's own
+integer-string limit (4,300 digits) are refused as invalid JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from array import array
+from decimal import Decimal
+from fractions import Fraction
+from itertools import accumulate
+from typing import Any
+
+MAX_EXPONENT = 1000
+MAX_DIGITS = 4300
+
+_BOM = "\ufeff"
+
+# A JSON string literal, written as an unrolled loop so ``re`` walks it in
+# linear time without backtracking.
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_STRINGS = re.compile(_STRING, re.DOTALL)
+_STRING_OR_SPACE = re.compile(rb"(" + _STRING + rb")|[ \t\n\r]+", re.DOTALL)
+
+# bytes.translate tables: keep only brackets, as +1 (open) and -1 (close).
+_NESTING = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+class JSONTextError(ValueError):
+    """The bytes are not one JSON text Narad accepts; ``str()`` says why."""
+
+
+class TooDeep(JSONTextError):
+    """The text nests objects and arrays deeper than the limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"nests deeper than {limit} levels")
+        self.limit = limit
+
+
+def decode(data: bytes) -> str:
+    """Decode ``data`` as strict UTF-8 and refuse a byte-order mark or nothing."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JSONTextError(f"not valid UTF-8 at byte {exc.start}") from None
+    if text.startswith(_BOM):
+        raise JSONTextError("starts with a UTF-8 byte-order mark")
+    if not text.strip(" \t\n\r"):
+        raise JSONTextError("empty")
+    return text
+
+
+def nesting_depth_exceeds(data: bytes, limit: int) -> bool:
+    """Tell whether ``data`` nests arrays/objects deeper than ``limit``.
+
+    Works on the raw text without recursion and without building any value:
+    strings are blanked out, the remaining brackets become +1/-1 and the
+    running sum's maximum is the depth. The common case, a text with no more
+    than ``limit`` opening brackets in all, answers from two counts.
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    brackets = _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if brackets.count(b"[") + brackets.count(b"{") <= limit:
+        return False
+    steps = array("b", brackets.translate(_NESTING))
+    return max(accumulate(steps)) > limit
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > MAX_EXPONENT + 1:
+        raise JSONTextError("has a number whose exponent is beyond +-1000")
+    return int(literal)
+
+
+def _parse_decimal(literal: str) -> Decimal:
+    number = Decimal(literal)
+    exponent = number.adjusted()
+    if not -MAX_EXPONENT <= exponent <= MAX_EXPONENT:
+        raise JSONTextError("has a number whose exponent is beyond +-1000")
+    if len(number.as_tuple().digits) > MAX_DIGITS:
+        raise JSONTextError(f"has a number longer than {MAX_DIGITS} digits")
+    return number
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JSONTextError(f"has {name}, which is not JSON")
+
+
+_decoder = json.JSONDecoder(
+    parse_int=_parse_int,
+    parse_float=_parse_decimal,
+    parse_constant=_refuse_constant,
+    strict=True,
+)
+
+
+def loads(data: bytes, *, max_depth: int) -> Any:
+    """Parse ``data`` as exactly one JSON text, with exact numbers.
+
+    Raises:
+        TooDeep: nesting beyond ``max_depth`` (checked before parsing).
+        JSONTextError: anything else that is not one JSON text in UTF-8:
+            invalid UTF-8, a byte-order mark, an empty body, trailing data, raw
+            control characters in strings, ``NaN``/``Infinity``, numbers
+            beyond the bounds above.
+    """
+    text = decode(data)
+    if nesting_depth_exceeds(data, max_depth):
+        raise TooDeep(max_depth)
+    try:
+        return _decoder.decode(text)
+    except JSONTextError:
+        raise
+    except json.JSONDecodeError as exc:
+        reason = "has trailing data" if exc.msg == "Extra data" else "is not JSON"
+        raise JSONTextError(
+            f"{reason} ({exc.msg.lower()}: line {exc.lineno} column {exc.colno})"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise JSONTextError(f"is not JSON ({exc})") from None
+
+
+def compact(data: bytes) -> bytes:
+    """Remove insignificant whitespace from a valid JSON text.
+
+    Strings and numbers are kept byte for byte as written, so ``1e2`` stays
+    ``1e2`` and escapes stay escaped.
+    """
+    return _STRING_OR_SPACE.sub(lambda m: m.group(1) or b"", data)
+
+
+def json_key(value: Any) -> Any:
+    """A hashable key such that equal keys mean equal JSON values.
+
+    Follows JSON Schema equality: ``1``, ``1.0`` and ``1e0`` are equal;
+    ``true`` is not ``1``; object key order does not matter.
+    """
+    if value is True or value is False:
+        return ("b", value)
+    if isinstance(value, int):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if value is None:
+        return ("z",)
+    if isinstance(value, Decimal | float):
+        fraction = Fraction(value)
+        return ("n", fraction.numerator if fraction.denominator == 1 else fraction)
+    if isinstance(value, list):
+        return ("a", tuple(json_key(item) for item in value))
+    if isinstance(value, dict):
+        return ("o", frozenset((k, json_key(v)) for k, v in value.items()))
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON Schema equality of two parsed values (see :func:`json_key`)."""
+    return json_key(a) == json_key(b)
