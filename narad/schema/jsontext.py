@@ -168,3 +168,41 @@ def json_key(value: Any) -> Any:
 def json_equal(a: Any, b: Any) -> bool:
     """JSON Schema equality of two parsed values (see :func:`json_key`)."""
     return json_key(a) == json_key(b)
+
+
+_MEMBER_TOKENS = re.compile(rb"(" + _STRING + rb")|[\[\]{},:]", re.DOTALL)
+
+
+def raw_members(data: bytes) -> dict[str, bytes]:
+    """The raw text of each top-level member of a valid JSON object text.
+
+    Lets a request body carry a schema whose numbers must be stored exactly
+    as written: the caller parses the body, then takes the member's own bytes
+    from here. When a key repeats, the last one wins, as in parsing.
+    """
+    members: dict[str, bytes] = {}
+    depth = 0
+    key: str | None = None
+    start = 0
+    expect_key = False
+    for match in _MEMBER_TOKENS.finditer(data):
+        token = match.group()
+        if match.group(1) is not None:
+            if depth == 1 and expect_key:
+                key = json.loads(token)
+                expect_key = False
+            continue
+        if token in b"[{":
+            depth += 1
+            if depth == 1:
+                expect_key = True
+        elif token == b":" and depth == 1:
+            start = match.end()
+        elif (token == b"," and depth == 1) or (token in b"]}" and depth == 1):
+            if key is not None:
+                members[key] = data[start : match.start()].strip(b" \t\n\r")
+                key = None
+            expect_key = True
+        if token in b"]}":
+            depth -= 1
+    return members

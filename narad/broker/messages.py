@@ -1,0 +1,215 @@
+"""Produce, consume, settle and replay.
+
+A produce is validated (when the topic has a schema) and then appended by one
+script that also checks the topic's epoch and schema version: if either moved
+on since the worker's cached record, the record is refreshed, the payload
+validated again, and the append retried. A 202 therefore always means the
+message was stored under the schema version it was checked against.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from narad.broker import now_ms
+from narad.broker.receipts import Receipt
+from narad.broker.receipts import decode as decode_receipt
+from narad.broker.receipts import new_nonce
+from narad.broker.topics import TopicService
+from narad.broker.waiters import Waiters
+from narad.errors import InvalidArgument
+from narad.errors import LeaseGone
+from narad.errors import NotFound
+from narad.errors import TopicNotFound
+from narad.errors import Unavailable
+from narad.schema.service import SchemaService
+from narad.storage import Entry
+from narad.storage import Message
+from narad.storage import Status
+from narad.storage import Storage
+from narad.storage import TopicMeta
+
+WRITE_ATTEMPTS = 4
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message to produce, before partition choice and validation."""
+
+    payload: bytes
+    key: bytes = b""
+    partition: int | None = None
+
+
+def classify(payload: bytes) -> str:
+    """``"j"`` for one JSON text, ``"t"`` for other UTF-8 text, ``"b"`` for binary."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return "b"
+    try:
+        json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        return "t"
+    return "j"
+
+
+def _not_json(name: str) -> None:
+    raise ValueError(name)
+
+
+class MessageService:
+    def __init__(
+        self,
+        storage: Storage,
+        topics: TopicService,
+        schemas: SchemaService,
+        waiters: Waiters,
+        *,
+        max_wait_ms: int,
+    ) -> None:
+        self.storage = storage
+        self.topics = topics
+        self.schemas = schemas
+        self.waiters = waiters
+        self.max_wait_ms = max_wait_ms
+        self._round_robin = itertools.count()
+        self._consume_start = itertools.count()
+
+    # -- produce -------------------------------------------------------------
+
+    def produce(self, topic: str, outgoing: Sequence[Outgoing]) -> int:
+        """Validate and append ``outgoing`` all or nothing; return the count."""
+        meta = self.topics.cached(topic)
+        for _ in range(WRITE_ATTEMPTS):
+            entries = self._entries(meta, outgoing)
+            result = self.storage.append(
+                meta, entries, schema_version=meta.schema_version, now_ms=now_ms()
+            )
+            if result.status is Status.OK:
+                return result.count
+            meta = self.topics.refresh(topic)  # recreated, or a new schema version
+        raise Unavailable(f"topic {topic} kept changing during the produce; retry")
+
+    def _entries(self, meta: TopicMeta, outgoing: Sequence[Outgoing]) -> list[Entry]:
+        validate = self.schemas.payload_check(meta) if meta.schema_version else None
+        entries = []
+        for index, item in enumerate(outgoing):
+            partition = self._partition(meta, item, index if len(outgoing) > 1 else None)
+            if validate is not None:
+                try:
+                    validate(item.payload)
+                except InvalidArgument as exc:
+                    if len(outgoing) > 1:
+                        exc.message = exc.message.replace(
+                            "invalid argument: ",
+                            f"invalid argument: messages[{index}]: ",
+                            1,
+                        )
+                    raise
+                kind = "j"
+            else:
+                kind = classify(item.payload)
+            entries.append(Entry(partition, item.key, item.payload, kind))
+        return entries
+
+    def _partition(self, meta: TopicMeta, item: Outgoing, index: int | None) -> int:
+        if item.partition is not None:
+            if not 0 <= item.partition < meta.partitions:
+                where = f"messages[{index}]: " if index is not None else ""
+                raise InvalidArgument(
+                    f"{where}partition {item.partition} is out of range: topic "
+                    f"{meta.name} has partitions 0..{meta.partitions - 1}"
+                )
+            return item.partition
+        if item.key:
+            return zlib.crc32(item.key) % meta.partitions
+        return next(self._round_robin) % meta.partitions
+
+    # -- consume -------------------------------------------------------------
+
+    def consume(
+        self, topic: str, *, wait_ms: int, partition: int | None
+    ) -> Message | None:
+        """Reserve one message, long-polling up to ``wait_ms`` for one."""
+        meta = self.topics.cached(topic)
+        self._check_partition(meta, partition)
+        wait_ms = min(wait_ms, self.max_wait_ms)
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            seen = self.waiters.generation(topic) if wait_ms else 0
+            result = self.storage.reserve(
+                meta, self._order(meta, partition), nonce=new_nonce(), now_ms=now_ms()
+            )
+            if result.status is Status.NO_TOPIC:
+                meta = self.topics.refresh(topic)
+                self._check_partition(meta, partition)
+                continue
+            if result.message is not None:
+                return result.message
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if result.next_lease_expiry_ms is not None:
+                until_expiry = (result.next_lease_expiry_ms - now_ms() + 1) / 1000
+                remaining = min(remaining, max(until_expiry, 0.001))
+            self.waiters.wait(topic, seen, remaining)
+
+    def _order(self, meta: TopicMeta, partition: int | None) -> list[int]:
+        if partition is not None:
+            return [partition]
+        start = next(self._consume_start) % meta.partitions
+        return [(start + i) % meta.partitions for i in range(meta.partitions)]
+
+    @staticmethod
+    def _check_partition(meta: TopicMeta, partition: int | None) -> None:
+        if partition is not None and not 0 <= partition < meta.partitions:
+            raise InvalidArgument(
+                f"partition {partition} is out of range: topic {meta.name} has "
+                f"partitions 0..{meta.partitions - 1}"
+            )
+
+    def replay(self, topic: str, *, partition: int, offset: int) -> Message:
+        meta = self.topics.cached(topic)
+        self._check_partition(meta, partition)
+        message = self.storage.read(meta, partition, offset, now_ms=now_ms())
+        if message is None:
+            raise NotFound(
+                f"no message at offset {offset} of partition {partition} of "
+                f"topic {topic}"
+            )
+        return message
+
+    # -- settle --------------------------------------------------------------
+
+    def settle(self, topic: str, handle: str, action: str) -> None:
+        receipt: Receipt = decode_receipt(handle)
+        meta = self.topics.cached(topic)
+        for _ in range(2):
+            if receipt.partition >= meta.partitions:
+                raise LeaseGone("lease unknown or lapsed")
+            status = self.storage.settle(
+                meta,
+                receipt.partition,
+                receipt.offset,
+                receipt.nonce,
+                action=action,
+                now_ms=now_ms(),
+            )
+            if status is Status.OK:
+                return
+            if status is Status.GONE:
+                raise LeaseGone("lease unknown or lapsed")
+            if status is Status.ACKED_AHEAD_FULL:
+                raise Unavailable(
+                    f"partition {receipt.partition} holds "
+                    f"{meta.max_acked_ahead_per_partition} out-of-order acks; ack "
+                    "the oldest unacked message first, then retry"
+                )
+            meta = self.topics.refresh(topic)
+        raise TopicNotFound(topic)

@@ -1,0 +1,1 @@
+"""HTTP resources: parse and check requests, call a service, shape responses."""

@@ -1,0 +1,160 @@
+"""Produce, consume, ack and replay under ``/v1/topics/{name}``."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+import falcon
+import ujson
+
+from narad.broker.messages import MessageService
+from narad.broker.messages import Outgoing
+from narad.broker.receipts import Receipt
+from narad.errors import InvalidArgument
+from narad.http.body import integer
+from narad.http.body import query_duration_ms
+from narad.http.body import query_int
+from narad.http.body import read_body
+from narad.http.body import refuse_unknown
+from narad.http.topics import check_name
+from narad.storage import Message
+
+MAX_BATCH = 1000
+BATCH_ENTRY_FIELDS = ("value", "value_base64", "key", "partition")
+
+
+class Produce:
+    def __init__(self, messages: MessageService) -> None:
+        self.messages = messages
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        check_name(name)
+        key = req.get_param("key") or ""
+        partition = query_int(req, "partition")
+        body = read_body(req)
+        self.messages.produce(name, [Outgoing(body, key.encode(), partition)])
+        resp.status = falcon.HTTP_202
+
+    def on_post_batch(
+        self, req: falcon.Request, resp: falcon.Response, name: str
+    ) -> None:
+        check_name(name)
+        outgoing = _batch(read_body(req))
+        accepted = self.messages.produce(name, outgoing)
+        resp.status = falcon.HTTP_202
+        resp.text = ujson.dumps({"accepted": accepted})
+
+
+def _batch(data: bytes) -> list[Outgoing]:
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError):
+        raise InvalidArgument("request body is not JSON") from None
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise InvalidArgument('request body must be {"messages": [...]}')
+    refuse_unknown(body, ("messages",))
+    items = body["messages"]
+    if not items:
+        raise InvalidArgument("messages must not be empty")
+    if len(items) > MAX_BATCH:
+        raise InvalidArgument(f"messages holds {len(items)} entries; at most {MAX_BATCH}")
+    return [_entry(item, f"messages[{i}]: ") for i, item in enumerate(items)]
+
+
+def _entry(item: Any, where: str) -> Outgoing:
+    if not isinstance(item, dict):
+        raise InvalidArgument(f"{where}must be an object")
+    refuse_unknown(item, BATCH_ENTRY_FIELDS, where)
+    if ("value" in item) == ("value_base64" in item):
+        raise InvalidArgument(f"{where}give exactly one of value and value_base64")
+    if "value" in item:
+        if not isinstance(item["value"], str):
+            raise InvalidArgument(f"{where}value must be a string")
+        try:
+            payload = item["value"].encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument(f"{where}value is not valid Unicode") from None
+    else:
+        try:
+            payload = base64.b64decode(item["value_base64"], validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            raise InvalidArgument(f"{where}value_base64 is not base64") from None
+    key = item.get("key", "")
+    if not isinstance(key, str):
+        raise InvalidArgument(f"{where}key must be a string")
+    partition = item.get("partition")
+    if partition is not None:
+        partition = integer(partition, f"{where}partition", low=0)
+    return Outgoing(payload, key.encode("utf-8", "surrogatepass"), partition)
+
+
+class Consume:
+    def __init__(self, messages: MessageService) -> None:
+        self.messages = messages
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        check_name(name)
+        partition = query_int(req, "partition")
+        offset = query_int(req, "offset")
+        if offset is not None:
+            if partition is None:
+                raise InvalidArgument("offset needs partition")
+            message = self.messages.replay(name, partition=partition, offset=offset)
+            resp.text = render(name, message, receipt=False)
+            return
+        wait_ms = query_duration_ms(req, "wait")
+        message = self.messages.consume(name, wait_ms=wait_ms, partition=partition)
+        if message is None:
+            resp.status = falcon.HTTP_204
+            return
+        resp.text = render(name, message, receipt=True)
+
+
+class Ack:
+    def __init__(self, messages: MessageService) -> None:
+        self.messages = messages
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        check_name(name)
+        handle = req.get_param("receipt_handle")
+        if not handle:
+            raise InvalidArgument("receipt_handle is required")
+        extend = req.get_param("extend")
+        if extend in (None, "", "false"):
+            action = "ack"
+        elif extend == "true":
+            action = "extend"
+        elif extend == "0":
+            action = "release"
+        else:
+            raise InvalidArgument(
+                "extend must be true (renew the lease) or 0 (give the message back)"
+            )
+        self.messages.settle(name, handle, action)
+        resp.status = falcon.HTTP_204
+
+
+def render(topic: str, message: Message, *, receipt: bool) -> str:
+    """The consume response; a JSON payload is embedded verbatim."""
+    head: dict[str, Any] = {
+        "topic": topic,
+        "partition": message.partition,
+        "offset": message.offset,
+        "key": message.key.decode("utf-8", "replace") if message.key else None,
+        "timestamp": message.timestamp,
+    }
+    if receipt:
+        head["receipt_handle"] = Receipt(
+            message.partition, message.offset, message.nonce
+        ).encode()
+    if message.kind == "j":
+        payload = message.payload.decode("utf-8")
+    elif message.kind == "t":
+        payload = json.dumps(message.payload.decode("utf-8"), ensure_ascii=False)
+    else:
+        head["payload_encoding"] = "base64"
+        payload = '"' + base64.b64encode(message.payload).decode() + '"'
+    return ujson.dumps(head)[:-1] + ',"payload":' + payload + "}"

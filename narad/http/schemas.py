@@ -1,0 +1,47 @@
+"""``/v1/topics/{name}/schemas``: a topic's schema history, read-only."""
+
+from __future__ import annotations
+
+import falcon
+import ujson
+
+from narad.errors import InvalidArgument
+from narad.errors import NotFound
+from narad.http.topics import check_name
+from narad.schema.service import SchemaService
+from narad.broker.topics import TopicService
+
+
+class SchemaHistory:
+    def __init__(self, topics: TopicService, schemas: SchemaService) -> None:
+        self.topics = topics
+        self.schemas = schemas
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        meta = self.topics.refresh(check_name(name))
+        sizes = self.schemas.storage.schema_sizes(meta.name)
+        resp.text = ujson.dumps(
+            {
+                "topic": meta.name,
+                "current_version": meta.schema_version or None,
+                "total_bytes": meta.schema_bytes,
+                "versions": [{"version": v, "size": n} for v, n in sizes],
+            }
+        )
+
+    def on_get_version(
+        self, req: falcon.Request, resp: falcon.Response, name: str, version: str
+    ) -> None:
+        meta = self.topics.refresh(check_name(name))
+        if version == "latest":
+            if not meta.schema_version:
+                raise NotFound(f"topic {meta.name} has no schema")
+            number = meta.schema_version
+        elif version.isdigit() and len(version) < 10:
+            number = int(version)
+        else:
+            raise InvalidArgument("version must be a positive integer or latest")
+        stored = self.schemas.stored(meta.name, number)
+        resp.content_type = falcon.MEDIA_JSON
+        resp.set_header("Narad-Schema-Version", str(stored.version))
+        resp.data = stored.document

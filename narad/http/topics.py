@@ -1,0 +1,144 @@
+"""``/v1/topics``: create, list, describe, alter, delete."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import falcon
+import ujson
+
+from narad.broker.topics import ALTERABLE
+from narad.broker.topics import TopicService
+from narad.errors import InvalidArgument
+from narad.errors import TopicNotFound
+from narad.http.body import integer
+from narad.http.body import read_object
+from narad.http.body import refuse_unknown
+from narad.schema import jsontext
+from narad.storage import PartitionStats
+from narad.storage import TopicMeta
+
+NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+SETTINGS = ("partitions", *ALTERABLE)
+CREATE_FIELDS = ("name", *SETTINGS, "schema", "parent", "fanout_delay_ms")
+ALTER_FIELDS = (*ALTERABLE, "schema", "schema_base_version")
+MAX_PARTITIONS = 108
+MIN_RETENTION_MS = 3_600_000
+MAX_PAGE = 1000
+
+
+def topic_record(meta: TopicMeta) -> dict[str, Any]:
+    return {
+        "name": meta.name,
+        "partitions": meta.partitions,
+        "retention_ms": meta.retention_ms,
+        "visibility_timeout_ms": meta.visibility_timeout_ms,
+        "max_in_flight_per_partition": meta.max_in_flight_per_partition,
+        "max_acked_ahead_per_partition": meta.max_acked_ahead_per_partition,
+        "created_at_ms": meta.created_ms,
+        "schema_version": meta.schema_version or None,
+    }
+
+
+def check_name(name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise TopicNotFound(name[:249])
+    return name
+
+
+def _settings(body: dict[str, Any], names: tuple[str, ...]) -> dict[str, int]:
+    settings = {}
+    for name in names:
+        if name not in body:
+            continue
+        value = body[name]
+        if name == "partitions":
+            settings[name] = integer(value, name, high=MAX_PARTITIONS)
+        elif name == "retention_ms":
+            value = integer(value, name, low=0)
+            if 0 < value < MIN_RETENTION_MS:
+                raise InvalidArgument(
+                    f"retention_ms must be 0 (keep forever) or at least "
+                    f"{MIN_RETENTION_MS} (one hour), got {value}"
+                )
+            settings[name] = value
+        else:
+            settings[name] = integer(value, name)
+    return settings
+
+
+class TopicCollection:
+    def __init__(self, topics: TopicService) -> None:
+        self.topics = topics
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body, raw = read_object(req)
+        refuse_unknown(body, CREATE_FIELDS)
+        for name in ("parent", "fanout_delay_ms"):
+            if name in body:
+                raise InvalidArgument(
+                    f"{name}: fan-out children are not supported by this node"
+                )
+        name = body.get("name")
+        if not isinstance(name, str):
+            raise InvalidArgument("name must be a string")
+        if not NAME.fullmatch(name):
+            raise InvalidArgument(
+                "name must be 1 to 249 letters, digits, '.', '_' or '-'"
+            )
+        schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
+        meta = self.topics.create(name, _settings(body, SETTINGS), schema_raw)
+        resp.status = falcon.HTTP_201
+        resp.location = f"/v1/topics/{meta.name}"
+        resp.text = ujson.dumps(topic_record(meta))
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        limit = req.get_param_as_int("limit", min_value=1, max_value=MAX_PAGE) or 100
+        token = req.get_param("page_token") or ""
+        metas, next_token = self.topics.list(after=token, limit=limit)
+        resp.text = ujson.dumps(
+            {
+                "topics": [topic_record(m) for m in metas],
+                "next_page_token": next_token,
+            }
+        )
+
+
+class TopicItem:
+    def __init__(self, topics: TopicService) -> None:
+        self.topics = topics
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        meta, stats = self.topics.describe(check_name(name))
+        record = topic_record(meta)
+        record["partition_stats"] = [_stats(s) for s in stats]
+        resp.text = ujson.dumps(record)
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        check_name(name)
+        body, raw = read_object(req)
+        if "partitions" in body:
+            raise InvalidArgument("partitions cannot be changed")
+        refuse_unknown(body, ALTER_FIELDS)
+        base = body.get("schema_base_version")
+        if base is not None:
+            base = integer(base, "schema_base_version", low=0)
+        schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
+        meta, _ = self.topics.alter(
+            name, _settings(body, ALTERABLE), schema_raw, base
+        )
+        resp.text = ujson.dumps(topic_record(meta))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        self.topics.delete(check_name(name))
+        resp.status = falcon.HTTP_204
+
+
+def _stats(stats: PartitionStats) -> dict[str, int]:
+    return {
+        "index": stats.index,
+        "oldest_offset": stats.oldest_offset,
+        "next_offset": stats.next_offset,
+        "in_flight": stats.in_flight,
+    }

@@ -1,0 +1,17 @@
+-- Change a topic's settings (retention, visibility, caps).
+-- KEYS[1] = narad:{<topic>}:meta
+-- ARGV[1] = the topic's epoch as the caller knows it
+-- ARGV[2..] = field, value, field, value, ...
+-- returns "ok" | "no_topic"
+local meta = KEYS[1]
+if redis.call('HGET', meta, 'epoch') ~= ARGV[1] then
+  return 'no_topic'
+end
+local fields = {}
+for i = 2, #ARGV do
+  fields[#fields + 1] = ARGV[i]
+end
+if #fields > 0 then
+  redis.call('HSET', meta, unpack(fields))
+end
+return 'ok'

@@ -1,0 +1,355 @@
+"""Narad's state in a Redis-compatible server.
+
+Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
+
+    narad:topics                      zset   topic names, for keyset listing
+    narad:schema_bytes                string bytes of every stored schema
+    narad:{<t>}:meta                  hash   the topic record
+    narad:{<t>}:schemas               hash   version -> document, hc:<version>
+    narad:{<t>}:p<i>                  hash   next, oldest, cursor, floor, last_ts
+    narad:{<t>}:p<i>:log              hash   offset -> "<ts>,<kind><keylen>:<key><bytes>"
+    narad:{<t>}:p<i>:lease            zset   offsets in flight, scored by deadline
+    narad:{<t>}:p<i>:nonce            hash   offset -> reservation nonce
+    narad:{<t>}:p<i>:acked            zset   offsets acked above the floor
+
+``cursor`` is the next offset never delivered, ``floor`` the lowest offset not
+yet acked. Every write is one script from ``scripts/``; reads that need no
+atomicity are plain pipelined commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+import redis
+
+from narad.storage import AppendResult
+from narad.storage import Entry
+from narad.storage import Message
+from narad.storage import Page
+from narad.storage import PartitionStats
+from narad.storage import ReserveResult
+from narad.storage import SchemaVersion
+from narad.storage import SchemaWriteResult
+from narad.storage import Status
+from narad.storage import TopicMeta
+from narad_redis.client import RetryingClient
+
+_INT_FIELDS = (
+    "partitions",
+    "retention_ms",
+    "visibility_timeout_ms",
+    "max_in_flight_per_partition",
+    "max_acked_ahead_per_partition",
+    "created_ms",
+    "schema_version",
+    "schema_bytes",
+)
+
+
+class RedisStorage:
+    """The reference :class:`narad.storage.Storage` over redis-py."""
+
+    TOPICS = "narad:topics"
+    SCHEMA_BYTES = "narad:schema_bytes"
+    WAKE = "narad:wake:"
+
+    def __init__(self, client: RetryingClient) -> None:
+        self.client = client
+        folder = resources.files("narad_redis") / "scripts"
+        self.scripts = {
+            item.name.removesuffix(".lua"): client.redis.register_script(
+                item.read_text(encoding="utf-8")
+            )
+            for item in folder.iterdir()
+            if item.name.endswith(".lua")
+        }
+
+    # -- keys ---------------------------------------------------------------
+
+    @staticmethod
+    def _topic(name: str) -> str:
+        return f"narad:{{{name}}}"
+
+    def _partition_keys(self, name: str, index: int) -> list[str]:
+        base = f"{self._topic(name)}:p{index}"
+        return [base, base + ":log", base + ":lease", base + ":nonce", base + ":acked"]
+
+    def wake_channel(self, topic: str) -> str:
+        return self.WAKE + topic
+
+    def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        fn = self.scripts[script]
+        return self.client.call(lambda r: fn(keys=keys, args=args, client=r))
+
+    # -- health -------------------------------------------------------------
+
+    def ping(self) -> bool:
+        try:
+            return bool(self.client.redis.ping())
+        except (redis.RedisError, OSError):
+            return False
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- topics -------------------------------------------------------------
+
+    def create_topic(
+        self, meta: TopicMeta, schema: SchemaVersion | None, *, budget: tuple[int, int]
+    ) -> SchemaWriteResult:
+        topic = self._topic(meta.name)
+        fields: list[Any] = ["name", meta.name, "epoch", meta.epoch]
+        for name in _INT_FIELDS[:-2]:
+            fields += [name, getattr(meta, name)]
+        reply = self._run(
+            "create_topic",
+            [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta", topic + ":schemas"],
+            [
+                meta.name,
+                schema.document if schema else b"",
+                int(bool(schema and schema.high_cost)),
+                *budget,
+                *fields,
+            ],
+        )
+        return _schema_result(reply)
+
+    def get_topic(self, name: str) -> TopicMeta | None:
+        return self.get_topics([name])[0]
+
+    def get_topics(self, names: Sequence[str]) -> list[TopicMeta | None]:
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for name in names:
+                pipe.hgetall(self._topic(name) + ":meta")
+            return pipe.execute()
+
+        return [_topic_meta(raw) for raw in self.client.call(read)]
+
+    def list_topics(self, *, after: str, limit: int) -> Page:
+        low = "(" + after if after else "-"
+        names = self.client.call(
+            lambda r: r.zrangebylex(self.TOPICS, low, "+", start=0, num=limit + 1)
+        )
+        names = [n.decode() for n in names]
+        more = len(names) > limit
+        names = names[:limit]
+        return Page(names, names[-1] if more else None)
+
+    def alter_topic(self, name: str, epoch: str, changes: dict[str, int]) -> Status:
+        args: list[Any] = [epoch]
+        for field, value in changes.items():
+            args += [field, value]
+        reply = self._run("alter_topic", [self._topic(name) + ":meta"], args)
+        return Status(reply.decode())
+
+    def delete_topic(self, meta: TopicMeta) -> Status:
+        topic = self._topic(meta.name)
+        keys = [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta", topic + ":schemas"]
+        for index in range(meta.partitions):
+            keys += self._partition_keys(meta.name, index)
+        reply = self._run("delete_topic", keys, [meta.name, meta.epoch])
+        return Status(reply.decode())
+
+    def partition_stats(self, meta: TopicMeta, *, now_ms: int) -> list[PartitionStats]:
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for index in range(meta.partitions):
+                state, _, lease, _, _ = self._partition_keys(meta.name, index)
+                pipe.hmget(state, "next", "oldest")
+                pipe.zcard(lease)
+            return pipe.execute()
+
+        replies = self.client.call(read)
+        stats = []
+        for index in range(meta.partitions):
+            (nxt, oldest), in_flight = replies[2 * index], replies[2 * index + 1]
+            stats.append(
+                PartitionStats(index, int(oldest or 0), int(nxt or 0), in_flight)
+            )
+        return stats
+
+    # -- schemas ------------------------------------------------------------
+
+    def append_schema(
+        self,
+        meta: TopicMeta,
+        version: SchemaVersion,
+        *,
+        expected_current: int,
+        budget: tuple[int, int],
+        max_versions: int,
+    ) -> SchemaWriteResult:
+        topic = self._topic(meta.name)
+        reply = self._run(
+            "append_schema",
+            [topic + ":meta", topic + ":schemas", self.SCHEMA_BYTES],
+            [
+                meta.epoch,
+                expected_current,
+                version.document,
+                int(version.high_cost),
+                max_versions,
+                *budget,
+            ],
+        )
+        return _schema_result(reply)
+
+    def get_schema(self, name: str, version: int) -> SchemaVersion | None:
+        doc, high_cost = self.client.call(
+            lambda r: r.hmget(self._topic(name) + ":schemas", version, f"hc:{version}")
+        )
+        if doc is None:
+            return None
+        return SchemaVersion(version, doc, high_cost == b"1")
+
+    def schema_sizes(self, name: str) -> list[tuple[int, int]]:
+        key = self._topic(name) + ":schemas"
+        fields = self.client.call(lambda r: r.hkeys(key))
+        versions = sorted(int(f) for f in fields if not f.startswith(b"hc:"))
+
+        def sizes(r: redis.Redis) -> list[int]:
+            pipe = r.pipeline(transaction=False)
+            for v in versions:
+                pipe.hstrlen(key, v)
+            return pipe.execute()
+
+        return list(zip(versions, self.client.call(sizes), strict=True))
+
+    # -- messages -----------------------------------------------------------
+
+    def append(
+        self,
+        meta: TopicMeta,
+        entries: Sequence[Entry],
+        *,
+        schema_version: int,
+        now_ms: int,
+    ) -> AppendResult:
+        keys = [self._topic(meta.name) + ":meta"]
+        slot_of: dict[int, int] = {}
+        args: list[Any] = [
+            meta.epoch, schema_version, now_ms, self.wake_channel(meta.name)
+        ]
+        for entry in entries:
+            slot = slot_of.get(entry.partition)
+            if slot is None:
+                slot = slot_of[entry.partition] = len(slot_of) + 1
+                keys += self._partition_keys(meta.name, entry.partition)
+            args.append(slot)
+            args.append(
+                b"%s%d:%s%s" % (entry.kind.encode(), len(entry.key), entry.key, entry.payload)
+            )
+        reply = self._run("append", keys, args)
+        status = Status(reply[0].decode())
+        if status is Status.OK:
+            return AppendResult(status, count=int(reply[1]))
+        if status is Status.STALE_SCHEMA:
+            return AppendResult(status, schema_version=int(reply[1]))
+        return AppendResult(status)
+
+    def reserve(
+        self,
+        meta: TopicMeta,
+        partitions: Sequence[int],
+        *,
+        nonce: str,
+        now_ms: int,
+    ) -> ReserveResult:
+        keys = [self._topic(meta.name) + ":meta"]
+        for index in partitions:
+            keys += self._partition_keys(meta.name, index)
+        reply = self._run("reserve", keys, [meta.epoch, now_ms, nonce, *partitions])
+        tag = reply[0].decode()
+        if tag == "ok":
+            message = _message(int(reply[1]), int(reply[2]), reply[3], nonce)
+            return ReserveResult(Status.OK, message)
+        if tag == "none":
+            expiry = int(reply[1])
+            return ReserveResult(Status.OK, None, expiry if expiry >= 0 else None)
+        return ReserveResult(Status.NO_TOPIC)
+
+    def settle(
+        self,
+        meta: TopicMeta,
+        partition: int,
+        offset: int,
+        nonce: str,
+        *,
+        action: str,
+        now_ms: int,
+    ) -> Status:
+        keys = [self._topic(meta.name) + ":meta", *self._partition_keys(meta.name, partition)]
+        reply = self._run(
+            "settle",
+            keys,
+            [meta.epoch, offset, nonce, action, now_ms, self.wake_channel(meta.name)],
+        )
+        return Status(reply.decode())
+
+    def read(
+        self, meta: TopicMeta, partition: int, offset: int, *, now_ms: int
+    ) -> Message | None:
+        state, log, *_ = self._partition_keys(meta.name, partition)
+
+        def fetch(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            pipe.hget(state, "oldest")
+            pipe.hget(log, offset)
+            return pipe.execute()
+
+        oldest, record = self.client.call(fetch)
+        if record is None or offset < int(oldest or 0):
+            return None
+        message = _message(partition, offset, record, "")
+        if meta.retention_ms and message.timestamp + meta.retention_ms <= now_ms:
+            return None  # past retention; the next write trims it
+        return message
+
+    def listen(self, pattern: str) -> redis.client.PubSub:
+        pubsub = self.client.redis.pubsub(ignore_subscribe_messages=True)
+        pubsub.psubscribe(pattern)
+        return pubsub
+
+
+def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
+    if not raw:
+        return None
+    f = {k.decode(): v.decode() for k, v in raw.items()}
+    return TopicMeta(
+        name=f["name"],
+        epoch=f["epoch"],
+        schema_high_cost=f.get("schema_high_cost") == "1",
+        **{k: int(f.get(k, 0)) for k in _INT_FIELDS},
+    )
+
+
+def _message(partition: int, offset: int, record: bytes, nonce: str) -> Message:
+    ts, _, rest = record.partition(b",")
+    kind = rest[:1].decode()
+    length, _, body = rest[1:].partition(b":")
+    size = int(length)
+    return Message(
+        partition=partition,
+        offset=offset,
+        timestamp=int(ts),
+        key=body[:size],
+        payload=body[size:],
+        kind=kind,
+        nonce=nonce,
+    )
+
+
+def _schema_result(reply: list[Any]) -> SchemaWriteResult:
+    status = Status(reply[0].decode())
+    numbers = [int(x) for x in reply[1:]]
+    if status is Status.OK:
+        return SchemaWriteResult(status, *numbers)
+    if status in (Status.BASE_MISMATCH, Status.TOO_MANY_VERSIONS):
+        return SchemaWriteResult(status, version=numbers[0])
+    if status in (Status.TOPIC_BUDGET, Status.CLUSTER_BUDGET):
+        return SchemaWriteResult(status, stored_bytes=numbers[0], cluster_bytes=numbers[1])
+    return SchemaWriteResult(status)
