@@ -66,6 +66,8 @@ def _bind(value: Any) -> str:
 def _names(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, tuple):
+        value = list(value)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"expected a list of names, got {value!r}")
     return tuple(v.strip() for v in value)

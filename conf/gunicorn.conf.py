@@ -1,0 +1,16 @@
+"""gunicorn settings for a Narad node, for running gunicorn by hand or from systemd:
+
+    NARAD_STORAGE_URL=redis://127.0.0.1:6379/0 \
+    PROMETHEUS_MULTIPROC_DIR=/run/narad/metrics \
+        gunicorn -c conf/gunicorn.conf.py 'narad.app:get_app()'
+
+The values come from Narad's own configuration (NARAD_CONFIG and NARAD_*),
+exactly as `narad serve` uses them. A hand-run gunicorn needs a storage URL:
+only `narad serve` starts the embedded server.
+"""
+
+from narad.config import Config
+from narad.server import gunicorn_settings
+
+globals().update(gunicorn_settings(Config.load()))
+wsgi_app = "narad.app:get_app()"
