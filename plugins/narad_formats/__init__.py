@@ -1,0 +1,273 @@
+"""Format checkers for JSON Schema's ``format`` keyword, asserting on every draft.
+
+Every checker refuses bad values itself (python-jsonschema's FormatChecker
+passes many formats silently when an optional package is missing) and runs in
+time linear in the string: the grammars are RE2 patterns or plain code, never
+a backtracking ``re`` on payload text. Calendar rules (days in a month, leap
+seconds) are checked in code after the pattern matched.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from typing import Any
+
+import idna
+import re2
+
+from narad import hookimpl
+
+__all__ = ("CHECKERS", "narad_format_checkers")
+
+
+def _compile(pattern: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+def _full(pattern: str) -> Callable[[str], bool]:
+    regex = _compile("^(?:" + pattern + ")$")
+    return lambda value: regex.search(value) is not None
+
+
+# -- dates and times (RFC 3339) ------------------------------------------------
+
+_DATE = _compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})$")
+_TIME = _compile(
+    r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
+    r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))$"
+)
+_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def is_date(value: str) -> bool:
+    match = _DATE.search(value)
+    if match is None:
+        return False
+    year, month, day = (int(part) for part in match.groups())
+    if not 1 <= month <= 12 or not 1 <= day <= _DAYS[month - 1]:
+        return False
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return month != 2 or day <= 28 or leap
+
+
+def is_time(value: str) -> bool:
+    match = _TIME.search(value)
+    if match is None:
+        return False
+    hour, minute, second = (int(part) for part in match.groups()[:3])
+    sign, off_hour, off_minute = match.groups()[3:]
+    offset = 0
+    if sign is not None:
+        if int(off_hour) > 23 or int(off_minute) > 59:
+            return False
+        offset = (int(off_hour) * 60 + int(off_minute)) * (1 if sign == "+" else -1)
+    if hour > 23 or minute > 59 or second > 60:
+        return False
+    # A leap second exists only at 23:59:60 UTC.
+    return second < 60 or (hour * 60 + minute - offset) % 1440 == 23 * 60 + 59
+
+
+def is_date_time(value: str) -> bool:
+    date, sep, time = value.partition("T") if "T" in value else value.partition("t")
+    return bool(sep) and is_date(date) and is_time(time)
+
+
+_DURATION_TIME = r"T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+is_duration = _full(
+    r"P(?:[0-9]+W|(?:[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)"
+    r"(?:" + _DURATION_TIME + r")?|" + _DURATION_TIME + r")"
+)
+is_uuid = _full(
+    r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
+)
+
+
+# -- internet addresses and names ----------------------------------------------
+
+
+def is_ipv4(value: str) -> bool:
+    parts = value.split(".", 4)
+    if len(parts) != 4:
+        return False
+    for part in parts:
+        if not (part.isascii() and part.isdigit()) or len(part) > 3:
+            return False
+        if (part.startswith("0") and part != "0") or int(part) > 255:
+            return False
+    return True
+
+
+def is_ipv6(value: str) -> bool:
+    if len(value) > 45 or "%" in value or not value.isascii():
+        return False
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        return False
+    return True
+
+
+_LABEL = _compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def is_hostname(value: str) -> bool:
+    if not value or len(value) > 253:
+        return False
+    for label in value.split("."):
+        if _LABEL.search(label) is None:
+            return False
+        if label[2:4] == "--":
+            # Only a valid A-label may have hyphens in the 3rd and 4th place.
+            if label[:4].lower() != "xn--":
+                return False
+            try:
+                idna.decode(label)
+            except idna.IDNAError:
+                return False
+    return True
+
+
+def is_idn_hostname(value: str) -> bool:
+    # A hostname is at most 253 ASCII characters, so a U-label form cannot be
+    # much longer; refusing early keeps the IDNA tables off hostile input.
+    if not value or len(value) > 1024:
+        return False
+    try:
+        encoded = idna.encode(value, uts46=False)
+    except (idna.IDNAError, UnicodeError, ValueError):
+        return False
+    return len(encoded) <= 253
+
+
+_ATEXT = r"A-Za-z0-9!#$%&'*+/=?^_`{|}~\-"
+_QUOTED = r'"(?:[^"\\\r\n]|\\.)*"'
+_LOCAL = _compile(rf"^(?:[{_ATEXT}]+(?:\.[{_ATEXT}]+)*|{_QUOTED})$")
+_U = r"\x{80}-\x{10FFFF}"
+_IDN_LOCAL = _compile(rf"^(?:[{_ATEXT}{_U}]+(?:\.[{_ATEXT}{_U}]+)*|{_QUOTED})$")
+
+
+def _email(value: str, local: Any, domain: Callable[[str], bool]) -> bool:
+    at = value.rfind("@")
+    if at <= 0 or at > 64:
+        return False
+    if local.search(value[:at]) is None:
+        return False
+    host = value[at + 1 :]
+    if host.startswith("[") and host.endswith("]"):
+        literal = host[1:-1]
+        if literal[:5].lower() == "ipv6:":
+            return is_ipv6(literal[5:])
+        return is_ipv4(literal)
+    return domain(host)
+
+
+def is_email(value: str) -> bool:
+    return _email(value, _LOCAL, is_hostname)
+
+
+def is_idn_email(value: str) -> bool:
+    return _email(value, _IDN_LOCAL, is_idn_hostname)
+
+
+# -- URIs and IRIs (RFC 3986, RFC 3987) ----------------------------------------
+
+
+def _uri_grammar(iri: bool) -> tuple[str, str]:
+    """The RFC 3986 grammar as RE2 text: (absolute URI, URI reference)."""
+    pct = r"%[0-9A-Fa-f]{2}"
+    extra = r"\x{A0}-\x{10FFFF}" if iri else ""
+    unreserved = r"A-Za-z0-9\-._~" + extra
+    sub = r"!$&'()*+,;="
+    pchar = rf"(?:[{unreserved}{sub}:@]|{pct})"
+    nc = rf"(?:[{unreserved}{sub}@]|{pct})"
+    query = rf"(?:{pchar}|[/?])*"
+    ip_literal = rf"\[(?:[0-9A-Fa-f:.]+|[vV][0-9A-Fa-f]+\.[{unreserved}{sub}:]+)\]"
+    reg_name = rf"(?:[{unreserved}{sub}]|{pct})*"
+    userinfo = rf"(?:[{unreserved}{sub}:]|{pct})*"
+    authority = rf"(?:{userinfo}@)?(?:{ip_literal}|{reg_name})(?::[0-9]*)?"
+    abempty = rf"(?:/{pchar}*)*"
+    absolute = rf"/(?:{pchar}+{abempty})?"
+    rootless = rf"{pchar}+{abempty}"
+    noscheme = rf"{nc}+{abempty}"
+    tail = rf"(?:\?{query})?(?:#{query})?"
+    scheme = r"[A-Za-z][A-Za-z0-9+\-.]*"
+    hier = rf"(?://{authority}{abempty}|{absolute}|{rootless}|)"
+    relative = rf"(?://{authority}{abempty}|{absolute}|{noscheme}|)"
+    full = rf"{scheme}:{hier}{tail}"
+    return full, rf"{full}|{relative}{tail}"
+
+
+def _ip_literal_ok(value: str) -> bool:
+    # The grammar admits any hex, colons and dots in brackets; check it is a
+    # real IPv6 address (linear: the pattern already bounded the characters).
+    start = value.find("//[")
+    if start < 0:
+        return True
+    end = value.find("]", start)
+    literal = value[start + 3 : end]
+    return literal[:1] in ("v", "V") or is_ipv6(literal)
+
+
+def _uri_checker(pattern: str) -> Callable[[str], bool]:
+    regex = _compile("^(?:" + pattern + ")$")
+    return lambda value: regex.search(value) is not None and _ip_literal_ok(value)
+
+
+_URI, _URI_REFERENCE = _uri_grammar(iri=False)
+_IRI, _IRI_REFERENCE = _uri_grammar(iri=True)
+is_uri = _uri_checker(_URI)
+is_uri_reference = _uri_checker(_URI_REFERENCE)
+is_iri = _uri_checker(_IRI)
+is_iri_reference = _uri_checker(_IRI_REFERENCE)
+
+_VARCHAR = r"(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})"
+_VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
+is_uri_template = _full(
+    rf"(?:[^{{}}\x00-\x20\"'<>\\^`|]|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
+)
+
+
+# -- JSON pointers and regular expressions -------------------------------------
+
+is_json_pointer = _full(r"(?:/(?:[^~/]|~[01])*)*")
+is_relative_json_pointer = _full(r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~[01])*)*)")
+
+
+def is_regex(value: str) -> bool:
+    """A pattern the validator can run: RE2 syntax, as ``pattern`` uses."""
+    try:
+        _compile(value)
+    except re2.error:
+        return False
+    return True
+
+
+CHECKERS: dict[str, Callable[[str], bool]] = {
+    "date": is_date,
+    "date-time": is_date_time,
+    "duration": is_duration,
+    "email": is_email,
+    "hostname": is_hostname,
+    "idn-email": is_idn_email,
+    "idn-hostname": is_idn_hostname,
+    "ipv4": is_ipv4,
+    "ipv6": is_ipv6,
+    "iri": is_iri,
+    "iri-reference": is_iri_reference,
+    "json-pointer": is_json_pointer,
+    "regex": is_regex,
+    "relative-json-pointer": is_relative_json_pointer,
+    "time": is_time,
+    "uri": is_uri,
+    "uri-reference": is_uri_reference,
+    "uri-template": is_uri_template,
+    "uuid": is_uuid,
+}
+
+
+@hookimpl
+def narad_format_checkers() -> dict[str, Callable[[str], bool]]:
+    return dict(CHECKERS)
