@@ -34,7 +34,7 @@ from narad.http.topics import TopicCollection
 from narad.http.topics import TopicItem
 from narad.plugins import Plugins
 from narad.plugins import load_plugins
-from narad.schema.capacity import Capacity
+from narad.schema.capacity import ValidationCapacity
 from narad.schema.service import SchemaService
 from narad.storage import Storage
 
@@ -58,14 +58,14 @@ def connect_storage(config: Config, plugins: Plugins) -> Storage:
     return backends[scheme](url, config)
 
 
-def capacity_for(config: Config) -> Capacity:
+def capacity_for(config: Config) -> ValidationCapacity:
     directory = config.get("validation.capacity_dir") or str(
         config.data_dir / "capacity"
     )
-    return Capacity(
-        directory=Path(directory),
+    return ValidationCapacity(
+        Path(directory),
         slots=config.get("validation.capacity_slots") or os.cpu_count() or 1,
-        wait_s=config.get("validation.capacity_wait_ms") / 1000,
+        deadline=config.get("validation.capacity_wait_ms") / 1000,
     )
 
 

@@ -21,7 +21,7 @@ from narad.errors import TopicNotFound
 from narad.plugins import Plugins
 from narad.schema import compatibility
 from narad.schema import jsontext
-from narad.schema.capacity import Capacity
+from narad.schema.capacity import ValidationCapacity
 from narad.schema.drafts import Draft
 from narad.schema.registration import RegisteredSchema
 from narad.schema.registration import register
@@ -46,7 +46,7 @@ class SchemaService:
         self,
         plugins: Plugins,
         storage: Storage,
-        capacity: Capacity,
+        capacity: ValidationCapacity,
         *,
         topic_budget: int = TOPIC_BUDGET,
         cluster_budget: int = CLUSTER_BUDGET,

@@ -63,6 +63,8 @@ class RetryingClient:
             # Retrying is ours to bound; redis-py must not retry underneath.
             "retry": Retry(NoBackoff(), 0),
             "health_check_interval": 30,
+            # RESP2: every RESP server speaks it (RedisRaft, older Redis).
+            "protocol": 2,
         }
         self.redis = client if client is not None else redis.Redis.from_url(
             url, **self._options

@@ -1,0 +1,85 @@
+"""A small stdlib HTTP client for tests against a real server."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    data: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+    @property
+    def error(self) -> str:
+        return self.json()["error"]
+
+
+class Client:
+    """One keep-alive connection per thread to ``base`` (http://host:port)."""
+
+    def __init__(self, base: str, timeout: float = 30.0) -> None:
+        parts = urlsplit(base)
+        self.host, self.port = parts.hostname, parts.port
+        self.timeout = timeout
+        self._local = threading.local()
+
+    def _conn(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            self._local.conn = conn
+        return conn
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | str | dict | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        if isinstance(body, dict):
+            body = json.dumps(body)
+        if isinstance(body, str):
+            body = body.encode()
+        for attempt in range(2):
+            conn = self._conn()
+            try:
+                conn.request(method, path, body=body, headers=headers or {})
+                raw = conn.getresponse()
+                data = raw.read()
+                if raw.getheader("connection", "").lower() == "close":
+                    self.close()
+                return Response(raw.status, dict(raw.getheaders()), data)
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.close()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def get(self, path: str, **kw: Any) -> Response:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Response:
+        return self.request("POST", path, body, **kw)
+
+    def patch(self, path: str, body: Any = None, **kw: Any) -> Response:
+        return self.request("PATCH", path, body, **kw)
+
+    def delete(self, path: str, **kw: Any) -> Response:
+        return self.request("DELETE", path, **kw)
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

@@ -1,0 +1,117 @@
+"""The plugin host: built-ins, entry points, conflicts and broken plugins."""
+
+from __future__ import annotations
+
+import configparser
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from narad import plugins as host
+from narad.errors import PluginConflict
+from narad.errors import PluginError
+from narad.plugins import DEFAULT_PLUGINS
+from narad.plugins import Plugins
+from narad.plugins import get_plugin_manager
+from tests.plugins import conflicting_formats
+from tests.plugins import failing_hook
+from tests.plugins import unknown_hook
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def builtins_only() -> Plugins:
+    return Plugins(get_plugin_manager(load_entry_points=False))
+
+
+def test_every_builtin_is_registered_and_declared_as_an_entry_point():
+    pm = get_plugin_manager(load_entry_points=False)
+    assert all(pm.has_plugin(name) for name in DEFAULT_PLUGINS)
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    declared = {
+        line.split("=")[0].strip()
+        for line in setup["options.entry_points"]["narad"].strip().splitlines()
+    }
+    assert declared == set(DEFAULT_PLUGINS)
+
+
+def test_builtins_provide_drafts_formats_rules_and_storage():
+    plugins = builtins_only()
+    by_uri, default = plugins.drafts()
+    assert default.name == "2020-12"
+    assert "https://json-schema.org/draft/2020-12/schema" in by_uri
+    assert "date-time" in plugins.format_checkers()
+    assert "type" in plugins.compatibility_rules()
+    assert {"redis", "unix", "fakeredis"} <= set(plugins.storage_backends())
+
+
+def test_two_plugins_claiming_one_key_are_refused_naming_both():
+    pm = get_plugin_manager(load_entry_points=False)
+    pm.register(conflicting_formats, name="conflicting_formats")
+    with pytest.raises(PluginConflict) as info:
+        Plugins(pm).format_checkers()
+    message = str(info.value)
+    assert "'narad_formats'" in message
+    assert "'conflicting_formats'" in message
+    assert "'email'" in message
+
+
+def test_a_hook_that_raises_names_its_plugin():
+    pm = get_plugin_manager(load_entry_points=False)
+    pm.register(failing_hook, name="failing_hook")
+    with pytest.raises(PluginError, match="plugin 'failing_hook' failed in narad_format_checkers"):
+        Plugins(pm).format_checkers()
+
+
+def test_an_entry_point_that_cannot_load_names_itself(monkeypatch):
+    broken = EntryPoint(name="broken", value="narad_no_such_module", group="narad")
+    monkeypatch.setattr(host, "entry_points", lambda group: [broken])
+    with pytest.raises(PluginError) as info:
+        get_plugin_manager()
+    assert "entry point 'broken' (narad_no_such_module)" in str(info.value)
+    assert "failed to load" in str(info.value)
+
+
+def test_a_plugin_with_an_unknown_hook_is_refused(monkeypatch):
+    ep = EntryPoint(name="unknown_hook", value="tests.plugins.unknown_hook", group="narad")
+    monkeypatch.setattr(host, "entry_points", lambda group: [ep])
+    with pytest.raises(PluginError, match="unknown_hook"):
+        get_plugin_manager()
+    assert unknown_hook.narad_no_such_hook() == {}
+
+
+def test_disabled_plugins_are_not_loaded():
+    pm = get_plugin_manager(disabled=["narad_fakeredis"], load_entry_points=False)
+    assert not pm.has_plugin("narad_fakeredis")
+    assert "fakeredis" not in Plugins(pm).storage_backends()
+
+
+@pytest.fixture(scope="module")
+def example_installed(tmp_path_factory):
+    """The example third-party distribution, really installed (pip --target)."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+         "--no-build-isolation", "--target", str(target),
+         str(ROOT / "plugins" / "narad-example")],
+        check=True,
+    )
+    sys.path.insert(0, str(target))
+    yield target
+    sys.path.remove(str(target))
+    for name in [m for m in sys.modules if m.startswith("narad_example")]:
+        del sys.modules[name]
+
+
+def test_example_plugin_is_not_there_until_installed():
+    assert not get_plugin_manager().has_plugin("narad_example")
+
+
+def test_example_plugin_is_discovered_once_installed(example_installed):
+    pm = get_plugin_manager()
+    assert pm.has_plugin("narad_example")
+    assert "x-unit" in Plugins(pm).compatibility_rules()
