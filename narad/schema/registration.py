@@ -1,0 +1,224 @@
+"""Registration: the rules a schema document must meet before a topic stores it.
+
+:func:`register` applies the rulebook's "Schema documents" section in order,
+cheapest check first, and records whether the schema belongs to the
+high-cost class of "Validation capacity" so produce need not re-analyse it.
+Every refusal is :class:`~narad.errors.InvalidSchema` with a message starting
+``schema: ``; a message names where in the document the problem sits and never
+repeats a reference's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from narad.errors import InvalidSchema
+from narad.schema import jsontext
+from narad.schema.drafts import Draft
+from narad.schema.patterns import PatternError
+from narad.schema.patterns import check_pattern
+from narad.schema.resolver import MAP_SUBSCHEMAS
+from narad.schema.resolver import SchemaIndex
+from narad.schema.resolver import join_pointer
+from narad.schema.shapes import ShapeError
+from narad.schema.shapes import analyse
+
+__all__ = (
+    "BASE_URI",
+    "MAX_DEPTH",
+    "MAX_NAMES",
+    "MAX_PATTERN_PROPERTIES",
+    "MAX_SIZE",
+    "RegisteredSchema",
+    "register",
+)
+
+MAX_SIZE = 256 * 1024
+MAX_DEPTH = 64
+MAX_NAMES = 1024
+MAX_PATTERN_PROPERTIES = 64
+
+# The base URI of a document without an absolute $id. Only in-document
+# references are allowed, so it never reaches anything.
+BASE_URI = "narad://schema/registration"
+
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+# Keywords whose values are data, not schemas: a "$ref" inside is just a value.
+_DATA = frozenset({"const", "default", "enum", "examples"})
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    """A schema document that passed registration.
+
+    Attributes:
+        document: The parsed document (exact numbers, see ``jsontext``).
+        compact: The document's JSON text without insignificant whitespace,
+            every number kept as written: what a topic stores.
+        draft: The draft the document is written in.
+        high_cost: Validation against it always takes the per-node capacity
+            bound (see "Validation capacity").
+    """
+
+    document: Any
+    compact: bytes
+    draft: Draft
+    high_cost: bool
+
+
+def register(
+    raw: bytes, *, drafts: Mapping[str, Draft], default_draft: Draft
+) -> RegisteredSchema:
+    """Check a schema document's JSON text against every registration rule.
+
+    Args:
+        raw: The document's own JSON text.
+        drafts: Built-in drafts by ``$schema`` URI.
+        default_draft: The draft of a document without ``$schema``.
+
+    Raises:
+        InvalidSchema: the document breaks a rule; the message says which.
+    """
+    try:
+        document = jsontext.loads(raw, max_depth=MAX_DEPTH)
+    except jsontext.JSONTextError as exc:
+        raise InvalidSchema(f"schema: {exc}") from None
+    if document is False:
+        raise InvalidSchema("schema: false is refused, it would refuse every message")
+    if not (document is True or isinstance(document, dict)):
+        raise InvalidSchema("schema: must be a JSON object or true")
+    # The limit is on what is stored: the compacted text, so a client's
+    # indentation does not count against it.
+    compact = jsontext.compact(raw)
+    if len(compact) > MAX_SIZE:
+        raise InvalidSchema("schema: is larger than 256 KiB")
+    draft = _draft_of(document, drafts, default_draft)
+    if document is True:
+        return RegisteredSchema(document, compact, draft, high_cost=False)
+    for message in draft.meta_validator(document):
+        raise InvalidSchema(
+            f"schema: not valid under the {draft.name} meta-schema: {message}"
+        )
+    survey = _survey(document, draft)
+    try:
+        analysis = analyse(SchemaIndex(document, draft=draft, base_uri=BASE_URI))
+    except ShapeError as exc:
+        raise InvalidSchema(f"schema: {exc}") from None
+    high_cost = (
+        survey.names > MAX_NAMES
+        or survey.pattern_properties > MAX_PATTERN_PROPERTIES
+        or analysis.applies_many
+    )
+    return RegisteredSchema(document, compact, draft, high_cost=high_cost)
+
+
+def _draft_of(document: Any, drafts: Mapping[str, Draft], default: Draft) -> Draft:
+    if not isinstance(document, dict) or "$schema" not in document:
+        return default
+    draft = (
+        drafts.get(document["$schema"])
+        if isinstance(document["$schema"], str)
+        else None
+    )
+    if draft is None:
+        names = ", ".join(sorted({d.name for d in drafts.values()}, reverse=True))
+        raise InvalidSchema(f"schema: $schema names no built-in draft ({names})")
+    return draft
+
+
+@dataclass
+class _Survey:
+    names: int = 0
+    pattern_properties: int = 0
+
+
+def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
+    """Check references, patterns and nested ``$schema``; count cost drivers.
+
+    Every object outside data keywords counts as a schema, wherever it sits
+    (an unreferenced ``$defs`` entry, an unknown keyword): a pointer can reach
+    any of them.
+    """
+    survey = _Survey()
+    for pointer, schema in _schemas(document):
+        _check_references(pointer, schema)
+        _check_patterns(pointer, schema)
+        nested = schema.get("$schema")
+        if pointer and nested is not None and nested not in draft.uris:
+            at = join_pointer(pointer, "$schema")
+            raise InvalidSchema(f"schema: the $schema at {at!r} is not the document's")
+        survey.names += _names(schema)
+        patterns = schema.get("patternProperties")
+        if isinstance(patterns, dict):
+            survey.pattern_properties += len(patterns)
+    return survey
+
+
+def _schemas(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every object in schema position, with its pointer (iterative)."""
+    stack: list[tuple[str, Any]] = [("", document)]
+    while stack:
+        pointer, value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(
+                (join_pointer(pointer, i), item) for i, item in enumerate(value)
+            )
+            continue
+        if not isinstance(value, dict):
+            continue
+        yield pointer, value
+        for key, item in value.items():
+            if key in _DATA:
+                continue
+            at = join_pointer(pointer, key)
+            if key in MAP_SUBSCHEMAS and isinstance(item, dict):
+                stack.extend(
+                    (join_pointer(at, name), sub) for name, sub in item.items()
+                )
+            else:
+                stack.append((at, item))
+
+
+def _check_references(pointer: str, schema: dict[str, Any]) -> None:
+    for keyword in _REFERENCES:
+        ref = schema.get(keyword)
+        # Only a fragment resolves inside the document; anything else (a URL,
+        # a relative path, "", even the document's own $id) would load.
+        if isinstance(ref, str) and not ref.startswith("#"):
+            at = join_pointer(pointer, keyword)
+            raise InvalidSchema(
+                f"schema: the {keyword} at {at!r} does not resolve inside the "
+                "document (only #/$defs/..., #anchor and $dynamicRef do)"
+            )
+
+
+def _check_patterns(pointer: str, schema: dict[str, Any]) -> None:
+    places: list[tuple[str, str]] = []
+    if isinstance(schema.get("pattern"), str):
+        places.append((join_pointer(pointer, "pattern"), schema["pattern"]))
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, dict):
+        at = join_pointer(pointer, "patternProperties")
+        places.extend((join_pointer(at, key), key) for key in patterns)
+    for at, pattern in places:
+        try:
+            check_pattern(pattern)
+        except PatternError as exc:
+            raise InvalidSchema(f"schema: the pattern at {at!r} {exc}") from None
+
+
+def _names(schema: dict[str, Any]) -> int:
+    """Names listed by ``required``, ``dependentRequired`` and ``dependencies``."""
+    count = 0
+    if isinstance(schema.get("required"), list):
+        count += len(schema["required"])
+    for keyword in ("dependentRequired", "dependencies"):
+        value = schema.get(keyword)
+        if isinstance(value, dict):
+            count += sum(
+                len(names) for names in value.values() if isinstance(names, list)
+            )
+    return count

@@ -1,0 +1,482 @@
+"""The schema shapes registration refuses, found in polynomial time.
+
+The document is read as a graph whose nodes are subschemas (JSON pointers)
+and whose edges say how the validator moves between them:
+
+- *in place*: the next subschema applies to the same value (``allOf``,
+  ``anyOf``, ``oneOf``, ``not``, ``if``/``then``/``else``, dependent schemas,
+  and ``$ref``/``$dynamicRef``/``$recursiveRef`` to every target
+  :class:`~narad.schema.resolver.SchemaIndex` says they can pick);
+- *to a child value*, labelled with which children it reaches: a property
+  name, a pattern, "other properties" of a parent, an array index, every item,
+  or a property's name (``propertyNames``).
+
+Two child edges can reach the same value only if their labels can name one
+child: ``properties/a`` and ``properties/b`` cannot, ``properties/a`` and a
+``patternProperties`` pattern matching ``a`` can, ``items`` and any index can.
+A key that no ``properties`` names is assumed to match every pattern.
+
+The refused shapes (see :func:`analyse`):
+
+1. Duplicated recursion: from a subschema on a cycle, two paths over one level
+   (in-place edges, one child edge, in-place edges) reach the same subschema of
+   that cycle for the same child. Each level then doubles the work. Counted
+   per starting subschema over its one-level neighbourhood, with in-place
+   cycles cut where the validator cuts them (at the first revisit).
+2. More than 64 paths: paths to each subschema are counted once over the
+   graph with every cycle cut at its first back edge (memoised, in topological
+   order). In-place edges add up; child edges add up only within a group that
+   can name one child, and the largest group counts.
+3. A cycle of in-place edges through ``not``, ``if`` or ``oneOf``: found as an
+   edge of those keywords inside one strongly connected component of the
+   in-place graph.
+
+Everything is iterative: ``$ref`` graphs can be far deeper than Python's stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from narad.schema.patterns import PatternError
+from narad.schema.patterns import compile_pattern
+from narad.schema.resolver import SchemaIndex
+from narad.schema.resolver import UnresolvableRef
+from narad.schema.resolver import join_pointer
+
+__all__ = ("MAX_PATHS", "MAX_SUBSCHEMAS_PER_VALUE", "Analysis", "ShapeError", "analyse")
+
+MAX_PATHS = 64
+MAX_SUBSCHEMAS_PER_VALUE = 64
+_CAP = MAX_PATHS + 1  # counts saturate here: only "more than 64" matters
+
+_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_SINGLE = ("not", "if", "then", "else")
+_IN_PLACE_MAPS = ("dependentSchemas", "dependencies")
+_NEGATING = frozenset({"not", "if", "oneOf"})
+_ITEM_KEYWORDS = ("additionalItems", "unevaluatedItems", "contains")
+
+Label = tuple[Any, ...]
+
+
+class ShapeError(ValueError):
+    """A refused shape; ``str()`` names where, never a reference's text."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One move of the validator: ``label`` is None for an in-place edge."""
+
+    source: str
+    target: str
+    keyword: str
+    where: str
+    label: Label | None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What registration records about the document's shape.
+
+    Attributes:
+        applies_many: Some value gets more than 64 subschemas applied to it
+            (a union of 64 or more branches does): the high-cost class.
+    """
+
+    applies_many: bool
+
+
+def analyse(index: SchemaIndex) -> Analysis:
+    """Check the three shapes on an indexed document.
+
+    Raises:
+        ShapeError: a reference leads nowhere, or one of the shapes is found.
+    """
+    graph = _Graph(index)
+    _check_negated_cycles(graph)
+    _check_duplicated_recursion(graph)
+    order, forward = _topological(graph)
+    _check_path_counts(graph, order, forward)
+    return Analysis(applies_many=_applies_many(order, forward))
+
+
+# -- The graph -----------------------------------------------------------------
+
+
+class _Graph:
+    def __init__(self, index: SchemaIndex) -> None:
+        self.index = index
+        self.edges: dict[str, list[Edge]] = {}
+        self.patterns: dict[str, Any] = {}
+        stack = [("", index.document, index.base_uris.get("", index.root_uri))]
+        while stack:
+            pointer, schema, base = stack.pop()
+            if pointer in self.edges:
+                continue
+            self.edges[pointer] = out = [
+                edge
+                for edge in self._edges(pointer, schema, base)
+                if isinstance(self._schema_at(edge.target)[0], dict | bool)
+            ]
+            for edge in out:
+                if edge.target not in self.edges:
+                    stack.append((edge.target, *self._schema_at(edge.target)))
+
+    def _schema_at(self, pointer: str) -> tuple[Any, str]:
+        index = self.index
+        if pointer in index.subschemas:
+            return index.subschemas[pointer], index.base_uris[pointer]
+        target = index.resolve("#" + pointer, index.root_uri)
+        return target.schema, index.base_uri_at(pointer)
+
+    def _edges(self, pointer: str, schema: Any, base: str) -> Iterator[Edge]:
+        if not isinstance(schema, dict):
+            return
+        draft = self.index.draft
+        keywords = draft.keywords
+        refs_only = draft.ref_overrides_siblings and "$ref" in schema
+        for keyword, value in schema.items():
+            if keyword not in keywords or (refs_only and keyword != "$ref"):
+                continue
+            at = join_pointer(pointer, keyword)
+            if keyword in ("$ref", "$dynamicRef", "$recursiveRef"):
+                for target in self._targets(keyword, value, base, at):
+                    yield Edge(pointer, target, keyword, at, None)
+            elif keyword in _IN_PLACE_LISTS and isinstance(value, list):
+                for i in range(len(value)):
+                    yield self._edge(pointer, keyword, join_pointer(at, i))
+            elif keyword in _IN_PLACE_SINGLE:
+                yield self._edge(pointer, keyword, at)
+            elif keyword in _IN_PLACE_MAPS and isinstance(value, dict):
+                for name in value:
+                    yield self._edge(pointer, keyword, join_pointer(at, name))
+            else:
+                yield from self._child_edges(pointer, schema, keyword, value, at)
+
+    def _edge(self, pointer: str, keyword: str, at: str) -> Edge:
+        return Edge(pointer, at, keyword, at, None)
+
+    def _child_edges(
+        self, pointer: str, schema: dict[str, Any], keyword: str, value: Any, at: str
+    ) -> Iterator[Edge]:
+        if keyword == "properties" and isinstance(value, dict):
+            for name in value:
+                yield Edge(
+                    pointer,
+                    join_pointer(at, name),
+                    keyword,
+                    join_pointer(at, name),
+                    ("key", name),
+                )
+        elif keyword == "patternProperties" and isinstance(value, dict):
+            for pattern in value:
+                where = join_pointer(at, pattern)
+                yield Edge(pointer, where, keyword, where, ("pattern", pattern))
+        elif keyword == "additionalProperties":
+            names = schema.get("properties")
+            patterns = schema.get("patternProperties")
+            label = (
+                "other",
+                frozenset(names) if isinstance(names, dict) else frozenset(),
+                tuple(patterns) if isinstance(patterns, dict) else (),
+            )
+            yield Edge(pointer, at, keyword, at, label)
+        elif keyword == "unevaluatedProperties":
+            yield Edge(pointer, at, keyword, at, ("other", frozenset(), ()))
+        elif keyword in ("items", "prefixItems") and isinstance(value, list):
+            for i in range(len(value)):
+                yield Edge(
+                    pointer,
+                    join_pointer(at, i),
+                    keyword,
+                    join_pointer(at, i),
+                    ("index", i),
+                )
+        elif keyword == "items" or keyword in _ITEM_KEYWORDS:
+            yield Edge(pointer, at, keyword, at, ("item",))
+        elif keyword == "propertyNames":
+            yield Edge(pointer, at, keyword, at, ("name",))
+
+    def _targets(self, keyword: str, ref: Any, base: str, at: str) -> list[str]:
+        index = self.index
+        try:
+            if keyword == "$recursiveRef":
+                targets = index.recursive_targets(base)
+            elif keyword == "$dynamicRef" and isinstance(ref, str):
+                targets = index.dynamic_targets(ref, base)
+            elif isinstance(ref, str):
+                targets = (index.resolve(ref, base),)
+            else:
+                return []
+        except UnresolvableRef:
+            raise ShapeError(
+                f"the {keyword} at {at!r} leads nowhere in the document"
+            ) from None
+        return [target.pointer for target in targets]
+
+    def out(self, pointer: str) -> list[Edge]:
+        return self.edges[pointer]
+
+    def matches(self, pattern: str, name: str) -> bool:
+        if pattern not in self.patterns:
+            try:
+                self.patterns[pattern] = compile_pattern(pattern)
+            except PatternError:
+                self.patterns[pattern] = None
+        regex = self.patterns[pattern]
+        return regex is None or regex.search(name) is not None
+
+
+# -- Which children a label reaches ---------------------------------------------
+
+
+def _classes(labels: list[Label]) -> list[Label]:
+    """One representative child per group of labels that can name the same one."""
+    classes: list[Label] = [("key", None), ("index", None), ("name",)]
+    for label in labels:
+        if label[0] in ("key", "index") and label not in classes:
+            classes.append(label)
+    return classes
+
+
+def _reaches(graph: _Graph, label: Label, child: Label) -> bool:
+    """Whether an edge labelled ``label`` applies to the child ``child``."""
+    kind, name = label[0], child[1] if len(child) > 1 else None
+    if kind in ("key", "index"):
+        return label == child
+    if kind == "item":
+        return child[0] == "index"
+    if kind == "name":
+        return child[0] == "name"
+    if child[0] != "key":
+        return False
+    if name is None:  # a key no `properties` names: assume it matches anything
+        return True
+    if kind == "pattern":
+        return graph.matches(label[1], name)
+    _, names, patterns = label
+    return name not in names and not any(graph.matches(p, name) for p in patterns)
+
+
+# -- Shape 3: in-place cycles through not, if, oneOf ---------------------------
+
+
+def _components(
+    nodes: list[str], successors: Mapping[str, list[str]]
+) -> dict[str, int]:
+    """Strongly connected components (Tarjan, iterative): node -> component id."""
+    number: dict[str, int] = {}
+    low: dict[str, int] = {}
+    component: dict[str, int] = {}
+    on_stack: list[str] = []
+    on_stack_set: set[str] = set()
+    for root in nodes:
+        if root in number:
+            continue
+        work = [(root, iter(successors.get(root, ())))]
+        number[root] = low[root] = len(number)
+        on_stack.append(root)
+        on_stack_set.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in number:
+                    number[child] = low[child] = len(number)
+                    on_stack.append(child)
+                    on_stack_set.add(child)
+                    work.append((child, iter(successors.get(child, ()))))
+                    break
+                if child in on_stack_set:
+                    low[node] = min(low[node], number[child])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == number[node]:
+                    while True:
+                        member = on_stack.pop()
+                        on_stack_set.discard(member)
+                        component[member] = number[node]
+                        if member == node:
+                            break
+    return component
+
+
+def _check_negated_cycles(graph: _Graph) -> None:
+    in_place = {
+        node: [edge.target for edge in graph.out(node) if edge.label is None]
+        for node in graph.edges
+    }
+    component = _components(list(graph.edges), in_place)
+    for node in graph.edges:
+        for edge in graph.out(node):
+            if (
+                edge.label is None
+                and edge.keyword in _NEGATING
+                and component[edge.target] == component[node]
+            ):
+                raise ShapeError(
+                    f"the $ref cycle through {edge.where!r} re-applies a schema to "
+                    f"the same value under {edge.keyword}"
+                )
+
+
+# -- Shape 1: the same value reached twice at one level ------------------------
+
+
+def _check_duplicated_recursion(graph: _Graph) -> None:
+    successors = {
+        node: [edge.target for edge in graph.out(node)] for node in graph.edges
+    }
+    component = _components(list(graph.edges), successors)
+    sizes: dict[int, int] = {}
+    for node in graph.edges:
+        sizes[component[node]] = sizes.get(component[node], 0) + 1
+    for node in graph.edges:
+        cyclic = sizes[component[node]] > 1 or node in successors[node]
+        if cyclic:
+            _one_level(graph, node, component)
+
+
+class _Paths:
+    """How many paths reach a node (saturating), and the first two of them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.shown: list[tuple[str, ...]] = []
+
+    def add(self, other: _Paths, step: str) -> None:
+        self.count = min(self.count + other.count, _CAP)
+        for path in other.shown[: 2 - len(self.shown)]:
+            self.shown.append((*path, step))
+
+
+def _one_level(graph: _Graph, start: str, component: dict[str, int]) -> None:
+    """Refuse two paths from ``start`` to one node of its cycle, one level down."""
+    origin = _Paths()
+    origin.count, origin.shown = 1, [()]
+    here = _in_place_paths(graph, {start: origin})
+    steps = [
+        (edge, paths)
+        for node, paths in here.items()
+        for edge in graph.out(node)
+        if edge.label is not None
+    ]
+    for child in _classes([edge.label for edge, _ in steps if edge.label]):
+        seeds: dict[str, _Paths] = {}
+        for edge, paths in steps:
+            if edge.label is not None and _reaches(graph, edge.label, child):
+                seeds.setdefault(edge.target, _Paths()).add(paths, edge.where)
+        for node, paths in _in_place_paths(graph, seeds).items():
+            if paths.count > 1 and component[node] == component[start]:
+                first, second = sorted(_last_apart(*paths.shown[:2]))
+                raise ShapeError(
+                    "the same value is reached by two paths at one level, through "
+                    f"{first!r} and {second!r}"
+                )
+
+
+def _last_apart(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, str]:
+    """The last step where two paths differ, to name each one."""
+    for x, y in zip(reversed(a), reversed(b), strict=False):
+        if x != y:
+            return x, y
+    return (a[-1] if a else "/", b[-1] if b else "/")
+
+
+def _in_place_paths(graph: _Graph, seeds: dict[str, _Paths]) -> dict[str, _Paths]:
+    """Paths over in-place edges from ``seeds``, cut where the validator cuts.
+
+    A back edge (to a node already on the way) is where the validator stops a
+    cycle, so only the other edges carry paths, in topological order.
+    """
+    order = _postorder(graph, list(seeds), in_place=True)
+    position = {node: i for i, node in enumerate(order)}
+    paths = dict(seeds)
+    for node in reversed(order):
+        mine = paths.get(node)
+        if mine is None:
+            continue
+        for edge in graph.out(node):
+            if edge.label is None and position[edge.target] < position[node]:
+                paths.setdefault(edge.target, _Paths()).add(mine, edge.where)
+    return paths
+
+
+def _postorder(graph: _Graph, roots: list[str], *, in_place: bool) -> list[str]:
+    """Nodes reachable from ``roots`` in depth-first post-order (iterative)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for root in roots:
+        if root in seen:
+            continue
+        seen.add(root)
+        work = [(root, iter(graph.out(root)))]
+        while work:
+            node, edges = work[-1]
+            for edge in edges:
+                if in_place and edge.label is not None:
+                    continue
+                if edge.target not in seen:
+                    seen.add(edge.target)
+                    work.append((edge.target, iter(graph.out(edge.target))))
+                    break
+            else:
+                work.pop()
+                order.append(node)
+    return order
+
+
+# -- Shape 2 and the cost class: counting paths ---------------------------------
+
+
+def _topological(graph: _Graph) -> tuple[list[str], dict[str, list[Edge]]]:
+    """Nodes in topological order, each with its edges that are not back edges."""
+    order = list(reversed(_postorder(graph, [""], in_place=False)))
+    position = {node: i for i, node in enumerate(order)}
+    forward = {
+        node: [e for e in graph.out(node) if position[e.target] > position[node]]
+        for node in order
+    }
+    return order, forward
+
+
+def _check_path_counts(
+    graph: _Graph, order: list[str], forward: dict[str, list[Edge]]
+) -> None:
+    in_place: dict[str, int] = {"": 1}
+    children: dict[str, list[tuple[Label, int]]] = {}
+    for node in order:
+        count = in_place.get(node, 0)
+        arriving = children.get(node, [])
+        if arriving:
+            count += max(
+                sum(n for label, n in arriving if _reaches(graph, label, child))
+                for child in _classes([label for label, _ in arriving])
+            )
+        count = min(count, _CAP)
+        if count > MAX_PATHS:
+            raise ShapeError(
+                f"{node or '/'!r} is checked against one value through more than "
+                f"{MAX_PATHS} paths"
+            )
+        for edge in forward[node]:
+            if edge.label is None:
+                in_place[edge.target] = min(in_place.get(edge.target, 0) + count, _CAP)
+            else:
+                children.setdefault(edge.target, []).append((edge.label, count))
+
+
+def _applies_many(order: list[str], forward: dict[str, list[Edge]]) -> bool:
+    applied: dict[str, int] = {}
+    for node in reversed(order):
+        total = 1
+        for edge in forward[node]:
+            if edge.label is None:
+                total = min(total + applied[edge.target], _CAP)
+        applied[node] = total
+    return any(n > MAX_SUBSCHEMAS_PER_VALUE for n in applied.values())
