@@ -574,7 +574,7 @@ class Validator:
                 f"payload nests deeper than {MAX_DEPTH} levels"
             ) from None
         except JSONTextError as exc:
-            raise InvalidPayload(f"payload is not one JSON text: it {exc}") from None
+            raise InvalidPayload(f"payload is not one JSON text: {exc}") from None
         depth = min(MAX_DEPTH, payload.count(b"[") + payload.count(b"{"))
         if depth > self.max_depth:
             raise InvalidPayload(
