@@ -83,11 +83,16 @@ class MessageService:
 
     # -- produce -------------------------------------------------------------
 
-    def produce(self, topic: str, outgoing: Sequence[Outgoing]) -> int:
-        """Validate and append ``outgoing`` all or nothing; return the count."""
+    def produce(
+        self, topic: str, outgoing: Sequence[Outgoing], *, batch: bool = False
+    ) -> int:
+        """Validate and append ``outgoing`` all or nothing; return the count.
+
+        In a batch, errors name the failing entry (``messages[i]: ...``).
+        """
         meta = self.topics.cached(topic)
         for _ in range(WRITE_ATTEMPTS):
-            entries = self._entries(meta, outgoing)
+            entries = self._entries(meta, outgoing, batch)
             result = self.storage.append(
                 meta, entries, schema_version=meta.schema_version, now_ms=now_ms()
             )
@@ -96,32 +101,28 @@ class MessageService:
             meta = self.topics.refresh(topic)  # recreated, or a new schema version
         raise Unavailable(f"topic {topic} kept changing during the produce; retry")
 
-    def _entries(self, meta: TopicMeta, outgoing: Sequence[Outgoing]) -> list[Entry]:
+    def _entries(
+        self, meta: TopicMeta, outgoing: Sequence[Outgoing], batch: bool
+    ) -> list[Entry]:
         validate = self.schemas.payload_check(meta) if meta.schema_version else None
         entries = []
         for index, item in enumerate(outgoing):
-            partition = self._partition(meta, item, index if len(outgoing) > 1 else None)
-            if validate is not None:
+            where = f"messages[{index}]: " if batch else ""
+            partition = self._partition(meta, item, where)
+            if validate is None:
+                kind = classify(item.payload)
+            else:
                 try:
                     validate(item.payload)
                 except InvalidArgument as exc:
-                    if len(outgoing) > 1:
-                        exc.message = exc.message.replace(
-                            "invalid argument: ",
-                            f"invalid argument: messages[{index}]: ",
-                            1,
-                        )
-                    raise
+                    raise type(exc)(where + exc.message.removeprefix(exc.prefix)) from None
                 kind = "j"
-            else:
-                kind = classify(item.payload)
             entries.append(Entry(partition, item.key, item.payload, kind))
         return entries
 
-    def _partition(self, meta: TopicMeta, item: Outgoing, index: int | None) -> int:
+    def _partition(self, meta: TopicMeta, item: Outgoing, where: str) -> int:
         if item.partition is not None:
             if not 0 <= item.partition < meta.partitions:
-                where = f"messages[{index}]: " if index is not None else ""
                 raise InvalidArgument(
                     f"{where}partition {item.partition} is out of range: topic "
                     f"{meta.name} has partitions 0..{meta.partitions - 1}"

@@ -93,12 +93,12 @@ class Waiters:
     def _pump(self, pubsub) -> None:
         # Until the server confirms the subscription, a publish could be
         # missed; once it has, everyone looks again and waits in earnest.
-        if pubsub.get_message(ignore_subscribe_messages=False, timeout=5.0) is None:
+        if pubsub.get_message(timeout=5.0) is None:
             raise ConnectionError("no subscription confirmation within 5 s")
         self._wake_all(subscribed=True)
         while not self._stopped:
             message = pubsub.get_message(timeout=1.0)
-            if message is None:
+            if message is None or message["type"] != "pmessage":
                 continue
             channel = message["channel"]
             topic = channel.decode()[len(self._prefix):]

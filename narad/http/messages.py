@@ -43,7 +43,7 @@ class Produce:
     ) -> None:
         check_name(name)
         outgoing = _batch(read_body(req))
-        accepted = self.messages.produce(name, outgoing)
+        accepted = self.messages.produce(name, outgoing, batch=True)
         resp.status = falcon.HTTP_202
         resp.text = ujson.dumps({"accepted": accepted})
 

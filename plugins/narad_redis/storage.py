@@ -310,7 +310,7 @@ class RedisStorage:
         return message
 
     def listen(self, pattern: str) -> redis.client.PubSub:
-        pubsub = self.client.redis.pubsub(ignore_subscribe_messages=True)
+        pubsub = self.client.redis.pubsub()
         pubsub.psubscribe(pattern)
         return pubsub
 
