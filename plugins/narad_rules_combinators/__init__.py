@@ -1,0 +1,78 @@
+"""Compatibility rules for the combinators.
+
+Rows of the rulebook's keyword table:
+
+- ``anyOf``: every old branch must be covered by some new branch.
+- ``allOf``: every new branch must be implied by some old branch.
+
+And from the paragraphs after it: ``oneOf``, ``not`` and ``if``/``then``/
+``else`` may stay identical or be removed; "identical" follows ``$ref``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from narad import hookimpl
+from narad.schema.compatibility import ABSENT
+from narad.schema.compatibility import Change
+from narad.schema.compatibility import Incompatibility
+from narad.schema.compatibility import RuleContext
+from narad.schema.compatibility import identical_or_removed
+
+
+def any_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+    """Every old branch must be covered by some new branch."""
+    if new is ABSENT:
+        return
+    if old is ABSENT:
+        if not any(ctx.accepts_everything(branch, "new") for branch in new):
+            yield Incompatibility(Change.keyword_added, "anyOf added")
+        return
+    for i, branch in enumerate(old):
+        covered, why = _covered(branch, i, new, ctx)
+        if not covered:
+            message = f"anyOf branch {i} not covered by any new branch{why}"
+            yield Incompatibility(Change.sum_type_narrowed, message)
+
+
+def _covered(branch: Any, i: int, new: list[Any], ctx: RuleContext) -> tuple[bool, str]:
+    """Whether some new branch covers old branch ``i``; else why the one at
+    the same index does not."""
+    # The branch at the same index is the likely cover: try it first.
+    why = ""
+    for j in sorted(range(len(new)), key=lambda j: j != i):
+        problems = ctx.compare(branch, new[j], ctx.at("anyOf", j))
+        if not problems:
+            return True, ""
+        if j == i:
+            why = f" ({problems[0]})"
+    return False, why
+
+
+def all_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+    """Every new branch must be implied by some old branch."""
+    if new is ABSENT:
+        return
+    before = [] if old is ABSENT else old
+    for j, branch in enumerate(new):
+        if ctx.accepts_everything(branch, "new"):
+            continue
+        at = ctx.at("allOf", j)
+        if all(ctx.compare(candidate, branch, at) for candidate in before):
+            message = f"allOf branch {j} not implied by any previous branch"
+            yield Incompatibility(Change.product_type_extended, message)
+
+
+@hookimpl
+def narad_compatibility_rules() -> dict[str, Any]:
+    return {
+        "anyOf": any_of,
+        "allOf": all_of,
+        "oneOf": identical_or_removed,
+        "not": identical_or_removed,
+        "if": identical_or_removed,
+        "then": identical_or_removed,
+        "else": identical_or_removed,
+    }
