@@ -1,0 +1,231 @@
+from __future__ import annotations
+
+import pytest
+
+from narad.schema.compatibility import ABSENT
+from narad.schema.compatibility import MAX_DEPTH
+from narad.schema.compatibility import Change
+from narad.schema.compatibility import Incompatibility
+from narad.schema.compatibility import annotations_only_change
+from narad.schema.compatibility import changes_freely
+from narad.schema.compatibility import extension
+from narad.schema.compatibility import same_json_value
+from narad.schema.compatibility import show
+from tests.cases.compatibility import CASES
+from tests.compatcheck import DEFAULT
+from tests.compatcheck import RULES
+from tests.compatcheck import check_texts
+from tests.compatcheck import parse
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "compatible", "words"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_case_table(old, new, compatible, words):
+    found = check_texts(old, new)
+    if compatible:
+        assert found == []
+    else:
+        assert found, "refused nothing"
+        assert any(words in str(problem) for problem in found), found
+
+
+def test_case_names_are_unique():
+    names = [case[0] for case in CASES]
+    assert len(names) == len(set(names))
+
+
+def test_message_names_keyword_and_location():
+    [problem] = check_texts(
+        '{"properties":{"qty":{"type":"integer"}}}',
+        '{"properties":{"qty":{"type":"string"}}}',
+    )
+    assert problem.keyword == "type"
+    assert problem.location == "/properties/qty"
+    assert problem.change is Change.type_narrowed
+    assert str(problem) == 'at /properties/qty: type "integer" no longer allowed'
+
+
+def test_root_location_reads_the_root():
+    [problem] = check_texts('{"type":"integer"}', '{"type":"string"}')
+    assert str(problem) == 'at the root: type "integer" no longer allowed'
+
+
+def test_pointer_tokens_are_escaped():
+    [problem] = check_texts(
+        '{"properties":{"a/b~c":{"type":"integer"}}}',
+        '{"properties":{"a/b~c":{"type":"string"}}}',
+    )
+    assert problem.location == "/properties/a~1b~0c"
+
+
+def test_every_problem_is_reported_once():
+    found = check_texts(
+        '{"type":"integer","maximum":5,"required":["a"]}',
+        '{"type":"string","maximum":4,"required":["a","b"]}',
+    )
+    assert [p.keyword for p in found] == ["type", "maximum", "required"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('{"a":10}', '{"a":1e1}', True),
+        ('{"a":1,"b":2}', '{"b":2,"a":1}', True),
+        ('{"a":true}', '{"a":1}', False),
+        ('{"a":[1,2]}', '{"a":[2,1]}', False),
+    ],
+)
+def test_same_json_value(old, new, expected):
+    assert same_json_value(parse(old), parse(new)) is expected
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('{"type":"string"}', '{"type":"string"}', True),
+        ('{"title":"a"}', '{"title":"b","description":"c"}', True),
+        (
+            '{"items":{"examples":[1],"readOnly":true}}',
+            '{"items":{"$comment":"x","deprecated":true,"writeOnly":true}}',
+            True,
+        ),
+        (
+            '{"properties":{"a":{"default":1}},"anyOf":[{"title":"x"}]}',
+            '{"properties":{"a":{"default":2}},"anyOf":[{"title":"y"}]}',
+            True,
+        ),
+        ('{"$defs":{"a":{"title":"x"}}}', '{"$defs":{"a":{"title":"y"}}}', True),
+        (
+            '{"properties":{"description":{"type":"string"}}}',
+            '{"properties":{}}',
+            False,
+        ),
+        ('{"enum":[{"title":"a"}]}', '{"enum":[{"title":"b"}]}', False),
+        ('{"title":"a","type":"string"}', '{"title":"b","type":"null"}', False),
+        ('{"x-doc":"a"}', '{"x-doc":"b"}', False),
+    ],
+)
+def test_annotations_only_change(old, new, expected):
+    assert annotations_only_change(parse(old), parse(new), draft=DEFAULT) is expected
+
+
+def test_keyword_without_rule_may_stay_or_go_only():
+    rules = {k: v for k, v in RULES.items() if k != "maxLength"}
+    [problem] = check_texts('{"maxLength":3}', '{"maxLength":4}', rules)
+    assert (problem.keyword, problem.message) == ("maxLength", "maxLength changed")
+    assert check_texts('{"maxLength":3}', "{}", rules) == []
+    assert check_texts('{"maxLength":3}', '{"maxLength":3.0}', rules) == []
+
+
+def test_rules_see_absent_keywords_and_the_context():
+    seen = []
+
+    def spy(old, new, ctx):
+        seen.append((old, new, ctx.keyword, ctx.location, dict(ctx.new)))
+        return ()
+
+    rules = {**RULES, "minimum": spy}
+    check_texts('{"items":{"minimum":1}}', '{"items":{"maximum":2}}', rules)
+    assert seen == [(1, ABSENT, "minimum", "/items", {"maximum": 2})]
+
+
+def test_extension_rules_apply_whatever_the_draft():
+    @extension
+    def fixed(old, new, ctx):
+        if old != new:
+            yield Incompatibility(Change.keyword_changed, "x-k changed")
+
+    rules = {**RULES, "x-k": fixed}
+    assert check_texts('{"x-k":1}', '{"x-k":2}', rules)[0].message == "x-k changed"
+    assert check_texts('{"x-k":1}', '{"x-k":2}') == []
+
+
+def test_a_keyword_that_changes_freely_sits_beside_ref():
+    rules = {**RULES, "x-doc": extension(changes_freely)}
+    old = '{"$defs":{"a":{"type":"integer"}},"items":{"$ref":"#/$defs/a","x-doc":1}}'
+    assert check_texts(old, '{"items":{"type":"number"}}', rules) == []
+
+
+def test_ref_with_constraining_siblings_compares_targets():
+    old = '{"$defs":{"a":{"type":"integer"}},"$ref":"#/$defs/a","minimum":1}'
+    assert check_texts(old, old.replace('"integer"', '"number"')) == []
+    [problem] = check_texts(old, old.replace('"integer"', '"string"'))
+    assert problem.location == "/$defs/a"
+    [problem] = check_texts('{"minimum":1}', old)
+    assert problem.message == '$ref "#/$defs/a" added'
+
+
+def test_ref_siblings_are_ignored_up_to_draft_07():
+    d7 = '"$schema":"http://json-schema.org/draft-07/schema#",'
+    old = "{" + d7 + '"definitions":{"a":{"type":"integer"}},'
+    old += '"properties":{"q":{"$ref":"#/definitions/a","maxLength":1}}}'
+    new = "{" + d7 + '"properties":{"q":{"type":"number"}}}'
+    assert check_texts(old, new) == []
+
+
+def test_anchor_refs_are_resolved():
+    old = '{"$defs":{"a":{"$anchor":"q","type":"integer"}},"items":{"$ref":"#q"}}'
+    assert check_texts(old, old.replace('"integer"', '"number"')) == []
+    assert check_texts(old, old.replace('"integer"', '"string"'))
+
+
+def test_refs_in_nested_resources_resolve_against_them():
+    old = (
+        '{"properties":{"a":{"$id":"http://e.com/a","$defs":{"t":{"type":"integer"}},'
+        '"$ref":"#/$defs/t"}},"$defs":{"t":{"type":"string"}}}'
+    )
+    assert check_texts(old, old.replace('"integer"', '"number"')) == []
+    assert check_texts(old, old.replace('"integer"', '"null"'))
+
+
+def test_recursion_through_two_definitions():
+    old = (
+        '{"$defs":{"a":{"properties":{"b":{"$ref":"#/$defs/b"}}},'
+        '"b":{"properties":{"a":{"$ref":"#/$defs/a"},"v":{"maximum":5}}}},'
+        '"$ref":"#/$defs/a"}'
+    )
+    assert check_texts(old, old.replace('"maximum":5', '"maximum":6')) == []
+    [problem] = check_texts(old, old.replace('"maximum":5', '"maximum":4'))
+    assert str(problem) == "at /$defs/b/properties/v: maximum lowered from 5 to 4"
+
+
+def test_a_trial_under_a_recursive_assumption_is_not_reused_wrongly():
+    # anyOf tries branch pairs; a pair judged compatible only by assuming an
+    # enclosing pair that then fails must not be remembered as compatible.
+    old = (
+        '{"$defs":{"n":{"anyOf":[{"type":"null"},'
+        '{"properties":{"next":{"$ref":"#/$defs/n"},"v":{"type":"integer"}}}]}},'
+        '"properties":{"x":{"$ref":"#/$defs/n"},"y":{"$ref":"#/$defs/n"}}}'
+    )
+    new = old.replace('"v":{"type":"integer"}', '"v":{"type":"string"}')
+    assert check_texts(old, new)
+
+
+def test_deep_changed_ref_chains_are_refused_not_crashed():
+    n = MAX_DEPTH + 20
+    defs = ",".join(
+        f'"d{i}":{{"properties":{{"x":{{"$ref":"#/$defs/d{i + 1}"}}}}}}'
+        for i in range(n)
+    )
+    old = f'{{"$defs":{{{defs},"d{n}":{{"type":"integer"}}}},"$ref":"#/$defs/d0"}}'
+    found = check_texts(old, old.replace('"integer"', '"string"'))
+    assert [p.change for p in found] == [Change.too_deep]
+    assert check_texts(old, old.replace('"integer"', '"number"'))
+
+
+def test_unchanged_deep_chain_with_an_annotation_change_is_fine():
+    n = 2000
+    defs = ",".join(
+        f'"d{i}":{{"properties":{{"x":{{"$ref":"#/$defs/d{i + 1}"}}}}}}'
+        for i in range(n)
+    )
+    old = f'{{"$defs":{{{defs},"d{n}":{{"type":"integer"}}}},"$ref":"#/$defs/d0"}}'
+    assert check_texts(old, old.replace('"$defs"', '"title":"t","$defs"')) == []
+
+
+def test_show_keeps_numbers_as_written_and_cuts_long_values():
+    assert show(parse("[1e1,10,1.50]")) == "[1E+1,10,1.50]"
+    assert show("x" * 100) == '"' + "x" * 56 + "..."
