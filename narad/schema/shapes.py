@@ -25,8 +25,8 @@ The refused shapes (see :func:`analyse`):
    cycles cut where the validator cuts them (at the first revisit).
 2. More than 64 paths: paths to each subschema are counted once over the
    graph with every cycle cut at its first back edge (memoised, in topological
-   order). In-place edges add up; child edges add up only within a group that
-   can name one child, and the largest group counts.
+   order), separately for each value, named by the child labels leading to
+   it. Recursion is counted once (shape 1 refuses its duplication).
 3. A cycle of in-place edges through ``not``, ``if`` or ``oneOf``: found as an
    edge of those keywords inside one strongly connected component of the
    in-place graph.
@@ -52,6 +52,7 @@ __all__ = ("MAX_PATHS", "MAX_SUBSCHEMAS_PER_VALUE", "Analysis", "ShapeError", "a
 MAX_PATHS = 64
 MAX_SUBSCHEMAS_PER_VALUE = 64
 _CAP = MAX_PATHS + 1  # counts saturate here: only "more than 64" matters
+_VALUES_KEPT = 256
 
 _IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
 _IN_PLACE_SINGLE = ("not", "if", "then", "else")
@@ -129,8 +130,19 @@ class _Graph:
         index = self.index
         if pointer in index.subschemas:
             return index.subschemas[pointer], index.base_uris[pointer]
-        target = index.resolve("#" + pointer, index.root_uri)
-        return target.schema, index.base_uri_at(pointer)
+        # A child of a target no keyword owns: walk there in the document.
+        value = index.document
+        for token in pointer.split("/")[1:]:
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(value, dict):
+                value = value.get(token)
+            elif (
+                isinstance(value, list) and token.isdigit() and int(token) < len(value)
+            ):
+                value = value[int(token)]
+            else:
+                value = None
+        return value, index.base_uri_at(pointer)
 
     def _edges(self, pointer: str, schema: Any, base: str) -> Iterator[Edge]:
         if not isinstance(schema, dict):
@@ -448,27 +460,31 @@ def _topological(graph: _Graph) -> tuple[list[str], dict[str, list[Edge]]]:
 def _check_path_counts(
     graph: _Graph, order: list[str], forward: dict[str, list[Edge]]
 ) -> None:
-    in_place: dict[str, int] = {"": 1}
-    children: dict[str, list[tuple[Label, int]]] = {}
+    """Count paths per subschema and value; refuse more than :data:`MAX_PATHS`.
+
+    A value is named by the labels of the child edges that led to it, interned
+    as small integers, so paths add up only when they reach the same value.
+    A node keeps at most :data:`_VALUES_KEPT` values; beyond that the rest
+    fold into one fresh value holding their largest count.
+    """
+    values: dict[tuple[int, Label], int] = {}
+    counts: dict[str, dict[int, int]] = {"": {0: 1}}
     for node in order:
-        count = in_place.get(node, 0)
-        arriving = children.get(node, [])
-        if arriving:
-            count += max(
-                sum(n for label, n in arriving if _reaches(graph, label, child))
-                for child in _classes([label for label, _ in arriving])
-            )
-        count = min(count, _CAP)
-        if count > MAX_PATHS:
+        here = counts.pop(node, {})
+        if here and max(here.values()) > MAX_PATHS:
             raise ShapeError(
                 f"{node or '/'!r} is checked against one value through more than "
                 f"{MAX_PATHS} paths"
             )
         for edge in forward[node]:
-            if edge.label is None:
-                in_place[edge.target] = min(in_place.get(edge.target, 0) + count, _CAP)
-            else:
-                children.setdefault(edge.target, []).append((edge.label, count))
+            there = counts.setdefault(edge.target, {})
+            for value, count in here.items():
+                if edge.label is not None:
+                    value = values.setdefault((value, edge.label), len(values) + 1)
+                there[value] = min(there.get(value, 0) + count, _CAP)
+            if len(there) > _VALUES_KEPT:
+                counts[edge.target] = {-len(values) - 1: max(there.values())}
+                values[(-1, ("fold", len(values)))] = len(values) + 1
 
 
 def _applies_many(order: list[str], forward: dict[str, list[Edge]]) -> bool:
@@ -477,6 +493,8 @@ def _applies_many(order: list[str], forward: dict[str, list[Edge]]) -> bool:
         total = 1
         for edge in forward[node]:
             if edge.label is None:
-                total = min(total + applied[edge.target], _CAP)
+                # A reference and its target are one subschema applied.
+                hop = edge.keyword in ("$ref", "$dynamicRef", "$recursiveRef")
+                total = min(total + applied[edge.target] - hop, _CAP)
         applied[node] = total
     return any(n > MAX_SUBSCHEMAS_PER_VALUE for n in applied.values())

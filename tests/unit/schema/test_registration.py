@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from narad.errors import InvalidSchema
+from narad.plugins import Plugins
+from narad.plugins import get_plugin_manager
+from narad.schema.registration import register
+from tests.cases.registration import CASES
+from tests.cases.registration import union
+
+BY_URI, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()
+
+
+def _register(text: str):
+    return register(text.encode(), drafts=BY_URI, default_draft=DEFAULT)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "accepted", "words"), CASES, ids=[case[0] for case in CASES]
+)
+def test_case_table(name, text, accepted, words):
+    if accepted:
+        _register(text)
+        return
+    with pytest.raises(InvalidSchema) as caught:
+        _register(text)
+    message = str(caught.value)
+    assert message.startswith("invalid argument: schema: ")
+    assert words in message
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "https://example.com/secret-name.json",
+        "file:///etc/secret-name",
+        "secret-name.json",
+    ],
+)
+def test_error_never_repeats_the_reference(ref):
+    with pytest.raises(InvalidSchema) as caught:
+        _register(json.dumps({"$defs": {"a": {"$ref": ref}}}))
+    assert "secret-name" not in str(caught.value)
+    assert "'/$defs/a/$ref'" in str(caught.value)
+
+
+def test_meta_schema_error_does_not_repeat_a_reference():
+    text = '{"properties": [{"$ref": "https://example.com/secret-name"}]}'
+    with pytest.raises(InvalidSchema) as caught:
+        _register(text)
+    assert "secret-name" not in str(caught.value)
+
+
+def test_compact_keeps_numbers_as_written():
+    registered = _register('{ "minimum" : 1e2,\n  "maximum": 1.50 }')
+    assert registered.compact == b'{"minimum":1e2,"maximum":1.50}'
+    assert registered.draft is DEFAULT
+    assert registered.high_cost is False
+
+
+def test_draft_comes_from_schema():
+    registered = _register('{"$schema": "http://json-schema.org/draft-04/schema#"}')
+    assert registered.draft.name == "04"
+
+
+@pytest.mark.parametrize(
+    ("text", "high_cost"),
+    [
+        ('{"required": [%s]}' % ", ".join(f'"k{i}"' for i in range(1024)), False),
+        ('{"required": [%s]}' % ", ".join(f'"k{i}"' for i in range(1025)), True),
+        (
+            '{"dependentRequired": {"a": [%s]}, "required": ["b"]}'
+            % ", ".join(f'"k{i}"' for i in range(1024)),
+            True,
+        ),
+        (
+            '{"$schema": "http://json-schema.org/draft-07/schema#", '
+            '"dependencies": {"a": [%s]}}' % ", ".join(f'"k{i}"' for i in range(1025)),
+            True,
+        ),
+        (
+            '{"patternProperties": {%s}}'
+            % ", ".join(f'"^p{i}$": {{}}' for i in range(64)),
+            False,
+        ),
+        (
+            '{"properties": {"a": {"patternProperties": {%s}}}, '
+            '"patternProperties": {"^q$": {}}}'
+            % ", ".join(f'"^p{i}$": {{}}' for i in range(64)),
+            True,
+        ),
+        (union(63), False),
+        (union(64), True),
+        ('{"oneOf": [%s]}' % ", ".join(f'{{"const": {i}}}' for i in range(64)), True),
+    ],
+)
+def test_high_cost_class(text, high_cost):
+    assert _register(text).high_cost is high_cost
