@@ -92,7 +92,19 @@ class MessageService:
         """
         meta = self.topics.cached(topic)
         for _ in range(WRITE_ATTEMPTS):
-            entries = self._entries(meta, outgoing, batch)
+            try:
+                entries = self._entries(meta, outgoing, batch)
+            except InvalidArgument:
+                # A refusal by a cached version is checked against the current
+                # one: a newer version may accept what the cached one refused.
+                fresh = self.topics.refresh(topic)
+                if (fresh.epoch, fresh.schema_version) == (
+                    meta.epoch,
+                    meta.schema_version,
+                ):
+                    raise
+                meta = fresh
+                continue
             result = self.storage.append(
                 meta, entries, schema_version=meta.schema_version, now_ms=now_ms()
             )

@@ -8,12 +8,12 @@ import json
 from typing import Any
 
 import falcon
-import ujson
 
 from narad.broker.messages import MessageService
 from narad.broker.messages import Outgoing
 from narad.broker.receipts import Receipt
 from narad.errors import InvalidArgument
+from narad.http import dumps
 from narad.http.body import integer
 from narad.http.body import query_duration_ms
 from narad.http.body import query_int
@@ -45,7 +45,7 @@ class Produce:
         outgoing = _batch(read_body(req))
         accepted = self.messages.produce(name, outgoing, batch=True)
         resp.status = falcon.HTTP_202
-        resp.text = ujson.dumps({"accepted": accepted})
+        resp.text = dumps({"accepted": accepted})
 
 
 def _batch(data: bytes) -> list[Outgoing]:
@@ -157,4 +157,4 @@ def render(topic: str, message: Message, *, receipt: bool) -> str:
     else:
         head["payload_encoding"] = "base64"
         payload = '"' + base64.b64encode(message.payload).decode() + '"'
-    return ujson.dumps(head)[:-1] + ',"payload":' + payload + "}"
+    return dumps(head)[:-1] + ',"payload":' + payload + "}"

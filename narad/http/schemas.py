@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import falcon
-import ujson
 
+from narad.broker.topics import TopicService
 from narad.errors import InvalidArgument
 from narad.errors import NotFound
+from narad.http import dumps
 from narad.http.topics import check_name
 from narad.schema.service import SchemaService
-from narad.broker.topics import TopicService
 
 
 class SchemaHistory:
@@ -20,7 +20,7 @@ class SchemaHistory:
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         meta = self.topics.refresh(check_name(name))
         sizes = self.schemas.storage.schema_sizes(meta.name)
-        resp.text = ujson.dumps(
+        resp.text = dumps(
             {
                 "topic": meta.name,
                 "current_version": meta.schema_version or None,

@@ -6,12 +6,12 @@ import re
 from typing import Any
 
 import falcon
-import ujson
 
 from narad.broker.topics import ALTERABLE
 from narad.broker.topics import TopicService
 from narad.errors import InvalidArgument
 from narad.errors import TopicNotFound
+from narad.http import dumps
 from narad.http.body import integer
 from narad.http.body import read_object
 from narad.http.body import refuse_unknown
@@ -91,13 +91,13 @@ class TopicCollection:
         meta = self.topics.create(name, _settings(body, SETTINGS), schema_raw)
         resp.status = falcon.HTTP_201
         resp.location = f"/v1/topics/{meta.name}"
-        resp.text = ujson.dumps(topic_record(meta))
+        resp.text = dumps(topic_record(meta))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         limit = req.get_param_as_int("limit", min_value=1, max_value=MAX_PAGE) or 100
         token = req.get_param("page_token") or ""
         metas, next_token = self.topics.list(after=token, limit=limit)
-        resp.text = ujson.dumps(
+        resp.text = dumps(
             {
                 "topics": [topic_record(m) for m in metas],
                 "next_page_token": next_token,
@@ -113,7 +113,7 @@ class TopicItem:
         meta, stats = self.topics.describe(check_name(name))
         record = topic_record(meta)
         record["partition_stats"] = [_stats(s) for s in stats]
-        resp.text = ujson.dumps(record)
+        resp.text = dumps(record)
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         check_name(name)
@@ -128,7 +128,7 @@ class TopicItem:
         meta, _ = self.topics.alter(
             name, _settings(body, ALTERABLE), schema_raw, base
         )
-        resp.text = ujson.dumps(topic_record(meta))
+        resp.text = dumps(topic_record(meta))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         self.topics.delete(check_name(name))

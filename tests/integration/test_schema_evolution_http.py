@@ -1,0 +1,228 @@
+"""Schema histories over real HTTP: versions, change requests, budgets, effect."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from narad.schema import jsontext
+from tests.nodes import Node
+from tests.nodes import tcp_url
+
+OBJECT_WITH_ID = {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}
+
+
+def make(http, topic: str, schema=None):
+    body = {"name": topic, "partitions": 1}
+    if schema is not None:
+        body["schema"] = schema
+    resp = http.post("/v1/topics", body)
+    assert resp.status == 201, resp.data
+    return resp.json()
+
+
+def change(http, topic: str, schema, **extra):
+    return http.patch(f"/v1/topics/{topic}", {"schema": schema, **extra})
+
+
+def widened(n: int) -> dict:
+    """Version n of a history where every step adds an optional property."""
+    props = {f"p{i}": {"type": "string"} for i in range(n)}
+    return {"type": "object", "properties": props}
+
+
+def test_history_grows_and_is_readable(http, topic):
+    make(http, topic, widened(1))
+    for n in (2, 3):
+        resp = change(http, topic, widened(n))
+        assert resp.status == 200
+        assert resp.json()["schema_version"] == n
+    history = http.get(f"/v1/topics/{topic}/schemas").json()
+    assert [v["version"] for v in history["versions"]] == [1, 2, 3]
+    for v in history["versions"]:
+        doc = http.get(f"/v1/topics/{topic}/schemas/{v['version']}")
+        assert len(doc.data) == v["size"]
+        assert json.loads(doc.data) == widened(v["version"])
+    latest = http.get(f"/v1/topics/{topic}/schemas/latest")
+    assert json.loads(latest.data) == widened(3)
+    assert http.get(f"/v1/topics/{topic}/schemas/4").status == 404
+    assert http.get(f"/v1/topics/{topic}/schemas/zero").status == 400
+
+
+def test_versions_stored_compacted_with_numbers_as_written(http, topic):
+    text = '{ "type" : "number",\n  "maximum" : 1e2 , "multipleOf": 0.50 }'
+    resp = http.post("/v1/topics", '{"name": "' + topic + '", "schema": ' + text + "}")
+    assert resp.status == 201
+    stored = http.get(f"/v1/topics/{topic}/schemas/1").data
+    assert stored == b'{"type":"number","maximum":1e2,"multipleOf":0.50}'
+
+
+def test_idempotent_change_registers_nothing(http, topic):
+    make(http, topic, {"type": "object", "maximum": 10, "required": ["a", "b"]})
+    same = '{"required": ["a", "b"],\n "maximum": 1e1, "type": "object"}'
+    resp = http.patch(f"/v1/topics/{topic}", '{"schema": ' + same + "}")
+    assert resp.status == 200
+    assert resp.json()["schema_version"] == 1
+    assert len(http.get(f"/v1/topics/{topic}/schemas").json()["versions"]) == 1
+
+
+def test_annotation_only_change_registers_nothing(http, topic):
+    make(http, topic, {"title": "a", "properties": {"description": {"type": "string"}}})
+    resp = change(
+        http,
+        topic,
+        {
+            "title": "b",
+            "description": "docs",
+            "$comment": "c",
+            "properties": {"description": {"type": "string", "examples": ["x"]}},
+        },
+    )
+    assert resp.status == 200
+    assert resp.json()["schema_version"] == 1
+    # A property named description is a property, not an annotation.
+    resp = change(http, topic, {"title": "a", "properties": {}})
+    assert resp.status == 400
+
+
+def test_conditional_change(http, topic):
+    make(http, topic, widened(1))
+    resp = change(http, topic, widened(2), schema_base_version=0)
+    assert resp.status == 409
+    assert resp.error == "schema version conflict"
+    assert change(http, topic, widened(2), schema_base_version=1).status == 200
+    assert change(http, topic, widened(3), schema_base_version=1).status == 409
+    assert change(http, topic, widened(3), schema_base_version=2).json()["schema_version"] == 3
+
+
+def test_schema_cannot_be_removed(http, topic):
+    make(http, topic, widened(1))
+    resp = http.patch(f"/v1/topics/{topic}", '{"schema": null}')
+    assert resp.status == 400
+    assert "null" in resp.error
+
+
+def test_incompatible_change_names_keyword_and_place(http, topic):
+    make(http, topic, {"properties": {"qty": {"type": "integer"}}})
+    resp = change(http, topic, {"properties": {"qty": {"type": "string"}}})
+    assert resp.status == 400
+    assert 'at /properties/qty: type "integer" no longer allowed' in resp.error
+
+
+def test_schema_added_to_a_topic_without_one(http, topic):
+    make(http, topic)
+    assert http.post(f"/v1/topics/{topic}/produce", b"not json").status == 202
+    resp = change(http, topic, {"type": "object"})
+    assert resp.status == 200
+    assert resp.json()["schema_version"] == 1
+    assert http.post(f"/v1/topics/{topic}/produce", b"not json").status == 400
+
+
+def test_other_settings_leave_the_schema_alone(http, topic):
+    make(http, topic, widened(1))
+    resp = http.patch(f"/v1/topics/{topic}", {"retention_ms": 0})
+    assert resp.json()["schema_version"] == 1
+
+
+def test_delete_deletes_history(http, topic):
+    make(http, topic, widened(1))
+    change(http, topic, widened(2))
+    assert http.delete(f"/v1/topics/{topic}").status == 204
+    assert make(http, topic)["schema_version"] is None
+    assert http.get(f"/v1/topics/{topic}/schemas").json()["versions"] == []
+    http.delete(f"/v1/topics/{topic}")
+    assert make(http, topic, OBJECT_WITH_ID)["schema_version"] == 1
+    assert len(http.get(f"/v1/topics/{topic}/schemas").json()["versions"]) == 1
+
+
+def test_a_topic_holds_at_most_1000_versions(http, topic):
+    make(http, topic, {"enum": [0]})
+    for n in range(2, 1001):
+        resp = change(http, topic, {"enum": list(range(n))})
+        assert resp.status == 200, (n, resp.data)
+    resp = change(http, topic, {"enum": list(range(1001))})
+    assert resp.status == 409
+    assert "1000 versions" in resp.error
+
+
+def test_topic_byte_budget(http, topic):
+    pad = "x" * 240_000
+
+    def version(n):
+        return {"description": pad + str(n), "properties": {f"p{i}": {} for i in range(n)}}
+
+    make(http, topic, version(1))
+    n = 1
+    while True:
+        n += 1
+        resp = change(http, topic, version(n))
+        if resp.status != 200:
+            break
+    assert resp.status == 409
+    assert "topic budget" in resp.error
+    assert "4194304" in resp.error
+    sizes = http.get(f"/v1/topics/{topic}/schemas").json()
+    assert sizes["total_bytes"] <= 4 * 1024 * 1024
+    assert sizes["total_bytes"] + len(jsontext.compact(json.dumps(version(n)).encode())) > 4 * 1024 * 1024
+
+
+def test_new_version_takes_effect_on_every_worker_at_once(http, topic, node):
+    make(http, topic, {"type": "object", "properties": {"id": {"type": "integer"}}})
+    clients = [node.client() for _ in range(8)]
+    for c in clients:  # warm every connection's worker cache with version 1
+        assert c.post(f"/v1/topics/{topic}/produce", b'{"id": 1}').status == 202
+        assert c.post(f"/v1/topics/{topic}/produce", b'{"id": "x"}').status == 400
+    resp = change(http, topic, {"type": "object", "properties": {"id": {"type": ["integer", "string"]}}})
+    assert resp.status == 200
+    for c in clients:
+        assert c.post(f"/v1/topics/{topic}/produce", b'{"id": "x"}').status == 202
+        c.close()
+
+
+def test_concurrent_changes_on_two_nodes_give_a_gapless_checked_history(
+    valkey, node, tmp_path, topic
+):
+    from narad.plugins import Plugins
+    from narad.plugins import get_plugin_manager
+    from narad.schema import compatibility
+
+    other = Node(tmp_path, storage_url=tcp_url(valkey)).start()
+    try:
+        http = node.client()
+        make(http, topic, {"enum": [0]})
+        outcomes: list[int] = []
+
+        def propose(client, seed: int) -> None:
+            for k in range(6):
+                # Each client widens or narrows in its own way; only changes
+                # compatible with whatever is current may land.
+                values = sorted({0, seed, seed + 100 * k, *range(k)})
+                resp = client.patch(f"/v1/topics/{topic}", {"schema": {"enum": values}})
+                outcomes.append(resp.status)
+
+        threads = [
+            threading.Thread(target=propose, args=(n.client(), seed))
+            for seed, n in enumerate([node, other] * 4, start=1)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(outcomes) <= {200, 400}
+        history = http.get(f"/v1/topics/{topic}/schemas").json()
+        versions = [v["version"] for v in history["versions"]]
+        assert versions == list(range(1, len(versions) + 1))
+        assert len(versions) > 1
+        plugins = Plugins(get_plugin_manager(load_entry_points=False))
+        _, draft = plugins.drafts()
+        docs = [
+            jsontext.loads(http.get(f"/v1/topics/{topic}/schemas/{v}").data, max_depth=64)
+            for v in versions
+        ]
+        for old, new in zip(docs, docs[1:], strict=False):
+            assert not compatibility.check(
+                old, new, old_draft=draft, new_draft=draft,
+                rules=plugins.compatibility_rules(),
+            )
+    finally:
+        other.stop()

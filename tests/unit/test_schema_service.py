@@ -1,0 +1,127 @@
+"""Schema service rules that need control over storage: stale verdicts, budgets."""
+
+from __future__ import annotations
+
+import falcon.testing
+import pytest
+
+from narad.app import create_app
+from narad.storage import SchemaVersion
+
+
+def app_over(config, **changes):
+    return falcon.testing.TestClient(create_app(config.replace(**changes)))
+
+
+@pytest.fixture
+def two_nodes(config):
+    """Two apps (two workers' caches) over one storage."""
+    return app_over(config), app_over(config)
+
+
+def test_a_recreated_topic_is_never_validated_with_the_old_schema(two_nodes):
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    assert a.simulate_post("/v1/topics/t/produce", body=b'{"x": 1}').status_code == 202
+    b.simulate_delete("/v1/topics/t")
+    b.simulate_post("/v1/topics", json={"name": "t", "schema": {"required": ["id"]}})
+    # a's worker still caches version 1 of the old topic: the append script
+    # sees the new epoch, and the payload is validated against the new schema.
+    resp = a.simulate_post("/v1/topics/t/produce", body=b'{"x": 1}')
+    assert resp.status_code == 400
+    assert "missing property 'id'" in resp.json["error"]
+    stats = b.simulate_get("/v1/topics/t").json["partition_stats"]
+    assert sum(s["next_offset"] for s in stats) == 0
+
+
+def test_a_refusal_is_rechecked_against_a_newer_version(two_nodes):
+    a, b = two_nodes
+    a.simulate_post(
+        "/v1/topics", json={"name": "t", "schema": {"properties": {"n": {"type": "integer"}}}}
+    )
+    assert a.simulate_post("/v1/topics/t/produce", body=b'{"n": 1}').status_code == 202
+    b.simulate_patch("/v1/topics/t", json={"schema": {"properties": {"n": {"type": "number"}}}})
+    assert a.simulate_post("/v1/topics/t/produce", body=b'{"n": 1.5}').status_code == 202
+
+
+def storage_of(client):
+    return client.app._router.find("/readyz")[0].storage
+
+
+def test_history_already_over_the_topic_budget_takes_no_new_version(config):
+    client = app_over(config)
+    client.simulate_post("/v1/topics", json={"name": "t", "schema": {"enum": [0]}})
+    storage = storage_of(client)
+    meta = storage.get_topic("t")
+    # Stored before budgets applied: 5 MiB of history.
+    big = b'{"enum":[0],"description":"' + b"x" * (5 * 1024 * 1024) + b'"}'
+    result = storage.append_schema(
+        meta, SchemaVersion(2, big, False), expected_current=1,
+        budget=(1 << 40, 1 << 40), max_versions=1000,
+    )
+    assert result.stored_bytes > 4 * 1024 * 1024
+    resp = client.simulate_patch("/v1/topics/t", json={"schema": {"enum": [0, 1]}})
+    assert resp.status_code == 409
+    assert "smaller versions cannot help" in resp.json["error"]
+    assert "new topic" in resp.json["error"]
+    # Produce still works against the oversized history.
+    assert client.simulate_post("/v1/topics/t/produce", body=b"0").status_code == 202
+
+
+def test_cluster_budget(config):
+    client = app_over(config)
+    schemas = client.app._router.find("/v1/topics")[0].topics.schemas
+    schemas.cluster_budget = 1000
+    assert client.simulate_post(
+        "/v1/topics", json={"name": "a", "schema": {"description": "x" * 900}}
+    ).status_code == 201
+    resp = client.simulate_post(
+        "/v1/topics", json={"name": "b", "schema": {"description": "y" * 200}}
+    )
+    assert resp.status_code == 409
+    assert "cluster budget" in resp.json["error"]
+    assert "stores 918 bytes" in resp.json["error"]
+    assert client.simulate_get("/v1/topics/b").status_code == 404
+
+
+def test_cluster_already_over_budget_takes_no_new_version_anywhere(config):
+    client = app_over(config)
+    schemas = client.app._router.find("/v1/topics")[0].topics.schemas
+    client.simulate_post(
+        "/v1/topics", json={"name": "a", "schema": {"description": "x" * 900}}
+    )
+    schemas.cluster_budget = 800  # the cluster now holds more than its budget
+    resp = client.simulate_post("/v1/topics", json={"name": "b", "schema": {}})
+    assert resp.status_code == 409
+    assert "cluster budget" in resp.json["error"]
+    # A new topic without a schema is still fine; giving it one is not.
+    assert client.simulate_post("/v1/topics", json={"name": "c"}).status_code == 201
+    resp = client.simulate_patch("/v1/topics/c", json={"schema": {"type": "string"}})
+    assert resp.status_code == 409
+    # Deleting topics brings the cluster under the budget again.
+    client.simulate_delete("/v1/topics/a")
+    assert client.simulate_patch(
+        "/v1/topics/c", json={"schema": {"type": "string"}}
+    ).status_code == 200
+
+
+def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
+    from narad.schema import service
+
+    client = app_over(config)
+    client.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    compiled = []
+    original = service.Validator
+
+    def counting(*args, **kwargs):
+        compiled.append(kwargs["schema_uri"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(service, "Validator", counting)
+    for _ in range(5):
+        client.simulate_post("/v1/topics/t/produce", body=b"{}")
+    assert compiled == ["narad://schema/t/1"]
+    client.simulate_patch("/v1/topics/t", json={"schema": {"type": ["object", "array"]}})
+    for _ in range(5):
+        client.simulate_post("/v1/topics/t/produce", body=b"[]")
+    assert compiled == ["narad://schema/t/1", "narad://schema/t/2"]
