@@ -355,22 +355,29 @@ def _check_duplicated_recursion(graph: _Graph) -> None:
 
 
 class _Paths:
-    """How many paths reach a node (saturating), and the first two of them."""
+    """How many paths reach a node (saturating), and the first two of them.
+
+    A path is kept as a linked list, ``(last step, rest)``, so extending one
+    costs the same however long it is.
+    """
 
     def __init__(self) -> None:
         self.count = 0
-        self.shown: list[tuple[str, ...]] = []
+        self.shown: list[_Steps] = []
 
     def add(self, other: _Paths, step: str) -> None:
         self.count = min(self.count + other.count, _CAP)
         for path in other.shown[: 2 - len(self.shown)]:
-            self.shown.append((*path, step))
+            self.shown.append((step, path))
+
+
+_Steps = tuple[str, "_Steps"] | None
 
 
 def _one_level(graph: _Graph, start: str, component: dict[str, int]) -> None:
     """Refuse two paths from ``start`` to one node of its cycle, one level down."""
     origin = _Paths()
-    origin.count, origin.shown = 1, [()]
+    origin.count, origin.shown = 1, [None]
     here = _in_place_paths(graph, {start: origin})
     steps = [
         (edge, paths)
@@ -392,12 +399,13 @@ def _one_level(graph: _Graph, start: str, component: dict[str, int]) -> None:
                 )
 
 
-def _last_apart(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, str]:
+def _last_apart(a: _Steps, b: _Steps) -> tuple[str, str]:
     """The last step where two paths differ, to name each one."""
-    for x, y in zip(reversed(a), reversed(b), strict=False):
-        if x != y:
-            return x, y
-    return (a[-1] if a else "/", b[-1] if b else "/")
+    while a is not None and b is not None:
+        if a[0] != b[0]:
+            return a[0], b[0]
+        a, b = a[1], b[1]
+    return (a[0] if a else "/", b[0] if b else "/")
 
 
 def _in_place_paths(graph: _Graph, seeds: dict[str, _Paths]) -> dict[str, _Paths]:
