@@ -11,60 +11,69 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
-from typing import Any
 
 import idna
 import re2
 
 from narad import hookimpl
+from narad.schema.keywords import compile_pattern
+from narad.schema.keywords import regex_search
 
 __all__ = ("CHECKERS", "narad_format_checkers")
 
 
-def _compile(pattern: str) -> Any:
-    options = re2.Options()
-    options.log_errors = False
-    return re2.compile(pattern, options)
-
-
 def _full(pattern: str) -> Callable[[str], bool]:
-    regex = _compile("^(?:" + pattern + ")$")
-    return lambda value: regex.search(value) is not None
+    return regex_search("^(?:" + pattern + ")$")
 
 
 # -- dates and times (RFC 3339) ------------------------------------------------
 
-_DATE = _compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})$")
-_TIME = _compile(
-    r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
-    r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))$"
-)
 _DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
+def _number(text: str) -> int:
+    """The value of an ASCII digit string, or -1 for anything else."""
+    return int(text) if text.isascii() and text.isdigit() else -1
+
+
+# Dates and times are plain slicing, not patterns: fixed positions, and the
+# one variable part (a fraction of a second) is skipped with str.lstrip.
+
+
 def is_date(value: str) -> bool:
-    match = _DATE.search(value)
-    if match is None:
+    if len(value) != 10 or value[4] != "-" or value[7] != "-":
         return False
-    year, month, day = (int(part) for part in match.groups())
-    if not 1 <= month <= 12 or not 1 <= day <= _DAYS[month - 1]:
+    year, month, day = _number(value[:4]), _number(value[5:7]), _number(value[8:])
+    if year < 0 or not 1 <= month <= 12 or not 1 <= day <= _DAYS[month - 1]:
         return False
     leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
     return month != 2 or day <= 28 or leap
 
 
+def _offset_minutes(zone: str) -> int | None:
+    if zone in ("Z", "z"):
+        return 0
+    if len(zone) != 6 or zone[0] not in "+-" or zone[3] != ":":
+        return None
+    hours, minutes = _number(zone[1:3]), _number(zone[4:])
+    if not 0 <= hours <= 23 or not 0 <= minutes <= 59:
+        return None
+    return (hours * 60 + minutes) * (1 if zone[0] == "+" else -1)
+
+
 def is_time(value: str) -> bool:
-    match = _TIME.search(value)
-    if match is None:
+    if len(value) < 9 or value[2] != ":" or value[5] != ":":
         return False
-    hour, minute, second = (int(part) for part in match.groups()[:3])
-    sign, off_hour, off_minute = match.groups()[3:]
-    offset = 0
-    if sign is not None:
-        if int(off_hour) > 23 or int(off_minute) > 59:
-            return False
-        offset = (int(off_hour) * 60 + int(off_minute)) * (1 if sign == "+" else -1)
-    if hour > 23 or minute > 59 or second > 60:
+    hour, minute, second = _number(value[:2]), _number(value[3:5]), _number(value[6:8])
+    zone = value[8:]
+    if zone[:1] == ".":
+        zone = zone[1:].lstrip("0123456789")
+        if len(zone) == len(value) - 9:
+            return False  # a dot with no digits
+    offset = _offset_minutes(zone)
+    if offset is None or not (0 <= hour <= 23 and 0 <= minute <= 59):
+        return False
+    if not 0 <= second <= 60:
         return False
     # A leap second exists only at 23:59:60 UTC.
     return second < 60 or (hour * 60 + minute - offset) % 1440 == 23 * 60 + 59
@@ -110,14 +119,14 @@ def is_ipv6(value: str) -> bool:
     return True
 
 
-_LABEL = _compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_LABEL = regex_search(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
 def is_hostname(value: str) -> bool:
     if not value or len(value) > 253:
         return False
     for label in value.split("."):
-        if _LABEL.search(label) is None:
+        if not _LABEL(label):
             return False
         if label[2:4] == "--":
             # Only a valid A-label may have hyphens in the 3rd and 4th place.
@@ -144,16 +153,18 @@ def is_idn_hostname(value: str) -> bool:
 
 _ATEXT = r"A-Za-z0-9!#$%&'*+/=?^_`{|}~\-"
 _QUOTED = r'"(?:[^"\\\r\n]|\\.)*"'
-_LOCAL = _compile(rf"^(?:[{_ATEXT}]+(?:\.[{_ATEXT}]+)*|{_QUOTED})$")
+_LOCAL = regex_search(rf"^(?:[{_ATEXT}]+(?:\.[{_ATEXT}]+)*|{_QUOTED})$")
 _U = r"\x{80}-\x{10FFFF}"
-_IDN_LOCAL = _compile(rf"^(?:[{_ATEXT}{_U}]+(?:\.[{_ATEXT}{_U}]+)*|{_QUOTED})$")
+_IDN_LOCAL = regex_search(rf"^(?:[{_ATEXT}{_U}]+(?:\.[{_ATEXT}{_U}]+)*|{_QUOTED})$")
 
 
-def _email(value: str, local: Any, domain: Callable[[str], bool]) -> bool:
+def _email(
+    value: str, local: Callable[[str], bool], domain: Callable[[str], bool]
+) -> bool:
     at = value.rfind("@")
     if at <= 0 or at > 64:
         return False
-    if local.search(value[:at]) is None:
+    if not local(value[:at]):
         return False
     host = value[at + 1 :]
     if host.startswith("[") and host.endswith("]"):
@@ -212,8 +223,8 @@ def _ip_literal_ok(value: str) -> bool:
 
 
 def _uri_checker(pattern: str) -> Callable[[str], bool]:
-    regex = _compile("^(?:" + pattern + ")$")
-    return lambda value: regex.search(value) is not None and _ip_literal_ok(value)
+    search = _full(pattern)
+    return lambda value: search(value) and _ip_literal_ok(value)
 
 
 _URI, _URI_REFERENCE = _uri_grammar(iri=False)
@@ -236,10 +247,17 @@ is_json_pointer = _full(r"(?:/(?:[^~/]|~[01])*)*")
 is_relative_json_pointer = _full(r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~[01])*)*)")
 
 
+_MAX_REGEX = 32 * 1024
+
+
 def is_regex(value: str) -> bool:
     """A pattern the validator can run: RE2 syntax, as ``pattern`` uses."""
+    # RE2's default memory budget holds no program much longer than this, and
+    # compiling costs time per character before it finds out.
+    if len(value) > _MAX_REGEX:
+        return False
     try:
-        _compile(value)
+        compile_pattern(value)
     except re2.error:
         return False
     return True

@@ -1,0 +1,171 @@
+"""Validation figures: a typical order, and the rulebook's adversarial inputs.
+
+Run from a checkout: ``PYTHONPATH=.:plugins python bench/validate.py``.
+Each section is one function printing its own figures; ``main()`` runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import timeit
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import jsonschema_rs
+
+from narad.errors import InvalidPayload
+from narad.plugins import Plugins
+from narad.plugins import get_plugin_manager
+from narad.schema.jsontext import loads
+from narad.schema.validator import Validator
+
+ORDER_SCHEMA = {
+    "type": "object",
+    "required": ["id", "customer", "status", "created_at", "items"],
+    "additionalProperties": False,
+    "properties": {
+        "id": {"type": "string", "pattern": "^ord_[0-9a-f]{12}$"},
+        "customer": {"type": "string", "minLength": 1, "maxLength": 64},
+        "status": {"enum": [f"status_{i}" for i in range(19)] + ["paid"]},
+        "created_at": {"type": "string", "format": "date-time"},
+        "currency": {"type": "string", "minLength": 3, "maxLength": 3},
+        "total": {"type": "number", "minimum": 0},
+        "note": {"type": ["string", "null"], "maxLength": 200},
+        "items": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["sku", "qty", "price"],
+                "properties": {
+                    "sku": {"type": "string"},
+                    "qty": {"type": "integer", "minimum": 1},
+                    "price": {"type": "number", "minimum": 0},
+                },
+            },
+        },
+    },
+}
+ORDER = (
+    b'{"id": "ord_0123456789ab", "customer": "customer-42", "status": "paid",'
+    b' "created_at": "2026-09-28T19:31:44Z", "currency": "EUR", "total": 59.97,'
+    b' "note": null, "items": [{"sku": "SKU-1", "qty": 1, "price": 19.99},'
+    b' {"sku": "SKU-2", "qty": 2, "price": 19.99}]}'
+)
+PLUGINS = Plugins(get_plugin_manager(load_entry_points=False))
+BY_URI, DEFAULT = PLUGINS.drafts()
+FORMATS = PLUGINS.format_checkers()
+
+
+def narad_validator(schema: Any) -> Validator:
+    return Validator(
+        schema,
+        draft=DEFAULT,
+        drafts=BY_URI,
+        formats=FORMATS,
+        schema_uri="narad://schema/bench/1",
+    )
+
+
+def per_call_us(fn: Callable[[], Any]) -> float:
+    timer = timeit.Timer(fn)
+    loops, _ = timer.autorange()
+    return min(timer.repeat(5, loops)) / loops * 1e6
+
+
+def typical_order() -> None:
+    print(f"typical order ({len(ORDER)} bytes), microseconds per validation")
+    ours = narad_validator(ORDER_SCHEMA)
+    value = loads(ORDER, max_depth=256)
+    reference = jsonschema.Draft202012Validator(
+        ORDER_SCHEMA, format_checker=jsonschema.FormatChecker()
+    )
+    rust = jsonschema_rs.validator_for(ORDER_SCHEMA, validate_formats=True)
+    plain = json.loads(ORDER)
+    rows = [
+        ("narad parse+validate", lambda: ours.validate(ORDER)),
+        ("narad validate only", lambda: ours.is_valid(value)),
+        ("narad parse only (jsontext)", lambda: loads(ORDER, max_depth=256)),
+        ("python-jsonschema (validate only)", lambda: reference.is_valid(plain)),
+        ("jsonschema-rs (validate only)", lambda: rust.is_valid(plain)),
+    ]
+    for name, fn in rows:
+        print(f"  {name:36s} {per_call_us(fn):9.2f} us")
+
+
+def _measure(schema: Any, payload: bytes) -> tuple[float, float, str]:
+    validator = narad_validator(schema)
+    started = time.perf_counter()
+    verdict = _verdict(validator, payload)
+    elapsed = time.perf_counter() - started
+    # Memory in a second run: tracemalloc slows allocation-heavy code a lot.
+    tracemalloc.start()
+    _verdict(validator, payload)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return elapsed, peak / 2**20, verdict
+
+
+def _verdict(validator: Validator, payload: bytes) -> str:
+    try:
+        validator.validate(payload)
+    except InvalidPayload as exc:
+        return "refused: " + str(exc).split("\n")[-1][:60]
+    return "accepted"
+
+
+def adversarial() -> None:
+    print("adversarial inputs: time, peak traced memory (target < 1 s, < 200 MiB)")
+    enum_45k = {"enum": list(range(45_000))}
+    required_1024 = {"items": {"required": [f"field_{i:04d}" for i in range(1024)]}}
+    cases = [
+        (
+            "1 MiB string vs pattern",
+            {"pattern": "^[a-z]+$"},
+            b'"' + b"a" * (1 << 20) + b'"',
+        ),
+        (
+            "1 MiB string vs unanchored pattern",
+            {"pattern": "[0-9]{3}x"},
+            b'"' + b"1" * (1 << 20) + b'"',
+        ),
+        ("45,000-value enum, 1 value", enum_45k, b"44999"),
+        (
+            "45,000-value enum, 100k values",
+            {"items": enum_45k},
+            b"[" + b",".join([b"44999"] * 100_000) + b"]",
+        ),
+        ("20 KB nested 9,990 deep", True, b"[" * 9990 + b"]" * 9990),
+        (
+            "1 MiB of failing values",
+            {"items": {"type": "string"}},
+            b"[" + b",".join([b"1"] * 500_000) + b"]",
+        ),
+        (
+            "items missing 1,024 required names",
+            required_1024,
+            b"[" + b",".join([b"{}"] * 20_000) + b"]",
+        ),
+        (
+            "256 levels through a recursive schema",
+            {"type": "array", "items": {"$ref": "#"}},
+            b"[" * 256 + b"]" * 256,
+        ),
+    ]
+    for name, schema, payload in cases:
+        elapsed, peak, verdict = _measure(schema, payload)
+        print(f"  {name:40s} {elapsed * 1e3:9.1f} ms {peak:8.1f} MiB  {verdict}")
+
+
+def main() -> None:
+    typical_order()
+    print()
+    adversarial()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
