@@ -63,8 +63,6 @@ class SchemaService:
     # -- registration --------------------------------------------------------
 
     def register(self, raw: bytes) -> RegisteredSchema:
-        if raw == b"null":
-            raise InvalidSchema("schema: cannot be removed; null is not a schema")
         return register(raw, drafts=self.drafts, default_draft=self.default_draft)
 
     def budgets(self) -> tuple[int, int]:
@@ -94,6 +92,10 @@ class SchemaService:
 
     def change(self, meta: TopicMeta, raw: bytes, base_version: int | None) -> bool:
         """Register ``raw`` as the next version; False when it is no change."""
+        if raw == b"null":
+            raise InvalidSchema(
+                "schema: a schema cannot be removed (null); it can only be widened"
+            )
         new = self.register(raw)
         for _ in range(CHANGE_ATTEMPTS):
             current = meta.schema_version

@@ -7,6 +7,7 @@ of the error, and that a refused request wrote nothing.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -26,9 +27,24 @@ def create_with_schema(http, name: str, schema_text: str):
     return http.post("/v1/topics", body)
 
 
+def _one_json_text(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+# A schema that is not one JSON text (trailing data, say) cannot sit inside a
+# request body as a member; those cases run through registration directly in
+# tests/unit/schema/test_registration.py.
 @pytest.mark.parametrize(
     ("schema", "accepted", "words"),
-    [pytest.param(s, a, w, id=n) for n, s, a, w in registration.CASES],
+    [
+        pytest.param(s, a, w, id=n)
+        for n, s, a, w in registration.CASES
+        if _one_json_text(s)
+    ],
 )
 def test_registration_case(http, schema, accepted, words):
     name = _name("reg")
