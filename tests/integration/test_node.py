@@ -1,0 +1,142 @@
+"""A node as operators run it: start, readiness, concurrent creates, shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from tests.httpclient import Client
+from tests.nodes import Node
+
+
+def valkey_pids_under(directory) -> list[int]:
+    """PIDs of the valkey-server configured by ``directory``/valkey.conf.
+
+    Valkey retitles itself ``valkey-server 127.0.0.1:<port>``, so find it by
+    the port its config names.
+    """
+    conf = (directory / "valkey.conf").read_text()
+    port = next(line.split()[1] for line in conf.splitlines() if line.startswith("port "))
+    out = subprocess.run(
+        ["pgrep", "-f", f"valkey-server 127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [int(p) for p in out.split()]
+
+
+def wait_until(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_concurrent_creates_of_one_name_yield_exactly_one_201(node, topic):
+    statuses: list[int] = []
+    barrier = threading.Barrier(24)
+
+    def create() -> None:
+        client = node.client()
+        barrier.wait()
+        statuses.append(client.post("/v1/topics", {"name": topic}).status)
+        client.close()
+
+    threads = [threading.Thread(target=create) for _ in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == [201] + [409] * 23
+
+
+def test_topics_api_over_http(http, topic):
+    resp = http.post("/v1/topics", {"name": topic, "partitions": 2})
+    assert resp.status == 201
+    assert http.get(f"/v1/topics/{topic}").json()["partition_stats"][1]["index"] == 1
+    assert http.patch(f"/v1/topics/{topic}", {"retention_ms": 0}).json()["retention_ms"] == 0
+    assert http.post("/v1/topics", {"name": topic}).status == 409
+    assert http.post("/v1/topics", {"name": "bad name"}).status == 400
+    assert http.post("/v1/topics", b"{" + b" " * (1 << 20) + b"}").status == 413
+    assert http.delete(f"/v1/topics/{topic}").status == 204
+    assert http.get(f"/v1/topics/{topic}").status == 404
+
+
+def test_embedded_storage_starts_and_stops_with_the_node(tmp_path):
+    node = Node(tmp_path, workers=2).start()  # no storage URL: embedded Valkey
+    try:
+        data = tmp_path / "data"
+        assert (data / "appendonlydir").is_dir()
+        conf = (data / "valkey.conf").read_text()
+        assert "appendonly yes" in conf
+        assert "appendfsync always" in conf
+        assert len(valkey_pids_under(data)) == 1
+        client = node.client()
+        assert client.post("/v1/topics", {"name": "t"}).status == 201
+        assert client.post("/v1/topics/t/produce", b"kept").status == 202
+        client.close()
+    finally:
+        node.stop()
+    assert node.process.returncode == 0
+    assert wait_until(lambda: not valkey_pids_under(tmp_path / "data"))
+
+    # The data survives a restart on the same directory.
+    again = Node(tmp_path, workers=1).start()
+    try:
+        client = again.client()
+        message = client.get("/v1/topics/t/consume").json()
+        assert message["payload"] == "kept"
+        client.close()
+    finally:
+        again.stop()
+    assert wait_until(lambda: not valkey_pids_under(tmp_path / "data"))
+
+
+def test_embedded_storage_does_not_outlive_a_killed_node(tmp_path):
+    node = Node(tmp_path, workers=1).start()
+    data = tmp_path / "data"
+    assert valkey_pids_under(data)
+    os.killpg(node.process.pid, signal.SIGKILL)  # master and workers, no cleanup
+    node.process.wait()
+    assert wait_until(lambda: not valkey_pids_under(data))
+
+
+def test_readiness_follows_storage(tmp_path):
+    from tests.nodes import start_valkey
+    from tests.nodes import tcp_url
+
+    storage = start_valkey(tmp_path / "valkey")
+    node = Node(tmp_path, storage_url=tcp_url(storage), workers=1,
+                env={"NARAD_STORAGE_RETRY_ATTEMPTS": "1"}).start()
+    try:
+        client = Client(node.base, timeout=10)
+        assert client.get("/readyz").status == 200
+        storage.kill()
+        assert wait_until(lambda: client.get("/readyz").status == 503)
+        assert client.get("/healthz").status == 200
+        resp = client.get("/v1/topics")
+        assert resp.status == 503
+        assert resp.json() == {"error": "storage unavailable, retry"}
+        storage.start()
+        assert wait_until(lambda: client.get("/readyz").status == 200)
+        client.close()
+    finally:
+        node.stop()
+        storage.stop()
+
+
+@pytest.mark.parametrize("setting", ["NARAD_SERVER_WORKERS=zero", "NARAD_STORAGE_URL=nowhere"])
+def test_bad_setting_stops_start_up_naming_it(tmp_path, setting):
+    name, value = setting.split("=")
+    node = Node(tmp_path, env={name: value})
+    with pytest.raises(RuntimeError):
+        node.start(timeout=10)
+    key = name.removeprefix("NARAD_").lower().replace("_", ".", 1)
+    assert f"`{key}`" in node.log.read_text()
