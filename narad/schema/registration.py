@@ -98,15 +98,17 @@ def register(
     draft = _draft_of(document, drafts, default_draft)
     if document is True:
         return RegisteredSchema(document, compact, draft, high_cost=False)
-    for message in draft.meta_validator(document):
-        raise InvalidSchema(
-            f"schema: not valid under the {draft.name} meta-schema: {message}"
-        )
     survey = _survey(document, draft)
     try:
         analysis = analyse(SchemaIndex(document, draft=draft, base_uri=BASE_URI))
     except ShapeError as exc:
         raise InvalidSchema(f"schema: {exc}") from None
+    # Last, because it is the slowest check: the analyses above only follow
+    # values of the right types, so they are safe on an invalid document.
+    for message in draft.meta_validator(document):
+        raise InvalidSchema(
+            f"schema: not valid under the {draft.name} meta-schema: {message}"
+        )
     high_cost = (
         survey.names > MAX_NAMES
         or survey.pattern_properties > MAX_PATTERN_PROPERTIES

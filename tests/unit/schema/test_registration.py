@@ -66,35 +66,41 @@ def test_draft_comes_from_schema():
     assert registered.draft.name == "04"
 
 
+DRAFT7 = "http://json-schema.org/draft-07/schema#"
+
+
+def _listing(keyword: str, count: int, *, extra=None, dialect: str = "") -> str:
+    names = [f"k{i}" for i in range(count)]
+    document = {keyword: names if keyword == "required" else {"a": names}}
+    if dialect:
+        document["$schema"] = dialect
+    return json.dumps({**document, **(extra or {})})
+
+
+def _patterns(count: int) -> dict:
+    return {f"^p{i}$": {} for i in range(count)}
+
+
 @pytest.mark.parametrize(
     ("text", "high_cost"),
     [
-        ('{"required": [%s]}' % ", ".join(f'"k{i}"' for i in range(1024)), False),
-        ('{"required": [%s]}' % ", ".join(f'"k{i}"' for i in range(1025)), True),
+        (_listing("required", 1024), False),
+        (_listing("required", 1025), True),
+        (_listing("dependentRequired", 1024, extra={"required": ["b"]}), True),
+        (_listing("dependencies", 1025, dialect=DRAFT7), True),
+        (json.dumps({"patternProperties": _patterns(64)}), False),
         (
-            '{"dependentRequired": {"a": [%s]}, "required": ["b"]}'
-            % ", ".join(f'"k{i}"' for i in range(1024)),
-            True,
-        ),
-        (
-            '{"$schema": "http://json-schema.org/draft-07/schema#", '
-            '"dependencies": {"a": [%s]}}' % ", ".join(f'"k{i}"' for i in range(1025)),
-            True,
-        ),
-        (
-            '{"patternProperties": {%s}}'
-            % ", ".join(f'"^p{i}$": {{}}' for i in range(64)),
-            False,
-        ),
-        (
-            '{"properties": {"a": {"patternProperties": {%s}}}, '
-            '"patternProperties": {"^q$": {}}}'
-            % ", ".join(f'"^p{i}$": {{}}' for i in range(64)),
+            json.dumps(
+                {
+                    "properties": {"a": {"patternProperties": _patterns(64)}},
+                    "patternProperties": {"^q$": {}},
+                }
+            ),
             True,
         ),
         (union(63), False),
         (union(64), True),
-        ('{"oneOf": [%s]}' % ", ".join(f'{{"const": {i}}}' for i in range(64)), True),
+        (json.dumps({"oneOf": [{"const": i} for i in range(64)]}), True),
     ],
 )
 def test_high_cost_class(text, high_cost):

@@ -1,0 +1,145 @@
+"""Registration time: a typical schema, a legitimate 256 KiB one, and each
+refused shape at the largest size the 256 KiB limit allows.
+
+Run: PYTHONPATH=.:plugins .venv/bin/python bench/register.py
+Prints one line per document: its compacted size, the verdict, and the best
+of five registration times. The target is under 200 ms for every one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from narad.errors import InvalidSchema
+from narad.plugins import Plugins
+from narad.plugins import get_plugin_manager
+from narad.schema.registration import MAX_SIZE
+from narad.schema.registration import register
+
+DRAFTS, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()
+
+
+def _text(document: object) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def _largest(build: Callable[[int], object]) -> bytes:
+    """The largest ``build(n)`` whose compacted text fits in 256 KiB."""
+    low, high = 1, 2
+    while len(_text(build(high))) <= MAX_SIZE:
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if len(_text(build(middle))) <= MAX_SIZE:
+            low = middle
+        else:
+            high = middle
+    return _text(build(low))
+
+
+def typical() -> object:
+    return {
+        "type": "object",
+        "required": ["id", "amount", "currency", "customer"],
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "amount": {"type": "integer", "minimum": 1},
+            "currency": {"enum": ["EUR", "USD", "GBP", "INR"]},
+            "customer": {"$ref": "#/$defs/customer"},
+            "lines": {"type": "array", "items": {"$ref": "#/$defs/line"}},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "pattern": "^[a-z]+$"},
+            },
+        },
+        "$defs": {
+            "customer": {
+                "type": "object",
+                "properties": {
+                    "email": {"type": "string", "format": "email"},
+                    "name": {"type": "string", "maxLength": 200},
+                },
+            },
+            "line": {
+                "type": "object",
+                "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}},
+            },
+        },
+    }
+
+
+def legitimate(n: int) -> object:
+    """Many definitions that reference each other, a recursive tree, patterns."""
+    defs: dict[str, object] = {}
+    for i in range(n):
+        defs[f"entity{i}"] = {
+            "type": "object",
+            "required": ["id", "kind"],
+            "properties": {
+                "id": {"type": "string", "pattern": f"^e{i}-[0-9a-f]{{8}}$"},
+                "kind": {"const": f"entity{i}"},
+                "parent": {"$ref": f"#/$defs/entity{max(i - 1, 0)}"},
+                "money": {"$ref": "#/$defs/money"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/tree"}},
+            },
+        }
+    defs["money"] = {"type": "object", "properties": {"amount": {"type": "integer"}}}
+    defs["tree"] = {
+        "properties": {
+            "left": {"$ref": "#/$defs/tree"},
+            "right": {"$ref": "#/$defs/tree"},
+        }
+    }
+    return {
+        "anyOf": [{"$ref": f"#/$defs/entity{i}"} for i in range(0, n, max(n // 60, 1))],
+        "$defs": defs,
+    }
+
+
+def same_value_twice(n: int) -> object:
+    return {"anyOf": [{"items": {"$ref": "#"}} for _ in range(n)]}
+
+
+def doubling_chain(n: int) -> object:
+    defs = {f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(n)}
+    defs[f"d{n}"] = {"type": "string"}
+    return {"$ref": "#/$defs/d0", "$defs": defs}
+
+
+def negated_cycle(n: int) -> object:
+    defs = {f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}]} for i in range(n)}
+    defs[f"d{n}"] = {"not": {"$ref": "#/$defs/d0"}}
+    return {"$ref": "#/$defs/d0", "$defs": defs}
+
+
+def _time(raw: bytes) -> tuple[str, float]:
+    best = float("inf")
+    verdict = ""
+    for _ in range(5):
+        started = time.perf_counter()
+        try:
+            register(raw, drafts=DRAFTS, default_draft=DEFAULT)
+            verdict = "accepted"
+        except InvalidSchema as exc:
+            verdict = "refused: " + exc.message.removeprefix("invalid argument: ")[:60]
+        best = min(best, time.perf_counter() - started)
+    return verdict, best * 1000
+
+
+def main() -> None:
+    documents = [
+        ("typical schema", _text(typical())),
+        ("legitimate 256 KiB schema", _largest(legitimate)),
+        ("shape 1: anyOf of items->#", _largest(same_value_twice)),
+        ("shape 2: doubling $defs chain", _largest(doubling_chain)),
+        ("shape 3: not through a $ref cycle", _largest(negated_cycle)),
+    ]
+    for name, raw in documents:
+        verdict, ms = _time(raw)
+        print(f"{name:36} {len(raw) / 1024:7.1f} KiB {ms:8.1f} ms  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
