@@ -7,11 +7,22 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
 from narad.config import Config
+
+
+# Validating a payload recurses once per nesting level (at most 256) times the
+# schema's in-place steps; request threads get room for the deepest case the
+# validator admits instead of the platform's default stack.
+THREAD_STACK_BYTES = 64 * 1024 * 1024
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    threading.stack_size(THREAD_STACK_BYTES)
 
 
 def child_exit(server: Any, worker: Any) -> None:
@@ -37,6 +48,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "control_socket_disable": True,
         "timeout": 60,
         "graceful_timeout": 20,
+        "post_fork": post_fork,
         "child_exit": child_exit,
         "accesslog": None,
         "proc_name": "narad",

@@ -1,0 +1,103 @@
+"""The per-node validation capacity bound, saturated over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+import pytest
+
+from tests.nodes import Node
+from tests.nodes import tcp_url
+
+BUSY = "schema: validation capacity busy, retry"
+
+# A 64-branch oneOf: high-cost, so every payload is validated under the bound.
+# Each branch walks every property, so one validation holds the slot a while.
+UNION = {
+    "oneOf": [
+        {
+            "type": "object",
+            "additionalProperties": {"type": "string", "pattern": "^x+$"},
+            "required": [f"k{i}"],
+        }
+        for i in range(64)
+    ]
+}
+
+
+def gauge(client) -> float:
+    text = client.get("/metrics").data.decode()
+    found = re.findall(r"^narad_schema_validations_in_flight(?:\{[^}]*\})? (\S+)$", text, re.M)
+    return sum(float(v) for v in found)
+
+
+@pytest.fixture
+def bounded_node(valkey, tmp_path):
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(valkey),
+        workers=2,
+        threads=32,
+        env={
+            "NARAD_VALIDATION_CAPACITY_SLOTS": "1",
+            "NARAD_VALIDATION_CAPACITY_WAIT_MS": "50",
+        },
+    ).start()
+    yield node
+    node.stop()
+
+
+def test_saturated_bound_answers_503_and_writes_nothing(bounded_node, topic):
+    http = bounded_node.client()
+    assert http.post("/v1/topics", {"name": topic, "partitions": 1, "schema": UNION}).status == 201
+    # Big enough to hold the single slot for a while; valid for exactly one branch.
+    payload = json.dumps({"k7": "x", **{f"f{i}": "x" * 64 for i in range(3000)}}).encode()
+    statuses: list[int] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def produce() -> None:
+        client = bounded_node.client()
+        for _ in range(6):
+            resp = client.post(f"/v1/topics/{topic}/produce", payload)
+            with lock:
+                statuses.append(resp.status)
+                if resp.status != 202:
+                    errors.append(resp.error)
+        client.close()
+
+    threads = [threading.Thread(target=produce) for _ in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert 503 in statuses
+    assert set(statuses) <= {202, 503}
+    assert set(errors) == {BUSY}
+    accepted = statuses.count(202)
+    stats = http.get(f"/v1/topics/{topic}").json()["partition_stats"][0]
+    assert stats["next_offset"] == accepted
+    assert gauge(http) == 0
+    assert "narad_schema_capacity_refused_total" in http.get("/metrics").data.decode()
+    http.close()
+
+
+def test_small_payload_on_ordinary_schema_is_not_bounded(bounded_node, topic):
+    http = bounded_node.client()
+    http.post("/v1/topics", {"name": topic, "partitions": 1, "schema": {"type": "object"}})
+    statuses: list[int] = []
+
+    def produce() -> None:
+        client = bounded_node.client()
+        statuses.extend(client.post(f"/v1/topics/{topic}/produce", b"{}").status for _ in range(20))
+        client.close()
+
+    threads = [threading.Thread(target=produce) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [202] * 160
