@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import configparser
-import subprocess
-import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -88,30 +86,3 @@ def test_disabled_plugins_are_not_loaded():
     pm = get_plugin_manager(disabled=["narad_fakeredis"], load_entry_points=False)
     assert not pm.has_plugin("narad_fakeredis")
     assert "fakeredis" not in Plugins(pm).storage_backends()
-
-
-@pytest.fixture(scope="module")
-def example_installed(tmp_path_factory):
-    """The example third-party distribution, really installed (pip --target)."""
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-         "--no-build-isolation", "--target", str(target),
-         str(ROOT / "plugins" / "narad-example")],
-        check=True,
-    )
-    sys.path.insert(0, str(target))
-    yield target
-    sys.path.remove(str(target))
-    for name in [m for m in sys.modules if m.startswith("narad_example")]:
-        del sys.modules[name]
-
-
-def test_example_plugin_is_not_there_until_installed():
-    assert not get_plugin_manager().has_plugin("narad_example")
-
-
-def test_example_plugin_is_discovered_once_installed(example_installed):
-    pm = get_plugin_manager()
-    assert pm.has_plugin("narad_example")
-    assert "x-unit" in Plugins(pm).compatibility_rules()
