@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     show = commands.add_parser("config", help="print the resolved settings")
     show.add_argument("--config", help="TOML file (default: $NARAD_CONFIG)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
+    )
     try:
         overrides = {}
         if getattr(args, "bind", None):

@@ -94,53 +94,89 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server", "bind", "127.0.0.1:7942", _bind, "address gunicorn listens on"),
     Setting("server", "workers", 4, _integer(1, 256), "worker processes"),
     Setting(
-        "server", "threads", 128, _integer(1, 10_000),
+        "server",
+        "threads",
+        128,
+        _integer(1, 10_000),
         "threads per worker: each long-polling consumer holds one while it waits",
     ),
     Setting("server", "keepalive", 30, _integer(0, 3600), "keep-alive seconds"),
     Setting(
-        "storage", "url", "", _url,
+        "storage",
+        "url",
+        "",
+        _url,
         "redis://, rediss:// or unix:// URL; empty starts the embedded Valkey",
     ),
     Setting(
-        "storage", "data_dir", "narad-data", _text,
+        "storage",
+        "data_dir",
+        "narad-data",
+        _text,
         "embedded Valkey's data directory (relative to the working directory)",
     ),
     Setting(
-        "storage", "embedded_port", 0, _integer(0, 65535),
+        "storage",
+        "embedded_port",
+        0,
+        _integer(0, 65535),
         "embedded Valkey's TCP port on 127.0.0.1; 0 picks a free one",
     ),
     Setting(
-        "storage", "retry_attempts", 8, _integer(0, 100),
+        "storage",
+        "retry_attempts",
+        8,
+        _integer(0, 100),
         "retries after MOVED, CLUSTERDOWN, TRYAGAIN or a lost connection",
     ),
     Setting(
-        "storage", "retry_backoff_ms", 20, _integer(1, 60_000),
+        "storage",
+        "retry_backoff_ms",
+        20,
+        _integer(1, 60_000),
         "first retry delay; doubles each attempt",
     ),
     Setting(
-        "storage", "retry_backoff_max_ms", 1000, _integer(1, 600_000),
+        "storage",
+        "retry_backoff_max_ms",
+        1000,
+        _integer(1, 600_000),
         "cap on one retry delay",
     ),
     Setting(
-        "storage", "socket_timeout_ms", 15_000, _integer(100, 600_000),
+        "storage",
+        "socket_timeout_ms",
+        15_000,
+        _integer(100, 600_000),
         "storage socket timeout",
     ),
     Setting(
-        "broker", "max_wait_ms", 10_000, _integer(0, 600_000),
+        "broker",
+        "max_wait_ms",
+        10_000,
+        _integer(0, 600_000),
         "cap on a consume's ?wait=",
     ),
     Setting(
-        "validation", "capacity_slots", 0, _integer(0, 4096),
+        "validation",
+        "capacity_slots",
+        0,
+        _integer(0, 4096),
         "validations at once per node for large payloads/high-cost schemas; "
         "0 = one per CPU core",
     ),
     Setting(
-        "validation", "capacity_wait_ms", 5000, _integer(0, 600_000),
+        "validation",
+        "capacity_wait_ms",
+        5000,
+        _integer(0, 600_000),
         "how long a produce waits for a validation slot before 503",
     ),
     Setting(
-        "validation", "capacity_dir", "", _text,
+        "validation",
+        "capacity_dir",
+        "",
+        _text,
         "node-local directory of the slot lock files; empty = <data_dir>/capacity",
     ),
     Setting("plugins", "disabled", (), _names, "plugin names never to load"),
@@ -218,8 +254,8 @@ class Config:
         out = {}
         for setting in SETTINGS:
             value = self._values[setting.key]
-            out[setting.env] = ",".join(value) if isinstance(value, tuple) else str(
-                value
+            out[setting.env] = (
+                ",".join(value) if isinstance(value, tuple) else str(value)
             )
         return out
 
@@ -229,6 +265,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except OSError as exc:
-        raise InvalidConfiguration(f"config file `{path}` cannot be read: {exc}") from None
+        raise InvalidConfiguration(
+            f"config file `{path}` cannot be read: {exc}"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise InvalidConfiguration(f"config file `{path}` is not TOML: {exc}") from None

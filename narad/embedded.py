@@ -102,7 +102,9 @@ class EmbeddedValkey:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
                     log = self.data_dir / "valkey.log"
-                    tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                    tail = (
+                        log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                    )
                     raise StorageError(
                         f"embedded Valkey exited with {self.process.returncode}: {tail}"
                     )

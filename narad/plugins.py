@@ -82,7 +82,9 @@ def get_plugin_manager(
         try:
             module = importlib.import_module(name)
         except Exception as exc:
-            raise PluginError(f"built-in plugin {name!r} failed to load: {exc!r}") from exc
+            raise PluginError(
+                f"built-in plugin {name!r} failed to load: {exc!r}"
+            ) from exc
         _register(pm, module, name, f"built-in plugin {name!r}")
     try:
         pm.check_pending()

@@ -14,7 +14,6 @@ from gunicorn.app.base import BaseApplication
 
 from narad.config import Config
 
-
 # Validating a payload recurses once per nesting level (at most 256) times the
 # schema's in-place steps; request threads get room for the deepest case the
 # validator admits instead of the platform's default stack.

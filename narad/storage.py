@@ -130,7 +130,9 @@ class Storage(Protocol):
 
     def delete_topic(self, meta: TopicMeta) -> Status: ...
 
-    def partition_stats(self, meta: TopicMeta, *, now_ms: int) -> list[PartitionStats]: ...
+    def partition_stats(
+        self, meta: TopicMeta, *, now_ms: int
+    ) -> list[PartitionStats]: ...
 
     # schemas
     def append_schema(

@@ -36,7 +36,9 @@ class Client:
     def _conn(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            conn = http.client.HTTPConnection(
+                self.host, self.port, timeout=self.timeout
+            )
             self._local.conn = conn
         return conn
 
@@ -60,7 +62,11 @@ class Client:
                 if raw.getheader("connection", "").lower() == "close":
                     self.close()
                 return Response(raw.status, dict(raw.getheaders()), data)
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            except (
+                http.client.RemoteDisconnected,
+                ConnectionResetError,
+                BrokenPipeError,
+            ):
                 self.close()
                 if attempt:
                     raise

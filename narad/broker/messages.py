@@ -127,7 +127,9 @@ class MessageService:
                 try:
                     validate(item.payload)
                 except InvalidArgument as exc:
-                    raise type(exc)(where + exc.message.removeprefix(exc.prefix)) from None
+                    raise type(exc)(
+                        where + exc.message.removeprefix(exc.prefix)
+                    ) from None
                 kind = "j"
             entries.append(Entry(partition, item.key, item.payload, kind))
         return entries

@@ -73,9 +73,7 @@ class TopicService:
             created_ms=now_ms(),
             **{**DEFAULTS, **settings},
         )
-        result = self.storage.create_topic(
-            meta, schema, budget=self.schemas.budgets()
-        )
+        result = self.storage.create_topic(meta, schema, budget=self.schemas.budgets())
         if result.status is Status.EXISTS:
             raise TopicExists(name)
         self.schemas.raise_for_budget(result, name)

@@ -101,7 +101,7 @@ class Waiters:
             if message is None or message["type"] != "pmessage":
                 continue
             channel = message["channel"]
-            topic = channel.decode()[len(self._prefix):]
+            topic = channel.decode()[len(self._prefix) :]
             with self._lock:
                 self._generation[topic] += 1
                 cond = self._conds.get(topic)

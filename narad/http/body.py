@@ -46,7 +46,9 @@ def read_object(req: falcon.Request) -> tuple[dict[str, Any], bytes]:
     return value, data
 
 
-def refuse_unknown(body: dict[str, Any], allowed: tuple[str, ...], where: str = "") -> None:
+def refuse_unknown(
+    body: dict[str, Any], allowed: tuple[str, ...], where: str = ""
+) -> None:
     for name in body:
         if name not in allowed:
             raise InvalidArgument(f"{where}unknown field {name!r}")

@@ -60,7 +60,9 @@ def _batch(data: bytes) -> list[Outgoing]:
     if not items:
         raise InvalidArgument("messages must not be empty")
     if len(items) > MAX_BATCH:
-        raise InvalidArgument(f"messages holds {len(items)} entries; at most {MAX_BATCH}")
+        raise InvalidArgument(
+            f"messages holds {len(items)} entries; at most {MAX_BATCH}"
+        )
     return [_entry(item, f"messages[{i}]: ") for i, item in enumerate(items)]
 
 

@@ -125,9 +125,7 @@ class TopicItem:
         if base is not None:
             base = integer(base, "schema_base_version", low=0)
         schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
-        meta, _ = self.topics.alter(
-            name, _settings(body, ALTERABLE), schema_raw, base
-        )
+        meta, _ = self.topics.alter(name, _settings(body, ALTERABLE), schema_raw, base)
         resp.text = dumps(topic_record(meta))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:

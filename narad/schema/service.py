@@ -129,7 +129,9 @@ class SchemaService:
         old_draft = self.draft_of(old_doc)
         if jsontext.json_equal(old_doc, new.document):
             return False
-        if compatibility.annotations_only_change(old_doc, new.document, draft=old_draft):
+        if compatibility.annotations_only_change(
+            old_doc, new.document, draft=old_draft
+        ):
             return False
         problems = compatibility.check(
             old_doc,

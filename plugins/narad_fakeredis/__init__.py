@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from narad import hookimpl
-from narad.config import Config
 from narad_redis import RedisStorage
 from narad_redis import RetryingClient
+
+from narad import hookimpl
+from narad.config import Config
 
 _servers: dict[str, object] = {}
 

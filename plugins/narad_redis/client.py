@@ -66,8 +66,8 @@ class RetryingClient:
             # RESP2: every RESP server speaks it (RedisRaft, older Redis).
             "protocol": 2,
         }
-        self.redis = client if client is not None else redis.Redis.from_url(
-            url, **self._options
+        self.redis = (
+            client if client is not None else redis.Redis.from_url(url, **self._options)
         )
 
     def call(self, fn: Callable[[redis.Redis], T]) -> T:

@@ -7,7 +7,7 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
     narad:{<t>}:meta                  hash   the topic record
     narad:{<t>}:schemas               hash   version -> document, hc:<version>
     narad:{<t>}:p<i>                  hash   next, oldest, cursor, floor, last_ts
-    narad:{<t>}:p<i>:log              hash   offset -> "<ts>,<kind><keylen>:<key><bytes>"
+    narad:{<t>}:p<i>:log              hash   offset -> "<ts>,<kind><keylen>:<key><body>"
     narad:{<t>}:p<i>:lease            zset   offsets in flight, scored by deadline
     narad:{<t>}:p<i>:nonce            hash   offset -> reservation nonce
     narad:{<t>}:p<i>:acked            zset   offsets acked above the floor
@@ -232,7 +232,10 @@ class RedisStorage:
         keys = [self._topic(meta.name) + ":meta"]
         slot_of: dict[int, int] = {}
         args: list[Any] = [
-            meta.epoch, schema_version, now_ms, self.wake_channel(meta.name)
+            meta.epoch,
+            schema_version,
+            now_ms,
+            self.wake_channel(meta.name),
         ]
         for entry in entries:
             slot = slot_of.get(entry.partition)
@@ -241,7 +244,8 @@ class RedisStorage:
                 keys += self._partition_keys(meta.name, entry.partition)
             args.append(slot)
             args.append(
-                b"%s%d:%s%s" % (entry.kind.encode(), len(entry.key), entry.key, entry.payload)
+                b"%s%d:%s%s"
+                % (entry.kind.encode(), len(entry.key), entry.key, entry.payload)
             )
         reply = self._run("append", keys, args)
         status = Status(reply[0].decode())
@@ -282,7 +286,10 @@ class RedisStorage:
         action: str,
         now_ms: int,
     ) -> Status:
-        keys = [self._topic(meta.name) + ":meta", *self._partition_keys(meta.name, partition)]
+        keys = [
+            self._topic(meta.name) + ":meta",
+            *self._partition_keys(meta.name, partition),
+        ]
         reply = self._run(
             "settle",
             keys,
@@ -351,5 +358,7 @@ def _schema_result(reply: list[Any]) -> SchemaWriteResult:
     if status in (Status.BASE_MISMATCH, Status.TOO_MANY_VERSIONS):
         return SchemaWriteResult(status, version=numbers[0])
     if status in (Status.TOPIC_BUDGET, Status.CLUSTER_BUDGET):
-        return SchemaWriteResult(status, stored_bytes=numbers[0], cluster_bytes=numbers[1])
+        return SchemaWriteResult(
+            status, stored_bytes=numbers[0], cluster_bytes=numbers[1]
+        )
     return SchemaWriteResult(status)

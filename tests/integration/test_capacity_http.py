@@ -29,7 +29,9 @@ UNION = {
 
 def gauge(client) -> float:
     text = client.get("/metrics").data.decode()
-    found = re.findall(r"^narad_schema_validations_in_flight(?:\{[^}]*\})? (\S+)$", text, re.M)
+    found = re.findall(
+        r"^narad_schema_validations_in_flight(?:\{[^}]*\})? (\S+)$", text, re.M
+    )
     return sum(float(v) for v in found)
 
 
@@ -51,9 +53,16 @@ def bounded_node(valkey, tmp_path):
 
 def test_saturated_bound_answers_503_and_writes_nothing(bounded_node, topic):
     http = bounded_node.client()
-    assert http.post("/v1/topics", {"name": topic, "partitions": 1, "schema": UNION}).status == 201
+    assert (
+        http.post(
+            "/v1/topics", {"name": topic, "partitions": 1, "schema": UNION}
+        ).status
+        == 201
+    )
     # Big enough to hold the single slot for a while; valid for exactly one branch.
-    payload = json.dumps({"k7": "x", **{f"f{i}": "x" * 64 for i in range(3000)}}).encode()
+    payload = json.dumps(
+        {"k7": "x", **{f"f{i}": "x" * 64 for i in range(3000)}}
+    ).encode()
     statuses: list[int] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -87,12 +96,16 @@ def test_saturated_bound_answers_503_and_writes_nothing(bounded_node, topic):
 
 def test_small_payload_on_ordinary_schema_is_not_bounded(bounded_node, topic):
     http = bounded_node.client()
-    http.post("/v1/topics", {"name": topic, "partitions": 1, "schema": {"type": "object"}})
+    http.post(
+        "/v1/topics", {"name": topic, "partitions": 1, "schema": {"type": "object"}}
+    )
     statuses: list[int] = []
 
     def produce() -> None:
         client = bounded_node.client()
-        statuses.extend(client.post(f"/v1/topics/{topic}/produce", b"{}").status for _ in range(20))
+        statuses.extend(
+            client.post(f"/v1/topics/{topic}/produce", b"{}").status for _ in range(20)
+        )
         client.close()
 
     threads = [threading.Thread(target=produce) for _ in range(8)]

@@ -21,7 +21,9 @@ def valkey_pids_under(directory) -> list[int]:
     the port its config names.
     """
     conf = (directory / "valkey.conf").read_text()
-    port = next(line.split()[1] for line in conf.splitlines() if line.startswith("port "))
+    port = next(
+        line.split()[1] for line in conf.splitlines() if line.startswith("port ")
+    )
     out = subprocess.run(
         ["pgrep", "-f", f"valkey-server 127.0.0.1:{port}"],
         capture_output=True,
@@ -61,7 +63,10 @@ def test_topics_api_over_http(http, topic):
     resp = http.post("/v1/topics", {"name": topic, "partitions": 2})
     assert resp.status == 201
     assert http.get(f"/v1/topics/{topic}").json()["partition_stats"][1]["index"] == 1
-    assert http.patch(f"/v1/topics/{topic}", {"retention_ms": 0}).json()["retention_ms"] == 0
+    assert (
+        http.patch(f"/v1/topics/{topic}", {"retention_ms": 0}).json()["retention_ms"]
+        == 0
+    )
     assert http.post("/v1/topics", {"name": topic}).status == 409
     assert http.post("/v1/topics", {"name": "bad name"}).status == 400
     assert http.post("/v1/topics", b"{" + b" " * (1 << 20) + b"}").status == 413
@@ -113,8 +118,12 @@ def test_readiness_follows_storage(tmp_path):
     from tests.nodes import tcp_url
 
     storage = start_valkey(tmp_path / "valkey")
-    node = Node(tmp_path, storage_url=tcp_url(storage), workers=1,
-                env={"NARAD_STORAGE_RETRY_ATTEMPTS": "1"}).start()
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(storage),
+        workers=1,
+        env={"NARAD_STORAGE_RETRY_ATTEMPTS": "1"},
+    ).start()
     try:
         client = Client(node.base, timeout=10)
         assert client.get("/readyz").status == 200
@@ -132,7 +141,9 @@ def test_readiness_follows_storage(tmp_path):
         storage.stop()
 
 
-@pytest.mark.parametrize("setting", ["NARAD_SERVER_WORKERS=zero", "NARAD_STORAGE_URL=nowhere"])
+@pytest.mark.parametrize(
+    "setting", ["NARAD_SERVER_WORKERS=zero", "NARAD_STORAGE_URL=nowhere"]
+)
 def test_bad_setting_stops_start_up_naming_it(tmp_path, setting):
     name, value = setting.split("=")
     node = Node(tmp_path, env={name: value})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 
@@ -9,7 +10,11 @@ from narad.schema import jsontext
 from tests.nodes import Node
 from tests.nodes import tcp_url
 
-OBJECT_WITH_ID = {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}
+OBJECT_WITH_ID = {
+    "type": "object",
+    "required": ["id"],
+    "properties": {"id": {"type": "integer"}},
+}
 
 
 def make(http, topic: str, schema=None):
@@ -92,7 +97,10 @@ def test_conditional_change(http, topic):
     assert resp.error == "schema version conflict"
     assert change(http, topic, widened(2), schema_base_version=1).status == 200
     assert change(http, topic, widened(3), schema_base_version=1).status == 409
-    assert change(http, topic, widened(3), schema_base_version=2).json()["schema_version"] == 3
+    assert (
+        change(http, topic, widened(3), schema_base_version=2).json()["schema_version"]
+        == 3
+    )
 
 
 def test_schema_cannot_be_removed(http, topic):
@@ -149,7 +157,10 @@ def test_topic_byte_budget(http, topic):
     pad = "x" * 240_000
 
     def version(n):
-        return {"description": pad + str(n), "properties": {f"p{i}": {} for i in range(n)}}
+        return {
+            "description": pad + str(n),
+            "properties": {f"p{i}": {} for i in range(n)},
+        }
 
     make(http, topic, version(1))
     n = 1
@@ -163,7 +174,10 @@ def test_topic_byte_budget(http, topic):
     assert "4194304" in resp.error
     sizes = http.get(f"/v1/topics/{topic}/schemas").json()
     assert sizes["total_bytes"] <= 4 * 1024 * 1024
-    assert sizes["total_bytes"] + len(jsontext.compact(json.dumps(version(n)).encode())) > 4 * 1024 * 1024
+    assert (
+        sizes["total_bytes"] + len(jsontext.compact(json.dumps(version(n)).encode()))
+        > 4 * 1024 * 1024
+    )
 
 
 def test_new_version_takes_effect_on_every_worker_at_once(http, topic, node):
@@ -172,7 +186,11 @@ def test_new_version_takes_effect_on_every_worker_at_once(http, topic, node):
     for c in clients:  # warm every connection's worker cache with version 1
         assert c.post(f"/v1/topics/{topic}/produce", b'{"id": 1}').status == 202
         assert c.post(f"/v1/topics/{topic}/produce", b'{"id": "x"}').status == 400
-    resp = change(http, topic, {"type": "object", "properties": {"id": {"type": ["integer", "string"]}}})
+    resp = change(
+        http,
+        topic,
+        {"type": "object", "properties": {"id": {"type": ["integer", "string"]}}},
+    )
     assert resp.status == 200
     for c in clients:
         assert c.post(f"/v1/topics/{topic}/produce", b'{"id": "x"}').status == 202
@@ -216,12 +234,17 @@ def test_concurrent_changes_on_two_nodes_give_a_gapless_checked_history(
         plugins = Plugins(get_plugin_manager(load_entry_points=False))
         _, draft = plugins.drafts()
         docs = [
-            jsontext.loads(http.get(f"/v1/topics/{topic}/schemas/{v}").data, max_depth=64)
+            jsontext.loads(
+                http.get(f"/v1/topics/{topic}/schemas/{v}").data, max_depth=64
+            )
             for v in versions
         ]
-        for old, new in zip(docs, docs[1:], strict=False):
+        for old, new in itertools.pairwise(docs):
             assert not compatibility.check(
-                old, new, old_draft=draft, new_draft=draft,
+                old,
+                new,
+                old_draft=draft,
+                new_draft=draft,
                 rules=plugins.compatibility_rules(),
             )
     finally:

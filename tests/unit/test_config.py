@@ -62,14 +62,14 @@ def test_a_bad_value_names_the_setting(env, words):
 def test_unknown_setting_in_file_is_refused(tmp_path):
     path = tmp_path / "n.toml"
     path.write_text("[server]\nwokers = 3\n")
-    with pytest.raises(InvalidConfiguration, match="`server.wokers`"):
+    with pytest.raises(InvalidConfiguration, match=r"`server\.wokers`"):
         Config.load(path, env={})
 
 
 def test_bad_value_stops_the_cli(capsys):
-    from narad.cli import main
-
     import os
+
+    from narad.cli import main
 
     os.environ["NARAD_SERVER_THREADS"] = "lots"
     try:

@@ -61,7 +61,9 @@ def test_two_plugins_claiming_one_key_are_refused_naming_both():
 def test_a_hook_that_raises_names_its_plugin():
     pm = get_plugin_manager(load_entry_points=False)
     pm.register(failing_hook, name="failing_hook")
-    with pytest.raises(PluginError, match="plugin 'failing_hook' failed in narad_format_checkers"):
+    with pytest.raises(
+        PluginError, match="plugin 'failing_hook' failed in narad_format_checkers"
+    ):
         Plugins(pm).format_checkers()
 
 
@@ -75,7 +77,9 @@ def test_an_entry_point_that_cannot_load_names_itself(monkeypatch):
 
 
 def test_a_plugin_with_an_unknown_hook_is_refused(monkeypatch):
-    ep = EntryPoint(name="unknown_hook", value="tests.plugins.unknown_hook", group="narad")
+    ep = EntryPoint(
+        name="unknown_hook", value="tests.plugins.unknown_hook", group="narad"
+    )
     monkeypatch.setattr(host, "entry_points", lambda group: [ep])
     with pytest.raises(PluginError, match="unknown_hook"):
         get_plugin_manager()

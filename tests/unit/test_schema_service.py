@@ -37,11 +37,16 @@ def test_a_recreated_topic_is_never_validated_with_the_old_schema(two_nodes):
 def test_a_refusal_is_rechecked_against_a_newer_version(two_nodes):
     a, b = two_nodes
     a.simulate_post(
-        "/v1/topics", json={"name": "t", "schema": {"properties": {"n": {"type": "integer"}}}}
+        "/v1/topics",
+        json={"name": "t", "schema": {"properties": {"n": {"type": "integer"}}}},
     )
     assert a.simulate_post("/v1/topics/t/produce", body=b'{"n": 1}').status_code == 202
-    b.simulate_patch("/v1/topics/t", json={"schema": {"properties": {"n": {"type": "number"}}}})
-    assert a.simulate_post("/v1/topics/t/produce", body=b'{"n": 1.5}').status_code == 202
+    b.simulate_patch(
+        "/v1/topics/t", json={"schema": {"properties": {"n": {"type": "number"}}}}
+    )
+    assert (
+        a.simulate_post("/v1/topics/t/produce", body=b'{"n": 1.5}').status_code == 202
+    )
 
 
 def storage_of(client):
@@ -56,8 +61,11 @@ def test_history_already_over_the_topic_budget_takes_no_new_version(config):
     # Stored before budgets applied: 5 MiB of history.
     big = b'{"enum":[0],"description":"' + b"x" * (5 * 1024 * 1024) + b'"}'
     result = storage.append_schema(
-        meta, SchemaVersion(2, big, False), expected_current=1,
-        budget=(1 << 40, 1 << 40), max_versions=1000,
+        meta,
+        SchemaVersion(2, big, False),
+        expected_current=1,
+        budget=(1 << 40, 1 << 40),
+        max_versions=1000,
     )
     assert result.stored_bytes > 4 * 1024 * 1024
     resp = client.simulate_patch("/v1/topics/t", json={"schema": {"enum": [0, 1]}})
@@ -72,9 +80,12 @@ def test_cluster_budget(config):
     client = app_over(config)
     schemas = client.app._router.find("/v1/topics")[0].topics.schemas
     schemas.cluster_budget = 1000
-    assert client.simulate_post(
-        "/v1/topics", json={"name": "a", "schema": {"description": "x" * 900}}
-    ).status_code == 201
+    assert (
+        client.simulate_post(
+            "/v1/topics", json={"name": "a", "schema": {"description": "x" * 900}}
+        ).status_code
+        == 201
+    )
     resp = client.simulate_post(
         "/v1/topics", json={"name": "b", "schema": {"description": "y" * 200}}
     )
@@ -100,9 +111,12 @@ def test_cluster_already_over_budget_takes_no_new_version_anywhere(config):
     assert resp.status_code == 409
     # Deleting topics brings the cluster under the budget again.
     client.simulate_delete("/v1/topics/a")
-    assert client.simulate_patch(
-        "/v1/topics/c", json={"schema": {"type": "string"}}
-    ).status_code == 200
+    assert (
+        client.simulate_patch(
+            "/v1/topics/c", json={"schema": {"type": "string"}}
+        ).status_code
+        == 200
+    )
 
 
 def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
@@ -121,7 +135,9 @@ def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
     for _ in range(5):
         client.simulate_post("/v1/topics/t/produce", body=b"{}")
     assert compiled == ["narad://schema/t/1"]
-    client.simulate_patch("/v1/topics/t", json={"schema": {"type": ["object", "array"]}})
+    client.simulate_patch(
+        "/v1/topics/t", json={"schema": {"type": ["object", "array"]}}
+    )
     for _ in range(5):
         client.simulate_post("/v1/topics/t/produce", body=b"[]")
     assert compiled == ["narad://schema/t/1", "narad://schema/t/2"]

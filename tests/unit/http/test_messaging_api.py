@@ -69,7 +69,11 @@ def test_text_and_binary_payloads(client, clock):
     produce(client, "plain text, not JSON ✓".encode())
     produce(client, b"\xff\x00\x01")
     produce(client, b"")
-    first, second, third = consume(client).json, consume(client).json, consume(client).json
+    first, second, third = (
+        consume(client).json,
+        consume(client).json,
+        consume(client).json,
+    )
     assert first["payload"] == "plain text, not JSON ✓"
     assert second["payload_encoding"] == "base64"
     assert base64.b64decode(second["payload"]) == b"\xff\x00\x01"
@@ -211,7 +215,9 @@ def test_max_in_flight_per_partition(client, clock):
 
 def test_max_acked_ahead_blocks_until_the_frontier_moves(client, clock):
     make(
-        client, partitions=1, max_acked_ahead_per_partition=2,
+        client,
+        partitions=1,
+        max_acked_ahead_per_partition=2,
         visibility_timeout_ms=1000,
     )
     for _ in range(6):
@@ -284,7 +290,9 @@ def test_batch_produce(client, clock):
     assert resp.json == {"accepted": 3}
     got = [consume(client).json for _ in range(3)]
     payloads = sorted(json.dumps(m["payload"]) for m in got)
-    assert payloads == sorted(['{"id": 1}', '"text"', json.dumps(base64.b64encode(b"\xfe").decode())])
+    assert payloads == sorted(
+        ['{"id": 1}', '"text"', json.dumps(base64.b64encode(b"\xfe").decode())]
+    )
 
 
 @pytest.mark.parametrize(
@@ -304,7 +312,9 @@ def test_bad_batch_entry_is_400_naming_its_index_and_nothing_written(
     client, clock, entries, words
 ):
     make(client, partitions=2)
-    resp = client.simulate_post("/v1/topics/t/produce/batch", json={"messages": entries})
+    resp = client.simulate_post(
+        "/v1/topics/t/produce/batch", json={"messages": entries}
+    )
     assert resp.status_code == 400
     assert words in resp.json["error"]
     stats = client.simulate_get("/v1/topics/t").json["partition_stats"]
@@ -314,4 +324,6 @@ def test_bad_batch_entry_is_400_naming_its_index_and_nothing_written(
 def test_batch_over_one_mib_is_413(client, clock):
     make(client)
     big = {"messages": [{"value": "x" * 600_000}, {"value": "y" * 600_000}]}
-    assert client.simulate_post("/v1/topics/t/produce/batch", json=big).status_code == 413
+    assert (
+        client.simulate_post("/v1/topics/t/produce/batch", json=big).status_code == 413
+    )

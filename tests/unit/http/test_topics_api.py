@@ -57,9 +57,18 @@ def test_create_with_every_setting(client):
         ({"name": "t", "partitions": True}, "partitions must be an integer"),
         ({"name": "t", "retention_ms": 1000}, "retention_ms must be 0"),
         ({"name": "t", "retention_ms": -1}, "retention_ms must be from 0"),
-        ({"name": "t", "visibility_timeout_ms": 0}, "visibility_timeout_ms must be from 1"),
-        ({"name": "t", "max_in_flight_per_partition": 0}, "max_in_flight_per_partition"),
-        ({"name": "t", "max_acked_ahead_per_partition": -3}, "max_acked_ahead_per_partition"),
+        (
+            {"name": "t", "visibility_timeout_ms": 0},
+            "visibility_timeout_ms must be from 1",
+        ),
+        (
+            {"name": "t", "max_in_flight_per_partition": 0},
+            "max_in_flight_per_partition",
+        ),
+        (
+            {"name": "t", "max_acked_ahead_per_partition": -3},
+            "max_acked_ahead_per_partition",
+        ),
         ({"name": "t", "colour": "red"}, "unknown field 'colour'"),
     ],
 )
@@ -109,9 +118,7 @@ def test_unknown_topic_is_404(client):
 
 
 def test_body_over_one_mib_is_413_before_reading(client):
-    resp = client.simulate_post(
-        "/v1/topics", body=b"{" + b" " * (1024 * 1024) + b"}"
-    )
+    resp = client.simulate_post("/v1/topics", body=b"{" + b" " * (1024 * 1024) + b"}")
     assert resp.status_code == 413
     assert "error" in resp.json
 
@@ -136,7 +143,11 @@ def test_alter_settings(client):
     create(client, name="t")
     resp = client.simulate_patch(
         "/v1/topics/t",
-        json={"retention_ms": 0, "visibility_timeout_ms": 100, "max_in_flight_per_partition": 7},
+        json={
+            "retention_ms": 0,
+            "visibility_timeout_ms": 100,
+            "max_in_flight_per_partition": 7,
+        },
     )
     assert resp.status_code == 200, resp.text
     assert resp.json["retention_ms"] == 0
@@ -172,7 +183,9 @@ def test_delete_removes_topic_and_messages(client):
 def test_health_and_readiness(client):
     assert client.simulate_get("/healthz").status_code == 200
     assert client.simulate_get("/readyz").status_code == 200
-    assert b"narad_schema_validations_in_flight" in client.simulate_get("/metrics").content
+    assert (
+        b"narad_schema_validations_in_flight" in client.simulate_get("/metrics").content
+    )
 
 
 def test_readiness_is_503_when_storage_does_not_answer(config):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from narad_redis.client import RetryingClient
 
 from narad.errors import StorageError
-from narad_redis.client import RetryingClient
 from tests.unit.storage.fakeresp import ScriptedServer
 
 
@@ -29,7 +29,10 @@ def get(client: RetryingClient):
 
 def client_for(server: ScriptedServer, sleeps: list[float], attempts: int = 5):
     return RetryingClient(
-        server.url, attempts=attempts, backoff_s=0.01, backoff_max_s=0.03,
+        server.url,
+        attempts=attempts,
+        backoff_s=0.01,
+        backoff_max_s=0.03,
         sleep=sleeps.append,
     )
 
@@ -42,7 +45,9 @@ def test_clusterdown_is_retried_with_growing_backoff(servers):
 
 
 def test_tryagain_is_retried(servers):
-    server = servers([b"-TRYAGAIN Multiple keys request during rehashing\r\n", b"$1\r\nx\r\n"])
+    server = servers(
+        [b"-TRYAGAIN Multiple keys request during rehashing\r\n", b"$1\r\nx\r\n"]
+    )
     sleeps: list[float] = []
     assert get(client_for(server, sleeps)) == b"x"
     assert sleeps == [0.01]
