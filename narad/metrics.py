@@ -13,7 +13,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client import CollectorRegistry
 from prometheus_client import Counter
 from prometheus_client import Gauge
-from prometheus_client import Histogram
 from prometheus_client import generate_latest
 from prometheus_client import multiprocess
 
@@ -26,19 +25,16 @@ SCHEMA_CAPACITY_REFUSED = Counter(
     "narad_schema_capacity_refused",
     "Produces refused with 503 because no validation slot freed within 5 s.",
 )
-MESSAGES_PRODUCED = Counter(
-    "narad_messages_produced", "Messages accepted (202).", ["topic"]
-)
+# No per-topic labels: topics come and go by the thousand, and every label
+# value is a file per worker in multiprocess mode.
+MESSAGES_PRODUCED = Counter("narad_messages_produced", "Messages accepted (202).")
 MESSAGES_REFUSED = Counter(
-    "narad_messages_refused", "Produced messages refused with 400.", ["topic"]
+    "narad_messages_refused", "Produces refused with 400 (schema or bad request)."
 )
 MESSAGES_CONSUMED = Counter(
-    "narad_messages_consumed", "Messages handed out under a lease.", ["topic"]
+    "narad_messages_consumed", "Messages handed out under a lease."
 )
-MESSAGES_ACKED = Counter("narad_messages_acked", "Leases settled by ack.", ["topic"])
-REQUEST_SECONDS = Histogram(
-    "narad_request_seconds", "Request handling time.", ["route", "method"]
-)
+MESSAGES_ACKED = Counter("narad_messages_acked", "Leases settled by ack.")
 STORAGE_RETRIES = Counter(
     "narad_storage_retries",
     "Storage commands retried after MOVED, CLUSTERDOWN, TRYAGAIN or a lost link.",

@@ -27,6 +27,10 @@ from narad.errors import LeaseGone
 from narad.errors import NotFound
 from narad.errors import TopicNotFound
 from narad.errors import Unavailable
+from narad.metrics import MESSAGES_ACKED
+from narad.metrics import MESSAGES_CONSUMED
+from narad.metrics import MESSAGES_PRODUCED
+from narad.metrics import MESSAGES_REFUSED
 from narad.schema.service import SchemaService
 from narad.storage import Entry
 from narad.storage import Message
@@ -102,6 +106,7 @@ class MessageService:
                     meta.epoch,
                     meta.schema_version,
                 ):
+                    MESSAGES_REFUSED.inc()
                     raise
                 meta = fresh
                 continue
@@ -109,6 +114,7 @@ class MessageService:
                 meta, entries, schema_version=meta.schema_version, now_ms=now_ms()
             )
             if result.status is Status.OK:
+                MESSAGES_PRODUCED.inc(result.count)
                 return result.count
             meta = self.topics.refresh(topic)  # recreated, or a new schema version
         raise Unavailable(f"topic {topic} kept changing during the produce; retry")
@@ -166,6 +172,7 @@ class MessageService:
                 self._check_partition(meta, partition)
                 continue
             if result.message is not None:
+                MESSAGES_CONSUMED.inc()
                 return result.message
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -217,6 +224,8 @@ class MessageService:
                 now_ms=now_ms(),
             )
             if status is Status.OK:
+                if action == "ack":
+                    MESSAGES_ACKED.inc()
                 return
             if status is Status.GONE:
                 raise LeaseGone("lease unknown or lapsed")

@@ -327,3 +327,26 @@ def test_batch_over_one_mib_is_413(client, clock):
     assert (
         client.simulate_post("/v1/topics/t/produce/batch", json=big).status_code == 413
     )
+
+
+def test_metrics_count_messages(client, clock):
+    import re
+
+    def counter(name):
+        text = client.simulate_get("/metrics").text
+        return float(re.search(rf"^{name}_total (\S+)$", text, re.M).group(1))
+
+    make(client, partitions=1)
+    before = {
+        n: counter(n)
+        for n in (
+            "narad_messages_produced",
+            "narad_messages_consumed",
+            "narad_messages_acked",
+        )
+    }
+    produce(client, b"a")
+    ack(client, consume(client).json["receipt_handle"])
+    assert counter("narad_messages_produced") == before["narad_messages_produced"] + 1
+    assert counter("narad_messages_consumed") == before["narad_messages_consumed"] + 1
+    assert counter("narad_messages_acked") == before["narad_messages_acked"] + 1
