@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from narad_redis import RedisStorage
-from narad_redis import RetryingClient
-
 from narad import hookimpl
 from narad.config import Config
+from narad_redis import RedisStorage
+from narad_redis import RetryingClient
 
 _servers: dict[str, object] = {}
 

@@ -4,10 +4,10 @@ import time
 
 import jsonschema
 import pytest
-from narad_formats import CHECKERS
 
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
+from narad_formats import CHECKERS
 
 GOOD_AND_BAD = {
     "email": (

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from narad_redis.client import RetryingClient
 
 from narad.errors import StorageError
+from narad_redis.client import RetryingClient
 from tests.unit.storage.fakeresp import ScriptedServer
 
 
