@@ -5,12 +5,13 @@ from __future__ import annotations
 import falcon
 
 from narad import metrics
+from narad.http import dumps
 from narad.storage import Storage
 
 
 class Health:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"status": "ok"}
+        resp.text = dumps({"status": "ok"})
 
 
 class Ready:
@@ -19,10 +20,10 @@ class Ready:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         if self.storage.ping():
-            resp.media = {"status": "ready"}
+            resp.text = dumps({"status": "ready"})
         else:
             resp.status = falcon.HTTP_503
-            resp.media = {"error": "storage is not answering"}
+            resp.text = dumps({"error": "storage is not answering"})
 
 
 class Metrics:

@@ -14,6 +14,7 @@ from narad.broker.messages import Outgoing
 from narad.broker.receipts import Receipt
 from narad.errors import InvalidArgument
 from narad.http import dumps
+from narad.http import encode
 from narad.http.body import integer
 from narad.http.body import query_duration_ms
 from narad.http.body import query_int
@@ -159,4 +160,4 @@ def render(topic: str, message: Message, *, receipt: bool) -> str:
     else:
         head["payload_encoding"] = "base64"
         payload = '"' + base64.b64encode(message.payload).decode() + '"'
-    return dumps(head)[:-1] + ',"payload":' + payload + "}"
+    return encode(head)[:-1] + ',"payload":' + payload + "}\n"

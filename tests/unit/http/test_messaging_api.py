@@ -350,3 +350,17 @@ def test_metrics_count_messages(client, clock):
     assert counter("narad_messages_produced") == before["narad_messages_produced"] + 1
     assert counter("narad_messages_consumed") == before["narad_messages_consumed"] + 1
     assert counter("narad_messages_acked") == before["narad_messages_acked"] + 1
+
+
+def test_error_body_is_byte_for_byte_the_rulebook_example(client):
+    client.simulate_post(
+        "/v1/topics",
+        json={"name": "payments", "schema": {"type": "object", "required": ["id"]}},
+    )
+    resp = produce(client, b'{"amount": 5}', name="payments")
+    assert resp.status_code == 400
+    assert resp.headers["content-length"] == "133"
+    assert resp.content == (
+        b'{"error":"invalid argument: schema: jsonschema validation failed with '
+        b"'narad://schema/payments/1#'\\n- at '': missing property 'id'\"}\n"
+    )
