@@ -24,8 +24,10 @@ class Draft:
         id_keyword: ``"$id"``, or ``"id"`` for draft-04.
         ref_overrides_siblings: True for drafts up to 07, where a ``$ref``
             makes its sibling keywords ignored.
-        meta_validator: Callable that yields one message per meta-schema
-            violation of a document (the check registration runs).
+        meta_validator: Callable that yields a message for a meta-schema
+            violation of a document, nothing for a valid one (the check
+            registration runs; :class:`narad.schema.metaschema.MetaSchema`
+            builds one that is linear in the document).
         default: True for the draft used when ``$schema`` is absent.
     """
 
