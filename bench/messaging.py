@@ -1,0 +1,461 @@
+"""Messaging figures: produce, batch produce, consume+ack, produce-to-consume.
+
+Run from a checkout: ``PYTHONPATH=.:plugins python bench/messaging.py``
+(``--seconds N`` per phase, default 6; ``--workers N``, default 4).
+
+Starts ``narad serve`` as a user would (gunicorn gthread workers, the
+embedded Valkey: append-only, fsync always) and, for the floor,
+``bench/floor_app.py`` (a bare falcon endpoint doing one EVALSHA per request)
+under the same gunicorn settings against the same Valkey. Prints each figure
+beside its target, and where the CPU went in each phase (gunicorn workers,
+Valkey, this load generator), since all share the machine's cores.
+
+The load generator is this process: one thread, non-blocking sockets on an
+epoll loop, one keep-alive HTTP/1.1 connection per client with one request
+outstanding at a time, requests prebuilt as bytes. Its own CPU use is printed
+so it can be ruled out (or not) as the bottleneck.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import resource
+import selectors
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
+
+from narad.embedded import EmbeddedValkey  # noqa: E402
+from narad.embedded import free_port  # noqa: E402
+
+CLIENTS = 32
+BATCH = 100
+BATCH_CLIENTS = 8
+WARMUP_S = 1.0
+TICKS = os.sysconf("SC_CLK_TCK")
+BODY = b'{"order": "' + b"x" * 1011 + b'"}'  # one 1 KiB JSON text
+assert len(BODY) == 1024
+_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
+_HANDLE = re.compile(rb'"receipt_handle":"([^"]+)"')
+
+# A driver gets the previous response (status, body), or None to open, and
+# returns (next request bytes, messages the previous response accounts for).
+Driver = Callable[[tuple[int, bytes] | None], tuple[bytes, int]]
+
+
+def request(method: str, path: str, body: bytes = b"") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\n"
+    if body or method == "POST":
+        head += f"Content-Length: {len(body)}\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+# -- processes ----------------------------------------------------------------
+
+
+def child_pids(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def wait_ready(port: int, path: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            sys.exit(f"server exited:\n{log.read_text()[-3000:]}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", path)
+            if conn.getresponse().status < 500:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    sys.exit(f"server not ready:\n{log.read_text()[-3000:]}")
+
+
+class Servers:
+    """``narad serve`` with embedded Valkey, and the floor app beside it."""
+
+    def __init__(self, tmp: Path, workers: int) -> None:
+        self.tmp = tmp
+        self.workers = workers
+        self.port, self.floor_port = free_port(), free_port()
+        valkey_port = free_port()
+        data = tmp / "data"
+        # The URL narad serve will give its workers (unix socket when it fits).
+        self.storage_url = EmbeddedValkey(data, port=valkey_port).url
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+            "NARAD_SERVER_BIND": f"127.0.0.1:{self.port}",
+            "NARAD_SERVER_WORKERS": str(workers),
+            "NARAD_STORAGE_URL": "",
+            "NARAD_STORAGE_DATA_DIR": str(data),
+            "NARAD_STORAGE_EMBEDDED_PORT": str(valkey_port),
+            "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),
+        }
+        self.processes: list[subprocess.Popen] = []
+
+    def _spawn(self, args: list[str], log: Path) -> subprocess.Popen:
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                args, env=self.env, cwd=self.tmp, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        self.processes.append(process)
+        return process
+
+    def start(self) -> None:
+        log = self.tmp / "narad.log"
+        self.narad = self._spawn([sys.executable, "-m", "narad.cli", "serve"], log)
+        wait_ready(self.port, "/readyz", self.narad, log)
+        log = self.tmp / "floor.log"
+        self.floor = self._spawn(
+            [sys.executable, str(ROOT / "bench" / "floor_app.py"),
+             f"127.0.0.1:{self.floor_port}", self.storage_url, str(self.workers)],
+            log,
+        )
+        wait_ready(self.floor_port, "/", self.floor, log)
+        children = child_pids(self.narad.pid)
+        self.valkey = [p for p in children if comm(p).startswith("valkey")]
+        self.narad_workers = [p for p in children if p not in self.valkey]
+        self.floor_workers = child_pids(self.floor.pid)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, 9)
+                    process.wait()
+
+
+def call(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(method, path, body=body)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def create_topic(port: int, name: str, **settings: int) -> None:
+    status, data = call(
+        port, "POST", "/v1/topics", json.dumps({"name": name, **settings}).encode()
+    )
+    assert status == 201, data
+
+
+# -- the load generator -------------------------------------------------------
+
+
+class Conn:
+    __slots__ = ("buf", "driver", "out", "sock")
+
+    def __init__(self, port: int, driver: Driver) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        self.driver = driver
+        self.buf = bytearray()
+        self.out = memoryview(b"")
+
+
+def run_load(port: int, clients: int, seconds: float, factory: Callable[[], Driver]):
+    """Drive ``clients`` connections; return (messages/s, statuses, elapsed)."""
+    sel = selectors.DefaultSelector()
+    conns = [Conn(port, factory()) for _ in range(clients)]
+    counting_from = time.monotonic() + WARMUP_S
+    until = counting_from + seconds
+    messages, statuses = 0, Counter()
+
+    def send(conn: Conn, data: bytes) -> None:
+        conn.out = memoryview(data)
+        flush(conn)
+
+    def flush(conn: Conn) -> None:
+        while conn.out:
+            try:
+                sent = conn.sock.send(conn.out)
+            except BlockingIOError:
+                break
+            conn.out = conn.out[sent:]
+        sel.modify(conn.sock, selectors.EVENT_READ | (
+            selectors.EVENT_WRITE if conn.out else 0), conn)
+
+    for conn in conns:
+        sel.register(conn.sock, selectors.EVENT_READ, conn)
+        send(conn, conn.driver(None)[0])
+    open_conns = len(conns)
+    while open_conns:
+        for key, events in sel.select(timeout=1.0):
+            conn = key.data
+            if events & selectors.EVENT_WRITE:
+                flush(conn)
+            if not events & selectors.EVENT_READ:
+                continue
+            chunk = conn.sock.recv(262144)
+            if not chunk:
+                raise ConnectionError("server closed a keep-alive connection")
+            conn.buf += chunk
+            end = conn.buf.find(b"\r\n\r\n")
+            if end < 0:
+                continue
+            head = bytes(conn.buf[:end])
+            status = int(head[9:12])
+            match = _LENGTH.search(head)
+            length = int(match[1]) if match else 0
+            if len(conn.buf) < end + 4 + length:
+                continue
+            body = bytes(conn.buf[end + 4:end + 4 + length])
+            del conn.buf[:end + 4 + length]
+            now = time.monotonic()
+            data, count = conn.driver((status, body))
+            if now >= counting_from:
+                statuses[status] += 1
+                messages += count
+            if now >= until:
+                sel.unregister(conn.sock)
+                conn.sock.close()
+                open_conns -= 1
+            else:
+                send(conn, data)
+    sel.close()
+    return messages / seconds, statuses
+
+
+def constant(data: bytes, ok: int, per: int) -> Callable[[], Driver]:
+    def driver(prev):
+        return data, per if prev is not None and prev[0] == ok else 0
+
+    return lambda: driver
+
+
+def consume_and_ack(topic: str) -> Callable[[], Driver]:
+    consume = request("GET", f"/v1/topics/{topic}/consume")
+
+    def factory() -> Driver:
+        acking = False  # per connection: was the last request an ack?
+
+        def driver(prev):
+            nonlocal acking
+            settled = 1 if acking and prev[0] == 204 else 0
+            acking = prev is not None and prev[0] == 200 and not acking
+            if acking:
+                handle = _HANDLE.search(prev[1])[1].decode()
+                path = f"/v1/topics/{topic}/ack?receipt_handle={handle}"
+                return request("POST", path), settled
+            return consume, settled
+
+        return driver
+
+    return factory
+
+
+# -- measurement --------------------------------------------------------------
+
+
+class Usage:
+    """CPU seconds used by the groups of processes during one phase."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups
+
+    def __enter__(self) -> Usage:
+        self.t0 = time.monotonic()
+        self.before = {g: sum(map(cpu_seconds, ps)) for g, ps in self.groups.items()}
+        self.self0 = resource.getrusage(resource.RUSAGE_SELF)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = time.monotonic() - self.t0
+        after = {g: sum(map(cpu_seconds, ps)) for g, ps in self.groups.items()}
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        used = {g: after[g] - self.before[g] for g in self.groups}
+        used["load generator"] = (
+            me.ru_utime - self.self0.ru_utime + me.ru_stime - self.self0.ru_stime
+        )
+        self.text = ", ".join(f"{g} {100 * s / wall:.0f}%" for g, s in used.items())
+
+
+def latency(port: int, topic: str, seconds: float) -> list[float]:
+    """Produce one message at a time while a consumer long-polls for it."""
+    ready, got = threading.Event(), threading.Event()
+    received: dict[int, float] = {}
+    stop = threading.Event()
+
+    def consumer():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        while not stop.is_set():
+            ready.set()
+            conn.request("GET", f"/v1/topics/{topic}/consume?wait=2s")
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200:
+                continue
+            message = json.loads(body)
+            received[message["payload"]["seq"]] = time.perf_counter()
+            ready.clear()
+            got.set()
+            handle = message["receipt_handle"]
+            conn.request("POST", f"/v1/topics/{topic}/ack?receipt_handle={handle}")
+            conn.getresponse().read()
+        conn.close()
+
+    thread = threading.Thread(target=consumer, daemon=True)
+    thread.start()
+    producer = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    samples = []
+    deadline = time.monotonic() + seconds
+    seq = 0
+    while time.monotonic() < deadline:
+        ready.wait(5)
+        time.sleep(0.005)  # let the consumer's long poll reach the server
+        got.clear()
+        body = json.dumps({"seq": seq, "pad": "x" * 990}).encode()
+        sent = time.perf_counter()
+        producer.request("POST", f"/v1/topics/{topic}/produce", body=body)
+        producer.getresponse().read()
+        if got.wait(5):
+            samples.append(received[seq] - sent)
+        seq += 1
+    stop.set()
+    producer.close()
+    thread.join(5)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=6.0, help="per phase")
+    parser.add_argument("--workers", type=int, default=4)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="narad-bench-"))
+    servers = Servers(tmp, args.workers)
+    try:
+        servers.start()
+        report(servers, args.seconds)
+    finally:
+        servers.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(servers: Servers, seconds: float) -> None:
+    port = servers.port
+    narad = {"gunicorn workers": servers.narad_workers, "valkey": servers.valkey}
+    floor = {"gunicorn workers": servers.floor_workers, "valkey": servers.valkey}
+    print(f"narad serve: {servers.workers} gthread workers x 128 threads, "
+          f"reuse_port, embedded Valkey (appendonly, fsync always) at "
+          f"{servers.storage_url}")
+    print(f"load generator: this process, one epoll thread, {CLIENTS} keep-alive "
+          f"HTTP/1.1 connections, 1 request in flight each, {seconds:g} s per "
+          f"phase after {WARMUP_S:g} s warm-up; {os.cpu_count()} cores shared")
+    print()
+    rows = []
+
+    def phase(name, groups, fn):
+        with Usage(groups) as usage:
+            result = fn()
+        rows.append((name, usage.text))
+        return result
+
+    floor_rate, st = phase("floor", floor, lambda: run_load(
+        servers.floor_port, CLIENTS, seconds,
+        constant(request("POST", "/floor", BODY), 202, 1)))
+    check(st, {202})
+
+    create_topic(port, "bench-single")
+    single, st = phase("single produce", narad, lambda: run_load(
+        port, CLIENTS, seconds, constant(
+            request("POST", "/v1/topics/bench-single/produce", BODY), 202, 1)))
+    check(st, {202})
+
+    create_topic(port, "bench-batch")
+    batch_body = json.dumps(
+        {"messages": [{"value": BODY.decode()}] * BATCH}
+    ).encode()
+    batch, st = phase("batch produce", narad, lambda: run_load(
+        port, BATCH_CLIENTS, seconds, constant(
+            request("POST", "/v1/topics/bench-batch/produce/batch", batch_body),
+            202, BATCH)))
+    check(st, {202})
+
+    # Consume the batch phase's backlog: far more than this phase can take.
+    consumed, st = phase("consume+ack", narad, lambda: run_load(
+        port, CLIENTS, seconds, consume_and_ack("bench-batch")))
+    check(st, {200, 204})
+
+    create_topic(port, "bench-latency")
+    samples = phase("latency", narad, lambda: latency(port, "bench-latency", seconds))
+    samples.sort()
+    p50 = statistics.median(samples) * 1000
+    p99 = samples[int(len(samples) * 0.99) - 1] * 1000
+
+    def verdict(ok: bool) -> str:
+        return "PASS" if ok else "MISS"
+
+    table = [
+        ("floor: falcon + 1 EVALSHA", f"{floor_rate:9,.0f} req/s", ""),
+        ("single produce (1 KiB)", f"{single:9,.0f} msgs/s",
+         f">= 70% of floor: {100 * single / floor_rate:.0f}% "
+         f"{verdict(single >= 0.7 * floor_rate)}"),
+        (f"batch produce ({BATCH}/req, {BATCH_CLIENTS} conns)",
+         f"{batch:9,.0f} msgs/s",
+         f">= 50,000 msgs/s: {verdict(batch >= 50_000)}"),
+        ("consume+ack", f"{consumed:9,.0f} msgs/s",
+         f">= 50% of single produce: {100 * consumed / single:.0f}% "
+         f"{verdict(consumed >= 0.5 * single)}"),
+        ("produce->consume latency",
+         f"p50 {p50:.2f} ms, p99 {p99:.2f} ms",
+         f"p50 < 5 ms: {verdict(p50 < 5)} ({len(samples)} samples)"),
+    ]
+    width = max(len(r[0]) for r in table)
+    for name, figure, target in table:
+        print(f"{name:<{width}}  {figure:<30} {target}")
+    print()
+    print("CPU per phase (100% = one core):")
+    for name, text in rows:
+        print(f"  {name:<15} {text}")
+
+
+def check(statuses: Counter, allowed: set[int]) -> None:
+    if set(statuses) - allowed:
+        print(f"  unexpected statuses: {dict(statuses)}")
+
+
+if __name__ == "__main__":
+    main()
