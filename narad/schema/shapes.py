@@ -341,6 +341,16 @@ def _check_negated_cycles(graph: _Graph) -> None:
 
 
 def _check_duplicated_recursion(graph: _Graph) -> None:
+    """Refuse the first subschema on a cycle that reaches its cycle twice.
+
+    Only paths inside the start's strongly connected component can end there
+    (a node on a path between two of its members is one), so each run stays
+    inside it. A start whose only edge is one in-place edge within its
+    component (a bare ``$ref``, a one-branch ``allOf``) reaches every node
+    through the same paths as that edge's target, so it gets the target's
+    verdict and message without another run: a chain of such links is
+    analysed once, not once per link.
+    """
     successors = {
         node: [edge.target for edge in graph.out(node)] for node in graph.edges
     }
@@ -348,10 +358,41 @@ def _check_duplicated_recursion(graph: _Graph) -> None:
     sizes: dict[int, int] = {}
     for node in graph.edges:
         sizes[component[node]] = sizes.get(component[node], 0) + 1
+    verdicts: dict[str, str | None] = {}
+    representatives: dict[str, str] = {}
     for node in graph.edges:
-        cyclic = sizes[component[node]] > 1 or node in successors[node]
-        if cyclic:
-            _one_level(graph, node, component)
+        if sizes[component[node]] > 1 or node in successors[node]:
+            start = _representative(graph, node, component, representatives)
+            if start not in verdicts:
+                verdicts[start] = _one_level(graph, start, component)
+            if verdicts[start] is not None:
+                raise ShapeError(verdicts[start])
+
+
+def _representative(
+    graph: _Graph, node: str, component: dict[str, int], known: dict[str, str]
+) -> str:
+    """Follow single in-place edges within the component to a node to analyse.
+
+    ``known`` remembers the answer for every node on the way, so each link of
+    a chain is followed once in all.
+    """
+    way = [node]
+    on_way = {node}
+    while node not in known:
+        edges = graph.out(node)
+        if len(edges) != 1 or edges[0].label is not None:
+            break
+        target = edges[0].target
+        if component[target] != component[node] or target in on_way:
+            break
+        way.append(target)
+        on_way.add(target)
+        node = target
+    found = known.get(node, node)
+    for passed in way:
+        known[passed] = found
+    return found
 
 
 class _Paths:
@@ -374,8 +415,13 @@ class _Paths:
 _Steps = tuple[str, "_Steps"] | None
 
 
-def _one_level(graph: _Graph, start: str, component: dict[str, int]) -> None:
-    """Refuse two paths from ``start`` to one node of its cycle, one level down."""
+def _one_level(graph: _Graph, start: str, component: dict[str, int]) -> str | None:
+    """Why ``start`` reaches a node of its cycle twice one level down, or None.
+
+    Every child edge names a child (the order of children decides which two
+    paths a refusal names), but only those into the component can lead back.
+    """
+    within = component[start]
     origin = _Paths()
     origin.count, origin.shown = 1, [None]
     here = _in_place_paths(graph, {start: origin})
@@ -385,18 +431,22 @@ def _one_level(graph: _Graph, start: str, component: dict[str, int]) -> None:
         for edge in graph.out(node)
         if edge.label is not None
     ]
+    inward = [
+        (edge, paths) for edge, paths in steps if component[edge.target] == within
+    ]
     for child in _classes([edge.label for edge, _ in steps if edge.label]):
         seeds: dict[str, _Paths] = {}
-        for edge, paths in steps:
+        for edge, paths in inward:
             if edge.label is not None and _reaches(graph, edge.label, child):
                 seeds.setdefault(edge.target, _Paths()).add(paths, edge.where)
-        for node, paths in _in_place_paths(graph, seeds).items():
-            if paths.count > 1 and component[node] == component[start]:
+        for paths in _in_place_paths(graph, seeds, (component, within)).values():
+            if paths.count > 1:
                 first, second = sorted(_last_apart(*paths.shown[:2]))
-                raise ShapeError(
+                return (
                     "the same value is reached by two paths at one level, through "
                     f"{first!r} and {second!r}"
                 )
+    return None
 
 
 def _last_apart(a: _Steps, b: _Steps) -> tuple[str, str]:
@@ -408,31 +458,47 @@ def _last_apart(a: _Steps, b: _Steps) -> tuple[str, str]:
     return (a[0] if a else "/", b[0] if b else "/")
 
 
-def _in_place_paths(graph: _Graph, seeds: dict[str, _Paths]) -> dict[str, _Paths]:
+def _in_place_paths(
+    graph: _Graph,
+    seeds: dict[str, _Paths],
+    inside: tuple[dict[str, int], int] | None = None,
+) -> dict[str, _Paths]:
     """Paths over in-place edges from ``seeds``, cut where the validator cuts.
 
     A back edge (to a node already on the way) is where the validator stops a
-    cycle, so only the other edges carry paths, in topological order.
+    cycle, so only the other edges carry paths, in topological order. With
+    ``inside`` (components and one of them), only that component is walked.
     """
-    order = _postorder(graph, list(seeds), in_place=True)
+    order = _postorder(graph, list(seeds), in_place=True, inside=inside)
     position = {node: i for i, node in enumerate(order)}
-    paths = dict(seeds)
+    paths = {node: seed for node, seed in seeds.items() if node in position}
     for node in reversed(order):
         mine = paths.get(node)
         if mine is None:
             continue
         for edge in graph.out(node):
-            if edge.label is None and position[edge.target] < position[node]:
+            target = position.get(edge.target)
+            if edge.label is None and target is not None and target < position[node]:
                 paths.setdefault(edge.target, _Paths()).add(mine, edge.where)
     return paths
 
 
-def _postorder(graph: _Graph, roots: list[str], *, in_place: bool) -> list[str]:
-    """Nodes reachable from ``roots`` in depth-first post-order (iterative)."""
+def _postorder(
+    graph: _Graph,
+    roots: list[str],
+    *,
+    in_place: bool,
+    inside: tuple[dict[str, int], int] | None = None,
+) -> list[str]:
+    """Nodes reachable from ``roots`` in depth-first post-order (iterative).
+
+    With ``inside`` (components and one of them), only that one is walked.
+    """
+    component, within = inside if inside is not None else ({}, 0)
     order: list[str] = []
     seen: set[str] = set()
     for root in roots:
-        if root in seen:
+        if root in seen or (inside and component[root] != within):
             continue
         seen.add(root)
         work = [(root, iter(graph.out(root)))]
@@ -440,6 +506,8 @@ def _postorder(graph: _Graph, roots: list[str], *, in_place: bool) -> list[str]:
             node, edges = work[-1]
             for edge in edges:
                 if in_place and edge.label is not None:
+                    continue
+                if inside and component[edge.target] != within:
                     continue
                 if edge.target not in seen:
                     seen.add(edge.target)
