@@ -81,6 +81,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes on the machine have used (not idle, not iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / TICKS
+
+
 def comm(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
@@ -299,6 +305,7 @@ class Usage:
         self.t0 = time.monotonic()
         self.before = {g: sum(map(cpu_seconds, ps)) for g, ps in self.groups.items()}
         self.self0 = resource.getrusage(resource.RUSAGE_SELF)
+        self.busy0 = machine_busy_seconds()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -308,6 +315,10 @@ class Usage:
         used = {g: after[g] - self.before[g] for g in self.groups}
         used["load generator"] = (
             me.ru_utime - self.self0.ru_utime + me.ru_stime - self.self0.ru_stime
+        )
+        # Anything else running on the machine competes for the same cores.
+        used["other processes"] = max(
+            machine_busy_seconds() - self.busy0 - sum(used.values()), 0.0
         )
         self.text = ", ".join(f"{g} {100 * s / wall:.0f}%" for g, s in used.items())
 
