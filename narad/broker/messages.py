@@ -57,7 +57,7 @@ def classify(payload: bytes) -> str:
     except UnicodeDecodeError:
         return "b"
     try:
-        json.loads(text, parse_constant=_not_json)
+        _DECODER.decode(text)
     except (ValueError, RecursionError):
         return "t"
     return "j"
@@ -65,6 +65,9 @@ def classify(payload: bytes) -> str:
 
 def _not_json(name: str) -> None:
     raise ValueError(name)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json)  # stateless: shared
 
 
 class MessageService:
