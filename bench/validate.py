@@ -161,10 +161,60 @@ def adversarial() -> None:
         print(f"  {name:40s} {elapsed * 1e3:9.1f} ms {peak:8.1f} MiB  {verdict}")
 
 
+def produce_ratio(seconds: float = 5.0, rounds: int = 2) -> None:
+    """End to end: produce of the typical order with its schema vs without.
+
+    A real node (``narad serve``, gunicorn, embedded Valkey) and the
+    load generator of ``bench/messaging.py``; the two topics are measured in
+    alternation so drift in the machine's load hits both alike.
+    """
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from messaging import CLIENTS
+    from messaging import Servers
+    from messaging import call
+    from messaging import constant
+    from messaging import create_topic
+    from messaging import request
+    from messaging import run_load
+
+    tmp = Path(tempfile.mkdtemp(prefix="narad-bench-validate-"))
+    servers = Servers(tmp, workers=4)
+    try:
+        servers.start()
+        create_topic(servers.port, "plain")
+        body = json.dumps({"name": "orders", "schema": ORDER_SCHEMA}).encode()
+        status, data = call(servers.port, "POST", "/v1/topics", body)
+        assert status == 201, data
+        rates: dict[str, list[float]] = {"plain": [], "orders": []}
+        for _ in range(rounds):
+            for topic in rates:
+                load = constant(
+                    request("POST", f"/v1/topics/{topic}/produce", ORDER), 202, 1
+                )
+                rate, statuses = run_load(servers.port, CLIENTS, seconds, load)
+                assert set(statuses) == {202}, statuses
+                rates[topic].append(rate)
+        plain, orders = max(rates["plain"]), max(rates["orders"])
+        print(f"produce of the {len(ORDER)}-byte order, {CLIENTS} keep-alive "
+              f"clients, best of {rounds} x {seconds:g} s:")
+        print(f"  {'without a schema':40s} {plain:9.0f} msgs/s")
+        print(f"  {'with the typical schema':40s} {orders:9.0f} msgs/s")
+        verdict = "PASS" if orders >= 0.8 * plain else "MISS"
+        print(f"  {'ratio (target >= 0.80)':40s} {orders / plain:9.2f}    {verdict}")
+    finally:
+        servers.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     typical_order()
     print()
     adversarial()
+    print()
+    produce_ratio()
 
 
 if __name__ == "__main__":
