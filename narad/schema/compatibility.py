@@ -321,22 +321,34 @@ def check(
 
 
 class _Document:
-    """One side of the comparison: the document and where its references lead."""
+    """One side of the comparison: the document and where its references lead.
+
+    The index of the document is built on the first reference followed, so a
+    change to a schema without references never pays for it.
+    """
 
     def __init__(self, document: Any, draft: Draft) -> None:
         self.document = document
         self.draft = draft
-        self.index = SchemaIndex(document, draft=draft, base_uri="narad:compare")
-        dicts = [
-            (pointer, schema)
-            for pointer, schema in self.index.subschemas.items()
-            if isinstance(schema, dict)
-        ]
-        self.bases = {id(s): self.index.base_uris[p] for p, s in dicts}
-        self.pointers = {id(s): p for p, s in dicts}
+        self._index: SchemaIndex | None = None
+        self.bases: dict[int, str] = {}
+        self.pointers: dict[int, str] = {}  # of subschemas reached by reference
+
+    @property
+    def index(self) -> SchemaIndex:
+        if self._index is None:
+            index = SchemaIndex(self.document, draft=self.draft, base_uri="narad:")
+            self.bases.update(
+                (id(schema), index.base_uris[pointer])
+                for pointer, schema in index.subschemas.items()
+                if isinstance(schema, dict)
+            )
+            self._index = index
+        return self._index
 
     def base(self, schema: Any) -> str:
-        return self.bases.get(id(schema), self.index.root_uri)
+        index = self.index
+        return self.bases.get(id(schema), index.root_uri)
 
     def resolve(self, ref: str, written_in: Any) -> Any:
         try:
@@ -443,12 +455,23 @@ class _Walk:
         self.old = old
         self.new = new
         self.rules = rules
+        self.extensions = _marked(rules, "narad_extension")
+        self.document_keywords = _marked(rules, "narad_document_keyword")
         self.done: dict[tuple[int, int], list[Incompatibility]] = {}
         # Pairs under comparison, by depth; ``low`` is the shallowest of them
         # the current comparison assumed compatible.
         self.active: dict[tuple[int, int], int] = {}
         self.low = 0
-        self.same_memo: dict[tuple[bool, int, int], bool] = {}
+        self.provisional: list[tuple[int, int]] = []
+        # Per exactness (False: same JSON value, True: byte for byte).
+        self.same_memo: dict[bool, dict[tuple[int, int], bool]] = {
+            False: {},
+            True: {},
+        }
+        self.equal_memo: dict[bool, dict[tuple[int, int], Any]] = {
+            False: {},
+            True: {},
+        }
 
     def side(self, side: Side) -> _Document:
         return self.old if side == "old" else self.new
@@ -458,10 +481,10 @@ class _Walk:
     def in_effect(self, keyword: str, side: Side) -> bool:
         if keyword in self.side(side).draft.keywords:
             return True
-        return getattr(self.rules.get(keyword), "narad_extension", False)
+        return keyword in self.extensions
 
     def is_document_keyword(self, keyword: str) -> bool:
-        return getattr(self.rules.get(keyword), "narad_document_keyword", False)
+        return keyword in self.document_keywords
 
     def in_force(self, schema: Any, side: Side) -> dict[str, Any]:
         if not isinstance(schema, dict):
@@ -534,17 +557,36 @@ class _Walk:
             deep = f"nested deeper than {MAX_DEPTH} levels through $ref to compare"
             return [Incompatibility(Change.too_deep, deep, "$ref", location)]
         outer_low, self.low = self.low, depth
+        mark = len(self.provisional)
         self.active[key] = depth
         try:
             found = self.dispatch(old, new, old_target, new_target, location)
         finally:
             del self.active[key]
-        # A verdict that leant on a pair still open further up may not hold
-        # once that pair is decided; only failures are safe to reuse then.
-        if found or self.low >= depth:
-            self.done[key] = found
+        self.settle(key, found, depth, mark)
         self.low = min(outer_low, self.low)
         return found
+
+    def settle(
+        self, key: tuple[int, int], found: list[Incompatibility], depth: int, mark: int
+    ) -> None:
+        """Remember a verdict, and decide the ones that leant on this pair.
+
+        A failure always holds. A success that assumed a pair still open
+        further up is provisional until that pair is decided: if this pair
+        failed, every success remembered since it opened may have leant on it
+        and is forgotten; if it succeeded leaning on nothing further up,
+        they all hold.
+        """
+        if found:
+            for provisional in self.provisional[mark:]:
+                del self.done[provisional]
+            del self.provisional[mark:]
+        elif self.low >= depth:
+            del self.provisional[mark:]
+        else:
+            self.provisional.append(key)
+        self.done[key] = found
 
     def dispatch(
         self, old: Any, new: Any, old_target: Any, new_target: Any, location: str
@@ -575,33 +617,104 @@ class _Walk:
     # -- sameness ------------------------------------------------------------
 
     def same(self, old: Any, new: Any, *, exact: bool) -> bool:
-        """Equal values whose references lead to equal targets, iteratively."""
-        top = (exact, id(old), id(new))
-        if top in self.same_memo:
-            return self.same_memo[top]
-        pending = [(old, new)]
-        seen = {(id(old), id(new))}
-        verdict = True
-        while pending and verdict:
-            a, b = pending.pop()
-            holders: list[tuple[dict[str, Any], dict[str, Any]]] = []
-            if not _equal(a, b, exact, holders):
-                verdict = False
-                break
-            for a_holder, b_holder in holders:
-                for pair in self.targets(a_holder, b_holder):
-                    if (id(pair[0]), id(pair[1])) not in seen:
-                        seen.add((id(pair[0]), id(pair[1])))
-                        pending.append(pair)
-        if verdict:
-            self.same_memo.update(((exact, *pair), True) for pair in seen)
-        self.same_memo[top] = verdict
-        return verdict
+        """Equal values whose references lead to equal targets.
 
-    def targets(
+        Explores every pair of reference targets reachable from the pair and
+        decides them all at once (a pair fails when it differs or leads to a
+        pair that fails), so each pair is explored once per check.
+        """
+        memo = self.same_memo[exact]
+        top = (id(old), id(new))
+        if top in memo:
+            return memo[top]
+        holders = self.equal(old, new, exact)
+        if not holders:  # different, or equal with nothing to follow
+            memo[top] = holders is not None
+            return memo[top]
+        leads_here: dict[tuple[int, int], list[tuple[int, int]]] = {top: []}
+        failed: list[tuple[int, int]] = []
+        pending = [(old, new)]
+        while pending:
+            a, b = pending.pop()
+            key = (id(a), id(b))
+            holders = self.equal(a, b, exact)
+            if holders is None:
+                failed.append(key)
+                continue
+            for pair in self.targets(holders):
+                target = (id(pair[0]), id(pair[1]))
+                if memo.get(target) is False:
+                    failed.append(key)
+                elif target not in memo:
+                    if target not in leads_here:
+                        leads_here[target] = []
+                        pending.append(pair)
+                    leads_here[target].append(key)
+        bad = set(failed)
+        while failed:
+            for key in leads_here[failed.pop()]:
+                if key not in bad:
+                    bad.add(key)
+                    failed.append(key)
+        memo.update((key, key not in bad) for key in leads_here)
+        return memo[top]
+
+    def equal(self, a: Any, b: Any, exact: bool) -> tuple[Any, ...] | None:
+        """None if ``a`` and ``b`` differ, else the pairs of dicts within them
+        that hold references (memoised per pair of dicts)."""
+        if isinstance(a, dict):
+            memo = self.equal_memo[exact]
+            key = (id(a), id(b))
+            if key not in memo:
+                memo[key] = self.equal_dicts(a, b, exact)
+            return memo[key]
+        if isinstance(a, list):
+            if not isinstance(b, list) or len(a) != len(b):
+                return None
+            holders: list[Any] = []
+            for x, y in zip(a, b, strict=True):
+                found = self.equal(x, y, exact)
+                if found is None:
+                    return None
+                holders.extend(found)
+            return tuple(holders)
+        if a is ABSENT or b is ABSENT:
+            return () if a is b else None
+        if exact:
+            if type(a) is not type(b):
+                return None
+            if isinstance(a, Decimal):
+                return () if a.as_tuple() == b.as_tuple() else None
+            return () if a == b else None
+        return () if json_key(a) == json_key(b) else None
+
+    def equal_dicts(
+        self, a: dict[str, Any], b: Any, exact: bool
+    ) -> tuple[Any, ...] | None:
+        if not isinstance(b, dict) or len(a) != len(b):
+            return None
+        if exact and list(a) != list(b):
+            return None
+        holders: list[Any] = []
+        if any(isinstance(a.get(k), str) for k in _REFERENCES):
+            holders.append((a, b))
+        for key, value in a.items():
+            if key not in b:
+                return None
+            found = self.equal(value, b[key], exact)
+            if found is None:
+                return None
+            holders.extend(found)
+        return tuple(holders)
+
+    def targets(self, holders: tuple[Any, ...]) -> Iterable[tuple[Any, Any]]:
+        """Pairs of targets of the references pairs of equal subschemas hold."""
+        for old_holder, new_holder in holders:
+            yield from self.holder_targets(old_holder, new_holder)
+
+    def holder_targets(
         self, old_holder: dict[str, Any], new_holder: dict[str, Any]
     ) -> Iterable[tuple[Any, Any]]:
-        """Pairs of targets of the references two equal subschemas hold."""
         for keyword in _REFERENCES:
             if not isinstance(old_holder.get(keyword), str):
                 continue
@@ -620,30 +733,8 @@ class _Walk:
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 
 
-def _equal(a: Any, b: Any, exact: bool, holders: list[Any]) -> bool:
-    """Structural equality; collects dict pairs that hold references."""
-    if isinstance(a, dict):
-        if not isinstance(b, dict) or len(a) != len(b):
-            return False
-        if exact and list(a) != list(b):
-            return False
-        if any(isinstance(a.get(k), str) for k in _REFERENCES):
-            holders.append((a, b))
-        for key, value in a.items():
-            if key not in b or not _equal(value, b[key], exact, holders):
-                return False
-        return True
-    if isinstance(a, list):
-        if not isinstance(b, list) or len(a) != len(b):
-            return False
-        return all(_equal(x, y, exact, holders) for x, y in zip(a, b, strict=True))
-    if a is ABSENT or b is ABSENT:
-        return a is b
-    if exact:
-        if type(a) is not type(b):
-            return False
-        return a.as_tuple() == b.as_tuple() if isinstance(a, Decimal) else a == b
-    return json_key(a) == json_key(b)
+def _marked(rules: Mapping[str, Rule], mark: str) -> frozenset[str]:
+    return frozenset(k for k, rule in rules.items() if getattr(rule, mark, False))
 
 
 def _as_dict(schema: Any) -> dict[str, Any]:

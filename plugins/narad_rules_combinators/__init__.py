@@ -41,14 +41,14 @@ def _covered(branch: Any, i: int, new: list[Any], ctx: RuleContext) -> tuple[boo
     """Whether some new branch covers old branch ``i``; else why the one at
     the same index does not."""
     # The branch at the same index is the likely cover: try it first.
-    why = ""
+    same_index: list[Incompatibility] = []
     for j in sorted(range(len(new)), key=lambda j: j != i):
         problems = ctx.compare(branch, new[j], ctx.at("anyOf", j))
         if not problems:
             return True, ""
         if j == i:
-            why = f" ({problems[0]})"
-    return False, why
+            same_index = problems
+    return False, f" ({same_index[0]})" if same_index else ""
 
 
 def all_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import narad_rules_arrays
+from narad.schema.compatibility import Change
+from tests.compatcheck import check_texts
+
+D2019 = '"$schema":"https://json-schema.org/draft/2019-09/schema",'
+
+
+def test_claims_its_keywords():
+    assert set(narad_rules_arrays.narad_compatibility_rules()) == {
+        "items",
+        "additionalItems",
+        "prefixItems",
+        "uniqueItems",
+        "contains",
+        "minContains",
+        "maxContains",
+    }
+
+
+def test_items_added_that_accepts_everything_is_fine():
+    assert check_texts('{"type":"array"}', '{"type":"array","items":{}}') == []
+
+
+def test_tuple_form_changes_are_named():
+    old = "{" + D2019 + '"items":[{"type":"string"}]}'
+    [problem] = check_texts(old, old.replace('"string"', '"null"'))
+    assert problem.change is Change.tuple_items_changed
+
+
+def test_min_and_max_contains_ignored_once_contains_goes():
+    old = '{"contains":{"type":"string"},"maxContains":3}'
+    assert check_texts(old, '{"minContains":5,"maxContains":1}') == []
