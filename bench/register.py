@@ -1,5 +1,6 @@
-"""Registration time: a typical schema, a legitimate 256 KiB one, and each
-refused shape at the largest size the 256 KiB limit allows.
+"""Registration time: a typical schema, a legitimate 256 KiB one, each
+refused shape at the largest size the 256 KiB limit allows, and adversarial
+shapes for the analysis itself (long recursive chains, wide and deep ones).
 
 Run: PYTHONPATH=.:plugins .venv/bin/python bench/register.py
 Prints one line per document: its compacted size, the verdict, and the best
@@ -114,6 +115,44 @@ def negated_cycle(n: int) -> object:
     return {"$ref": "#/$defs/d0", "$defs": defs}
 
 
+def recursive_chain(n: int) -> object:
+    """A chain of single-branch allOf links whose last one recurses by items."""
+    defs: dict[str, object] = {
+        f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}]} for i in range(n)
+    }
+    defs[f"d{n}"] = {"type": ["array", "integer"], "items": {"$ref": "#"}}
+    return {"$defs": defs, "$ref": "#/$defs/d0"}
+
+
+def skipping_chain(n: int) -> object:
+    """Each entry an anyOf of two references to the next-but-one."""
+    defs: dict[str, object] = {
+        f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 2}"}] * 2} for i in range(n)
+    }
+    defs[f"d{n}"] = defs[f"d{n + 1}"] = {"type": "string"}
+    return {"$ref": "#/$defs/d0", "$defs": defs}
+
+
+def wide(n: int) -> object:
+    return {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string"} for i in range(n)},
+    }
+
+
+def deep(copies: int) -> object:
+    """``copies`` properties, each nesting down to the 64-level limit."""
+    inner: dict[str, object] = {}
+    for _ in range(61):
+        inner = {"items": inner}
+    return {"properties": {f"p{i}": inner for i in range(copies)}}
+
+
+def many_empty(n: int) -> object:
+    """The most subschemas 256 KiB holds: an allOf of empty schemas."""
+    return {"allOf": [{}] * n}
+
+
 def _time(raw: bytes) -> tuple[str, float]:
     best = float("inf")
     verdict = ""
@@ -135,6 +174,12 @@ def main() -> None:
         ("shape 1: anyOf of items->#", _largest(same_value_twice)),
         ("shape 2: doubling $defs chain", _largest(doubling_chain)),
         ("shape 3: not through a $ref cycle", _largest(negated_cycle)),
+        ("recursive allOf chain, n=1000", _text(recursive_chain(1000))),
+        ("recursive allOf chain, n=5000", _text(recursive_chain(5000))),
+        ("anyOf of two refs to next-but-one", _largest(skipping_chain)),
+        ("10,000 properties", _text(wide(10_000))),
+        ("64-level nesting, repeated", _largest(deep)),
+        ("allOf of empty schemas", _largest(many_empty)),
     ]
     for name, raw in documents:
         verdict, ms = _time(raw)

@@ -102,6 +102,9 @@ def escape(token: str) -> str:
 
 def join_pointer(pointer: str, *tokens: str | int) -> str:
     """Append reference tokens to a JSON pointer."""
+    if len(tokens) == 1:  # the common case, called per subschema: no generator
+        (token,) = tokens
+        return pointer + "/" + (escape(token) if isinstance(token, str) else str(token))
     return pointer + "".join("/" + escape(str(token)) for token in tokens)
 
 

@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from typing import NamedTuple
 
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import compile_pattern
@@ -67,9 +68,12 @@ class ShapeError(ValueError):
     """A refused shape; ``str()`` names where, never a reference's text."""
 
 
-@dataclass(frozen=True)
-class Edge:
-    """One move of the validator: ``label`` is None for an in-place edge."""
+class Edge(NamedTuple):
+    """One move of the validator: ``label`` is None for an in-place edge.
+
+    A named tuple: a document has tens of thousands of edges, and a frozen
+    dataclass costs several times as much to build.
+    """
 
     source: str
     target: str
@@ -117,14 +121,13 @@ class _Graph:
             pointer, schema, base = stack.pop()
             if pointer in self.edges:
                 continue
-            self.edges[pointer] = out = [
-                edge
-                for edge in self._edges(pointer, schema, base)
-                if isinstance(self._schema_at(edge.target)[0], dict | bool)
-            ]
-            for edge in out:
-                if edge.target not in self.edges:
-                    stack.append((edge.target, *self._schema_at(edge.target)))
+            self.edges[pointer] = out = []
+            for edge in self._edges(pointer, schema, base):
+                target, target_base = self._schema_at(edge.target)
+                if isinstance(target, dict | bool):
+                    out.append(edge)
+                    if edge.target not in self.edges:
+                        stack.append((edge.target, target, target_base))
 
     def _schema_at(self, pointer: str) -> tuple[Any, str]:
         index = self.index

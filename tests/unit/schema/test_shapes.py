@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 
 import pytest
@@ -8,8 +9,10 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from narad.errors import InvalidSchema
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
+from narad.schema.registration import register
 from narad.schema.resolver import SchemaIndex
 from narad.schema.shapes import ShapeError
 from narad.schema.shapes import analyse
@@ -110,4 +113,50 @@ def test_wide_recursive_union_is_refused_fast():
     started = time.perf_counter()
     with pytest.raises(ShapeError, match="two paths at one level"):
         _analyse(document)
+    assert time.perf_counter() - started < 2.0
+
+
+@st.composite
+def _large_documents(draw) -> bytes:
+    """Up to ~50 KB: long chains, wide unions and maps, deep nesting, mixed."""
+    n = draw(st.integers(min_value=1, max_value=700))
+    keyword = draw(st.sampled_from(["allOf", "anyOf", "oneOf", "not", "items"]))
+    fanout = draw(st.integers(min_value=1, max_value=2))
+    step = draw(st.integers(min_value=1, max_value=3))
+    last = draw(
+        st.sampled_from(
+            [{"type": "string"}, {"items": {"$ref": "#"}}, {"not": {"$ref": "#"}}]
+        )
+    )
+
+    def link(i: int) -> dict:
+        ref = {"$ref": f"#/$defs/d{min(i + step, n)}"}
+        if keyword in ("not", "items"):
+            return {keyword: ref}
+        return {keyword: [ref] * fanout}
+
+    shape = draw(st.sampled_from(["chain", "wide", "deep", "union"]))
+    if shape == "chain":
+        defs = {f"d{i}": link(i) for i in range(n)}
+        defs[f"d{n}"] = last
+        document: dict = {"$ref": "#/$defs/d0", "$defs": defs}
+    elif shape == "wide":
+        document = {"properties": {f"p{i}": link(0) for i in range(n)}}
+        document["$defs"] = {"d0": last, **{f"d{i}": {} for i in range(1, n + 1)}}
+    elif shape == "deep":
+        inner: dict = last
+        for _ in range(min(n, 60)):
+            inner = {"items": inner, "properties": {"a": {"$ref": "#"}}}
+        document = {"properties": {f"p{i}": inner for i in range(n // 60 + 1)}}
+    else:
+        document = {"anyOf": [dict(last) for _ in range(n)]}
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+@settings(max_examples=40, deadline=None)
+@given(_large_documents())
+def test_registration_never_blows_up_on_generated_documents(raw):
+    started = time.perf_counter()
+    with contextlib.suppress(InvalidSchema):
+        register(raw, drafts=BY_URI, default_draft=DEFAULT)
     assert time.perf_counter() - started < 2.0
