@@ -98,12 +98,21 @@ def _refuse_constant(name: str) -> Any:
     raise JSONTextError(f"has {name}, which is not JSON")
 
 
-_decoder = json.JSONDecoder(
+_checked_ints = json.JSONDecoder(
     parse_int=_parse_int,
     parse_float=_parse_decimal,
     parse_constant=_refuse_constant,
     strict=True,
 )
+# Integer literals go through the C parser unless the text holds a run of
+# digits long enough to break the exponent bound (rare): a Python call per
+# integer is most of the parse time of a typical payload.
+_plain_ints = json.JSONDecoder(
+    parse_float=_parse_decimal,
+    parse_constant=_refuse_constant,
+    strict=True,
+)
+_LONG_DIGIT_RUN = re.compile(rb"[0-9]{%d}" % (MAX_EXPONENT + 2))
 
 
 def loads(data: bytes, *, max_depth: int) -> Any:
@@ -119,8 +128,9 @@ def loads(data: bytes, *, max_depth: int) -> Any:
     text = decode(data)
     if nesting_depth_exceeds(data, max_depth):
         raise TooDeep(max_depth)
+    decoder = _checked_ints if _LONG_DIGIT_RUN.search(data) else _plain_ints
     try:
-        return _decoder.decode(text)
+        return decoder.decode(text)
     except JSONTextError:
         raise
     except json.JSONDecodeError as exc:
