@@ -25,7 +25,13 @@ class Response:
 
 
 class Client:
-    """One keep-alive connection per thread to ``base`` (http://host:port)."""
+    """One keep-alive connection per thread to ``base`` (http://host:port).
+
+    A request that finds its kept-alive connection closed is sent once more
+    on a fresh one, POSTs included: fine for ordinary tests, wrong for tests
+    that kill servers mid-request and count outcomes (those use their own
+    client that never resends).
+    """
 
     def __init__(self, base: str, timeout: float = 30.0) -> None:
         parts = urlsplit(base)

@@ -90,3 +90,27 @@ def test_disabled_plugins_are_not_loaded():
     pm = get_plugin_manager(disabled=["narad_fakeredis"], load_entry_points=False)
     assert not pm.has_plugin("narad_fakeredis")
     assert "fakeredis" not in Plugins(pm).storage_backends()
+
+
+def test_every_hookspec_is_documented_and_implemented_by_a_builtin():
+    from narad import hookspecs
+
+    pm = get_plugin_manager(load_entry_points=False)
+    specs = [name for name in dir(hookspecs) if name.startswith("narad_")]
+    assert specs
+    for name in specs:
+        assert (getattr(hookspecs, name).__doc__ or "").strip(), name
+        assert getattr(pm.hook, name).get_hookimpls(), name
+
+
+def test_every_lua_script_is_used_and_documents_its_keys_and_args():
+    scripts = ROOT / "plugins" / "narad_redis" / "scripts"
+    storage = (ROOT / "plugins" / "narad_redis" / "storage.py").read_text()
+    names = sorted(p.stem for p in scripts.glob("*.lua"))
+    assert names
+    for name in names:
+        header = (scripts / f"{name}.lua").read_text().split("\n\n")[0]
+        assert "-- KEYS[1]" in header, name
+        assert "-- ARGV[1]" in header, name
+        assert "-- returns" in header, name
+        assert f'"{name}"' in storage, f"{name}.lua is never run"
