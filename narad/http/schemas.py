@@ -19,7 +19,7 @@ class SchemaHistory:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         meta = self.topics.refresh(check_name(name))
-        sizes = self.schemas.storage.schema_sizes(meta.name)
+        sizes = self.schemas.sizes(meta.name)
         resp.text = dumps(
             {
                 "topic": meta.name,

@@ -161,6 +161,10 @@ class SchemaService:
             raise NotFound(f"topic {name} has no schema version {version}")
         return found
 
+    def sizes(self, name: str) -> list[tuple[int, int]]:
+        """(version, stored bytes) for every version of ``name``'s history."""
+        return self.storage.schema_sizes(name)
+
     def _document(self, name: str, version: int) -> Any:
         return jsontext.loads(self.stored(name, version).document, max_depth=64)
 
