@@ -32,6 +32,9 @@ The refused shapes (see :func:`analyse`):
    in-place graph.
 
 Everything is iterative: ``$ref`` graphs can be far deeper than Python's stack.
+Every step is also counted against a budget proportional to the graph (see
+:class:`_Graph`), so an input that still finds a super-linear path through
+the analysis is refused instead of holding a worker.
 """
 
 from __future__ import annotations
@@ -54,6 +57,13 @@ MAX_PATHS = 64
 MAX_SUBSCHEMAS_PER_VALUE = 64
 _CAP = MAX_PATHS + 1  # counts saturate here: only "more than 64" matters
 _VALUES_KEPT = 256
+# Analysis steps allowed per subschema, and for any document. Each stage is
+# linear-ish and takes a few steps per edge; path counting may carry up to
+# _VALUES_KEPT values over an edge, but only where many labels meet. 50 per
+# subschema leaves a wide margin for every legitimate 256 KiB document we know
+# (see bench/register.py) while bounding the worst case at about a second.
+_STEPS_PER_SUBSCHEMA = 50
+_STEPS_MINIMUM = 100_000
 
 _IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
 _IN_PLACE_SINGLE = ("not", "if", "then", "else")
@@ -116,6 +126,7 @@ class _Graph:
         self.index = index
         self.edges: dict[str, list[Edge]] = {}
         self.patterns: dict[str, Any] = {}
+        self.steps_left = 0
         stack = [("", index.document, index.base_uris.get("", index.root_uri))]
         while stack:
             pointer, schema, base = stack.pop()
@@ -128,6 +139,7 @@ class _Graph:
                     out.append(edge)
                     if edge.target not in self.edges:
                         stack.append((edge.target, target, target_base))
+        self.steps_left = _STEPS_PER_SUBSCHEMA * len(self.edges) + _STEPS_MINIMUM
 
     def _schema_at(self, pointer: str) -> tuple[Any, str]:
         index = self.index
@@ -234,6 +246,12 @@ class _Graph:
 
     def out(self, pointer: str) -> list[Edge]:
         return self.edges[pointer]
+
+    def spend(self, steps: int) -> None:
+        """Count analysis steps; fail closed once the budget is spent."""
+        self.steps_left -= steps
+        if self.steps_left < 0:
+            raise ShapeError("too costly to analyse: simplify its references")
 
     def matches(self, pattern: str, name: str) -> bool:
         if pattern not in self.patterns:
@@ -438,6 +456,7 @@ def _one_level(graph: _Graph, start: str, component: dict[str, int]) -> str | No
         (edge, paths) for edge, paths in steps if component[edge.target] == within
     ]
     for child in _classes([edge.label for edge, _ in steps if edge.label]):
+        graph.spend(len(inward))
         seeds: dict[str, _Paths] = {}
         for edge, paths in inward:
             if edge.label is not None and _reaches(graph, edge.label, child):
@@ -479,6 +498,7 @@ def _in_place_paths(
         mine = paths.get(node)
         if mine is None:
             continue
+        graph.spend(len(graph.out(node)))
         for edge in graph.out(node):
             target = position.get(edge.target)
             if edge.label is None and target is not None and target < position[node]:
@@ -508,6 +528,7 @@ def _postorder(
         while work:
             node, edges = work[-1]
             for edge in edges:
+                graph.spend(1)
                 if in_place and edge.label is not None:
                     continue
                 if inside and component[edge.target] != within:
@@ -556,6 +577,7 @@ def _check_path_counts(
                 f"{MAX_PATHS} paths"
             )
         for edge in forward[node]:
+            graph.spend(len(here))
             there = counts.setdefault(edge.target, {})
             for value, count in here.items():
                 if edge.label is not None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from narad.errors import InvalidSchema
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
+from narad.schema import shapes
 from narad.schema.registration import register
 from narad.schema.resolver import SchemaIndex
 from narad.schema.shapes import ShapeError
@@ -160,3 +161,32 @@ def test_registration_never_blows_up_on_generated_documents(raw):
     with contextlib.suppress(InvalidSchema):
         register(raw, drafts=BY_URI, default_draft=DEFAULT)
     assert time.perf_counter() - started < 2.0
+
+
+def _recursive_properties_chain(n: int) -> dict:
+    """Each link recurses to the root under its own property name."""
+    defs: dict = {
+        f"d{i}": {
+            "allOf": [{"$ref": f"#/$defs/d{i + 1}"}],
+            "properties": {f"p{i}": {"$ref": "#"}},
+        }
+        for i in range(n)
+    }
+    defs[f"d{n}"] = {}
+    return {"$ref": "#/$defs/d0", "$defs": defs}
+
+
+def test_recursive_properties_chain_answers_fast():
+    raw = json.dumps(_recursive_properties_chain(400)).encode()
+    started = time.perf_counter()
+    with contextlib.suppress(InvalidSchema):
+        register(raw, drafts=BY_URI, default_draft=DEFAULT)
+    assert time.perf_counter() - started < 3.0
+
+
+def test_analysis_past_its_budget_is_refused(monkeypatch):
+    monkeypatch.setattr(shapes, "_STEPS_MINIMUM", 0)
+    monkeypatch.setattr(shapes, "_STEPS_PER_SUBSCHEMA", 1)
+    raw = json.dumps(_recursive_properties_chain(10)).encode()
+    with pytest.raises(InvalidSchema, match="schema: too costly to analyse"):
+        register(raw, drafts=BY_URI, default_draft=DEFAULT)
