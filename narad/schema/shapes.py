@@ -111,8 +111,8 @@ def analyse(index: SchemaIndex) -> Analysis:
         ShapeError: a reference leads nowhere, or one of the shapes is found.
     """
     graph = _Graph(index)
-    _check_negated_cycles(graph)
-    _check_duplicated_recursion(graph)
+    in_place = _check_negated_cycles(graph)
+    _check_duplicated_recursion(graph, in_place)
     order, forward = _topological(graph)
     _check_path_counts(graph, order, forward)
     return Analysis(applies_many=_applies_many(order, forward))
@@ -268,11 +268,9 @@ class _Graph:
 
 def _classes(labels: list[Label]) -> list[Label]:
     """One representative child per group of labels that can name the same one."""
-    classes: list[Label] = [("key", None), ("index", None), ("name",)]
-    for label in labels:
-        if label[0] in ("key", "index") and label not in classes:
-            classes.append(label)
-    return classes
+    classes = dict.fromkeys([("key", None), ("index", None), ("name",)])
+    classes.update((label, None) for label in labels if label[0] in ("key", "index"))
+    return list(classes)
 
 
 def _reaches(graph: _Graph, label: Label, child: Label) -> bool:
@@ -339,7 +337,8 @@ def _components(
     return component
 
 
-def _check_negated_cycles(graph: _Graph) -> None:
+def _check_negated_cycles(graph: _Graph) -> dict[str, int]:
+    """Refuse shape 3; return the components of the in-place graph."""
     in_place = {
         node: [edge.target for edge in graph.out(node) if edge.label is None]
         for node in graph.edges
@@ -356,12 +355,13 @@ def _check_negated_cycles(graph: _Graph) -> None:
                     f"the $ref cycle through {edge.where!r} re-applies a schema to "
                     f"the same value under {edge.keyword}"
                 )
+    return component
 
 
 # -- Shape 1: the same value reached twice at one level ------------------------
 
 
-def _check_duplicated_recursion(graph: _Graph) -> None:
+def _check_duplicated_recursion(graph: _Graph, in_place: dict[str, int]) -> None:
     """Refuse the first subschema on a cycle that reaches its cycle twice.
 
     Only paths inside the start's strongly connected component can end there
@@ -371,6 +371,11 @@ def _check_duplicated_recursion(graph: _Graph) -> None:
     through the same paths as that edge's target, so it gets the target's
     verdict and message without another run: a chain of such links is
     analysed once, not once per link.
+
+    Where a component has no in-place cycle, path counts do not depend on
+    where the walk starts, and every one-level path from a node the start
+    reaches in place extends to a distinct one from the start: an accepted
+    start vouches for all of them, which are then skipped.
     """
     successors = {
         node: [edge.target for edge in graph.out(node)] for node in graph.edges
@@ -379,13 +384,23 @@ def _check_duplicated_recursion(graph: _Graph) -> None:
     sizes: dict[int, int] = {}
     for node in graph.edges:
         sizes[component[node]] = sizes.get(component[node], 0) + 1
+    looping = {
+        component[node]
+        for node in graph.edges
+        for edge in graph.out(node)
+        if edge.label is None and in_place[edge.target] == in_place[node]
+    }
+    level = _Level(graph, component)
     verdicts: dict[str, str | None] = {}
     representatives: dict[str, str] = {}
     for node in graph.edges:
+        if node in level.accepted:
+            continue
         if sizes[component[node]] > 1 or node in successors[node]:
             start = _representative(graph, node, component, representatives)
             if start not in verdicts:
-                verdicts[start] = _one_level(graph, start, component)
+                vouch = component[start] not in looping
+                verdicts[start] = level.verdict(start, vouch=vouch)
             if verdicts[start] is not None:
                 raise ShapeError(verdicts[start])
 
@@ -436,39 +451,123 @@ class _Paths:
 _Steps = tuple[str, "_Steps"] | None
 
 
-def _one_level(graph: _Graph, start: str, component: dict[str, int]) -> str | None:
-    """Why ``start`` reaches a node of its cycle twice one level down, or None.
+class _Level:
+    """Shape 1 per start, with what one start learns kept for the others.
 
-    Every child edge names a child (the order of children decides which two
-    paths a refusal names), but only those into the component can lead back.
+    ``settled`` holds the seed lists (in order, one path each) whose in-place
+    walk within their component reached no node twice: that walk depends on
+    nothing else, and many starts and children share it (every property
+    recursing to the root seeds the root alone).
     """
-    within = component[start]
-    origin = _Paths()
-    origin.count, origin.shown = 1, [None]
-    here = _in_place_paths(graph, {start: origin})
-    steps = [
-        (edge, paths)
-        for node, paths in here.items()
-        for edge in graph.out(node)
-        if edge.label is not None
-    ]
-    inward = [
-        (edge, paths) for edge, paths in steps if component[edge.target] == within
-    ]
-    for child in _classes([edge.label for edge, _ in steps if edge.label]):
-        graph.spend(len(inward))
-        seeds: dict[str, _Paths] = {}
-        for edge, paths in inward:
-            if edge.label is not None and _reaches(graph, edge.label, child):
+
+    def __init__(self, graph: _Graph, component: dict[str, int]) -> None:
+        self.graph = graph
+        self.component = component
+        self.accepted: set[str] = set()
+        self.settled: set[tuple[str, ...]] = set()
+        self.ends: dict[str, str] = {}
+
+    def verdict(self, start: str, *, vouch: bool) -> str | None:
+        """Why ``start`` reaches a node of its cycle twice one level down, or None.
+
+        Every child edge names a child (the order of children decides which
+        two paths a refusal names), but only those into the component can lead
+        back. With ``vouch``, an accepted start accepts every node of its
+        component it reaches in place.
+        """
+        graph, component = self.graph, self.component
+        within = component[start]
+        origin = _Paths()
+        origin.count, origin.shown = 1, [None]
+        here = _in_place_paths(graph, {start: origin})
+        steps = [
+            (edge, paths)
+            for node, paths in here.items()
+            for edge in graph.out(node)
+            if edge.label is not None
+        ]
+        inward = [
+            (edge, paths) for edge, paths in steps if component[edge.target] == within
+        ]
+        exact, other = _by_label(inward)
+        for child in _classes([edge.label for edge, _ in steps if edge.label]):
+            chosen = exact.get(child, [])
+            graph.spend(len(chosen) + len(other))
+            chosen = chosen + [
+                i for i in other if _reaches(graph, inward[i][0].label, child)
+            ]
+            seeds: dict[str, _Paths] = {}
+            for i in sorted(chosen):
+                edge, paths = inward[i]
                 seeds.setdefault(edge.target, _Paths()).add(paths, edge.where)
-        for paths in _in_place_paths(graph, seeds, (component, within)).values():
+            message = self._twice(seeds, within, alone=vouch)
+            if message is not None:
+                return message
+        if vouch:
+            self.accepted.update(node for node in here if component[node] == within)
+        return None
+
+    def _twice(
+        self, seeds: dict[str, _Paths], within: int, *, alone: bool
+    ) -> str | None:
+        """Why ``seeds`` reach a node twice in place, or None.
+
+        With ``alone`` (no in-place cycle in the component), a lone seed
+        whose only in-place edge in the component is one link reaches nodes
+        exactly as often as the link's target does: the walk is keyed by the
+        end of such a chain.
+        """
+        key = tuple(seeds)
+        if alone and len(key) == 1:
+            key = (self._chain_end(key[0], within),)
+        # A seed reached twice is refused; only single paths are remembered.
+        once = all(paths.count == 1 for paths in seeds.values())
+        if once and key in self.settled:
+            return None
+        reached = _in_place_paths(self.graph, seeds, (self.component, within))
+        for paths in reached.values():
             if paths.count > 1:
                 first, second = sorted(_last_apart(*paths.shown[:2]))
                 return (
                     "the same value is reached by two paths at one level, through "
                     f"{first!r} and {second!r}"
                 )
-    return None
+        self.settled.add(key)
+        return None
+
+    def _chain_end(self, node: str, within: int) -> str:
+        """Follow lone in-place edges inside the component (which has no
+        in-place cycle), remembering the end for every node passed."""
+        way = []
+        while node not in self.ends:
+            links = [
+                edge.target
+                for edge in self.graph.out(node)
+                if edge.label is None and self.component[edge.target] == within
+            ]
+            self.graph.spend(len(links) + 1)
+            if len(links) != 1:
+                break
+            way.append(node)
+            node = links[0]
+        end = self.ends.get(node, node)
+        self.ends.update(dict.fromkeys(way, end))
+        return end
+
+
+def _by_label(
+    inward: list[tuple[Edge, _Paths]],
+) -> tuple[dict[Label, list[int]], list[int]]:
+    """Positions of the edges naming one key or index, and of all the others."""
+    exact: dict[Label, list[int]] = {}
+    other: list[int] = []
+    for i, (edge, _) in enumerate(inward):
+        label = edge.label
+        if label is not None and label[0] in ("key", "index"):
+            exact.setdefault(label, []).append(i)
+        else:
+            other.append(i)
+    return exact, other
 
 
 def _last_apart(a: _Steps, b: _Steps) -> tuple[str, str]:
