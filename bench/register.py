@@ -133,6 +133,19 @@ def skipping_chain(n: int) -> object:
     return {"$ref": "#/$defs/d0", "$defs": defs}
 
 
+def recursive_properties_chain(n: int) -> object:
+    """Each link applies the next in place and recurses under its own property."""
+    defs: dict[str, object] = {
+        f"d{i}": {
+            "allOf": [{"$ref": f"#/$defs/d{i + 1}"}],
+            "properties": {f"p{i}": {"$ref": "#"}},
+        }
+        for i in range(n)
+    }
+    defs[f"d{n}"] = {}
+    return {"$ref": "#/$defs/d0", "$defs": defs}
+
+
 def wide(n: int) -> object:
     return {
         "type": "object",
@@ -177,6 +190,8 @@ def main() -> None:
         ("recursive allOf chain, n=1000", _text(recursive_chain(1000))),
         ("recursive allOf chain, n=5000", _text(recursive_chain(5000))),
         ("anyOf of two refs to next-but-one", _largest(skipping_chain)),
+        ("recursive properties chain, n=400", _text(recursive_properties_chain(400))),
+        ("recursive properties chain, largest", _largest(recursive_properties_chain)),
         ("10,000 properties", _text(wide(10_000))),
         ("64-level nesting, repeated", _largest(deep)),
         ("allOf of empty schemas", _largest(many_empty)),
