@@ -114,3 +114,63 @@ def test_small_payload_on_ordinary_schema_is_not_bounded(bounded_node, topic):
     for t in threads:
         t.join()
     assert statuses == [202] * 160
+
+
+def _schema(**document) -> dict:
+    return {"type": "object", **document}
+
+
+BOUNDED_CASES = [
+    ("payload over 16 KiB", _schema(), {"pad": "x" * (16 * 1024)}, True),
+    ("payload of 16 KiB or less", _schema(), {"pad": "x" * 100}, False),
+    (
+        "more than 1,024 required names",
+        _schema(required=[f"r{i}" for i in range(1025)]),
+        {f"r{i}": 0 for i in range(1025)},
+        True,
+    ),
+    (
+        "1,024 required names",
+        _schema(properties={"a": {"required": [f"r{i}" for i in range(1024)]}}),
+        {},
+        False,
+    ),
+    (
+        "more than 64 patternProperties keys",
+        _schema(patternProperties={f"^p{i}$": {} for i in range(65)}),
+        {},
+        True,
+    ),
+    ("a 64-branch anyOf", {"anyOf": [{"type": "object"}] * 63 + [{}]}, {}, True),
+    ("a 63-branch anyOf", {"anyOf": [{"type": "object"}] * 62 + [{}]}, {}, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "payload", "bounded"),
+    [pytest.param(s, p, b, id=n) for n, s, p, b in BOUNDED_CASES],
+)
+def test_which_produces_wait_for_the_bound(
+    bounded_node, topic, schema, payload, bounded
+):
+    from narad.schema.capacity import ValidationCapacity
+
+    http = bounded_node.client()
+    created = http.post(
+        "/v1/topics", {"name": topic, "partitions": 1, "schema": schema}
+    )
+    assert created.status == 201, created.data
+    body = json.dumps(payload).encode()
+    # Hold the node's only slot from this process, as another worker would.
+    holder = ValidationCapacity(bounded_node.tmp / "capacity", slots=1, deadline=1)
+    with holder.slot():
+        resp = http.post(f"/v1/topics/{topic}/produce", body)
+    stats = http.get(f"/v1/topics/{topic}").json()["partition_stats"][0]
+    if bounded:
+        assert (resp.status, resp.error) == (503, BUSY)
+        assert stats["next_offset"] == 0
+        assert http.post(f"/v1/topics/{topic}/produce", body).status == 202
+    else:
+        assert resp.status == 202
+        assert stats["next_offset"] == 1
+    http.close()
