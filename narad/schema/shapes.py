@@ -31,6 +31,10 @@ The refused shapes (see :func:`analyse`):
    edge of those keywords inside one strongly connected component of the
    in-place graph.
 
+Nodes are small integers, numbered as the walk from the root first meets
+them, and every stage shares the edge lists built once by :class:`_Graph`:
+a pointer string is only read back to name a node in a message.
+
 Everything is iterative: ``$ref`` graphs can be far deeper than Python's stack.
 Every step is also counted against a budget proportional to the graph (see
 :class:`_Graph`), so an input that still finds a super-linear path through
@@ -39,11 +43,8 @@ the analysis is refused instead of holding a worker.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from typing import NamedTuple
 
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import compile_pattern
@@ -65,31 +66,22 @@ _VALUES_KEPT = 256
 _STEPS_PER_SUBSCHEMA = 50
 _STEPS_MINIMUM = 100_000
 
-_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
-_IN_PLACE_SINGLE = ("not", "if", "then", "else")
-_IN_PLACE_MAPS = ("dependentSchemas", "dependencies")
+_REFERENCES = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
+_IN_PLACE_LISTS = frozenset({"allOf", "anyOf", "oneOf"})
+_IN_PLACE_SINGLE = frozenset({"not", "if", "then", "else"})
+_IN_PLACE_MAPS = frozenset({"dependentSchemas", "dependencies"})
 _NEGATING = frozenset({"not", "if", "oneOf"})
-_ITEM_KEYWORDS = ("additionalItems", "unevaluatedItems", "contains")
+_ITEM_KEYWORDS = frozenset({"additionalItems", "unevaluatedItems", "contains"})
 
 Label = tuple[Any, ...]
+# One move of the validator: (target node, keyword, where it is written,
+# label). The label is None for an in-place edge. A plain tuple: a document
+# has tens of thousands of edges, unpacked in every stage's inner loop.
+Edge = tuple[int, str, str, Label | None]
 
 
 class ShapeError(ValueError):
     """A refused shape; ``str()`` names where, never a reference's text."""
-
-
-class Edge(NamedTuple):
-    """One move of the validator: ``label`` is None for an in-place edge.
-
-    A named tuple: a document has tens of thousands of edges, and a frozen
-    dataclass costs several times as much to build.
-    """
-
-    source: str
-    target: str
-    keyword: str
-    where: str
-    label: Label | None
 
 
 @dataclass(frozen=True)
@@ -115,31 +107,74 @@ def analyse(index: SchemaIndex) -> Analysis:
     _check_duplicated_recursion(graph, in_place)
     order, forward = _topological(graph)
     _check_path_counts(graph, order, forward)
-    return Analysis(applies_many=_applies_many(order, forward))
+    return Analysis(applies_many=_applies_many(graph, order, forward))
 
 
 # -- The graph -----------------------------------------------------------------
 
 
 class _Graph:
+    """The subschemas the validator can reach from the root, as integer nodes.
+
+    Attributes:
+        pointers: Each node's JSON pointer, to name it in a message.
+        order: The nodes in the order the walk first expanded them; every
+            stage visits them in this order, so the first shape found (and
+            its message) does not depend on how nodes are numbered.
+        out: Each node's edges, in the order its keywords are written.
+        successors: Each node's edge targets.
+        in_place: Each node's in-place edges, as (target, where) pairs.
+    """
+
     def __init__(self, index: SchemaIndex) -> None:
         self.index = index
-        self.edges: dict[str, list[Edge]] = {}
+        self.pointers: list[str] = []
+        self.ids: dict[str, int] = {}
+        self.out: list[list[Edge]] = []
+        self.order: list[int] = []
         self.patterns: dict[str, Any] = {}
+        self._resolved: dict[tuple[str, Any, str], list[str]] = {}
+        self._pending: list[tuple[Any, str]] = []  # each node's schema and base
         self.steps_left = 0
-        stack = [("", index.document, index.base_uris.get("", index.root_uri))]
+        base = index.base_uris.get("", index.root_uri)
+        self._build(self._node("", index.document, base))
+        self.successors = [[edge[0] for edge in out] for out in self.out]
+        self.in_place = [
+            [(target, where) for target, _, where, label in out if label is None]
+            for out in self.out
+        ]
+        self.steps_left = _STEPS_PER_SUBSCHEMA * len(self.order) + _STEPS_MINIMUM
+
+    def _node(self, pointer: str, schema: Any, base: str) -> int:
+        node = self.ids[pointer] = len(self.pointers)
+        self.pointers.append(pointer)
+        self.out.append([])
+        self._pending.append((schema, base))
+        return node
+
+    def _build(self, root: int) -> None:
+        expanded: set[int] = set()
+        stack = [root]
         while stack:
-            pointer, schema, base = stack.pop()
-            if pointer in self.edges:
+            node = stack.pop()
+            if node in expanded:
                 continue
-            self.edges[pointer] = out = []
-            for edge in self._edges(pointer, schema, base):
-                target, target_base = self._schema_at(edge.target)
-                if isinstance(target, dict | bool):
-                    out.append(edge)
-                    if edge.target not in self.edges:
-                        stack.append((edge.target, target, target_base))
-        self.steps_left = _STEPS_PER_SUBSCHEMA * len(self.edges) + _STEPS_MINIMUM
+            expanded.add(node)
+            self.order.append(node)
+            schema, base = self._pending[node]
+            out = self.out[node]
+            edges = self._edges(self.pointers[node], schema, base)
+            for target, keyword, where, label in edges:
+                known = self.ids.get(target)
+                if known is None:
+                    value, target_base = self._schema_at(target)
+                    if not isinstance(value, dict | bool):
+                        continue
+                    known = self._node(target, value, target_base)
+                out.append((known, keyword, where, label))
+                if known not in expanded:
+                    stack.append(known)
+        self._pending.clear()
 
     def _schema_at(self, pointer: str) -> tuple[Any, str]:
         index = self.index
@@ -159,9 +194,13 @@ class _Graph:
                 value = None
         return value, index.base_uri_at(pointer)
 
-    def _edges(self, pointer: str, schema: Any, base: str) -> Iterator[Edge]:
+    def _edges(
+        self, pointer: str, schema: Any, base: str
+    ) -> list[tuple[str, str, str, Label | None]]:
+        """The edges out of ``schema``, each with its target's pointer."""
+        edges: list[tuple[str, str, str, Label | None]] = []
         if not isinstance(schema, dict):
-            return
+            return edges
         draft = self.index.draft
         keywords = draft.keywords
         refs_only = draft.ref_overrides_siblings and "$ref" in schema
@@ -169,39 +208,39 @@ class _Graph:
             if keyword not in keywords or (refs_only and keyword != "$ref"):
                 continue
             at = join_pointer(pointer, keyword)
-            if keyword in ("$ref", "$dynamicRef", "$recursiveRef"):
+            if keyword in _REFERENCES:
                 for target in self._targets(keyword, value, base, at):
-                    yield Edge(pointer, target, keyword, at, None)
+                    edges.append((target, keyword, at, None))
             elif keyword in _IN_PLACE_LISTS and isinstance(value, list):
                 for i in range(len(value)):
-                    yield self._edge(pointer, keyword, join_pointer(at, i))
+                    where = f"{at}/{i}"
+                    edges.append((where, keyword, where, None))
             elif keyword in _IN_PLACE_SINGLE:
-                yield self._edge(pointer, keyword, at)
+                edges.append((at, keyword, at, None))
             elif keyword in _IN_PLACE_MAPS and isinstance(value, dict):
                 for name in value:
-                    yield self._edge(pointer, keyword, join_pointer(at, name))
+                    where = join_pointer(at, name)
+                    edges.append((where, keyword, where, None))
             else:
-                yield from self._child_edges(pointer, schema, keyword, value, at)
-
-    def _edge(self, pointer: str, keyword: str, at: str) -> Edge:
-        return Edge(pointer, at, keyword, at, None)
+                self._child_edges(edges, schema, keyword, value, at)
+        return edges
 
     def _child_edges(
-        self, pointer: str, schema: dict[str, Any], keyword: str, value: Any, at: str
-    ) -> Iterator[Edge]:
+        self,
+        edges: list[tuple[str, str, str, Label | None]],
+        schema: dict[str, Any],
+        keyword: str,
+        value: Any,
+        at: str,
+    ) -> None:
         if keyword == "properties" and isinstance(value, dict):
             for name in value:
-                yield Edge(
-                    pointer,
-                    join_pointer(at, name),
-                    keyword,
-                    join_pointer(at, name),
-                    ("key", name),
-                )
+                where = join_pointer(at, name)
+                edges.append((where, keyword, where, ("key", name)))
         elif keyword == "patternProperties" and isinstance(value, dict):
             for pattern in value:
                 where = join_pointer(at, pattern)
-                yield Edge(pointer, where, keyword, where, ("pattern", pattern))
+                edges.append((where, keyword, where, ("pattern", pattern)))
         elif keyword == "additionalProperties":
             names = schema.get("properties")
             patterns = schema.get("patternProperties")
@@ -210,24 +249,27 @@ class _Graph:
                 frozenset(names) if isinstance(names, dict) else frozenset(),
                 tuple(patterns) if isinstance(patterns, dict) else (),
             )
-            yield Edge(pointer, at, keyword, at, label)
+            edges.append((at, keyword, at, label))
         elif keyword == "unevaluatedProperties":
-            yield Edge(pointer, at, keyword, at, ("other", frozenset(), ()))
+            edges.append((at, keyword, at, ("other", frozenset(), ())))
         elif keyword in ("items", "prefixItems") and isinstance(value, list):
             for i in range(len(value)):
-                yield Edge(
-                    pointer,
-                    join_pointer(at, i),
-                    keyword,
-                    join_pointer(at, i),
-                    ("index", i),
-                )
+                where = f"{at}/{i}"
+                edges.append((where, keyword, where, ("index", i)))
         elif keyword == "items" or keyword in _ITEM_KEYWORDS:
-            yield Edge(pointer, at, keyword, at, ("item",))
+            edges.append((at, keyword, at, ("item",)))
         elif keyword == "propertyNames":
-            yield Edge(pointer, at, keyword, at, ("name",))
+            edges.append((at, keyword, at, ("name",)))
 
     def _targets(self, keyword: str, ref: Any, base: str, at: str) -> list[str]:
+        """Where a reference leads; resolved once per reference text and base
+        (a document may repeat ``"#"`` thousands of times)."""
+        key = (keyword, ref if isinstance(ref, str) else None, base)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(keyword, ref, base, at)
+        return self._resolved[key]
+
+    def _resolve(self, keyword: str, ref: Any, base: str, at: str) -> list[str]:
         index = self.index
         try:
             if keyword == "$recursiveRef":
@@ -243,9 +285,6 @@ class _Graph:
                 f"the {keyword} at {at!r} leads nowhere in the document"
             ) from None
         return [target.pointer for target in targets]
-
-    def out(self, pointer: str) -> list[Edge]:
-        return self.edges[pointer]
 
     def spend(self, steps: int) -> None:
         """Count analysis steps; fail closed once the budget is spent."""
@@ -295,65 +334,65 @@ def _reaches(graph: _Graph, label: Label, child: Label) -> bool:
 # -- Shape 3: in-place cycles through not, if, oneOf ---------------------------
 
 
-def _components(
-    nodes: list[str], successors: Mapping[str, list[str]]
-) -> dict[str, int]:
+def _components(order: list[int], successors: list[list[int]]) -> list[int]:
     """Strongly connected components (Tarjan, iterative): node -> component id."""
-    number: dict[str, int] = {}
-    low: dict[str, int] = {}
-    component: dict[str, int] = {}
-    on_stack: list[str] = []
-    on_stack_set: set[str] = set()
-    for root in nodes:
-        if root in number:
+    size = len(successors)
+    number = [-1] * size
+    low = [0] * size
+    component = [-1] * size
+    on_stack = [False] * size
+    stack: list[int] = []
+    count = 0
+    for root in order:
+        if number[root] >= 0:
             continue
-        work = [(root, iter(successors.get(root, ())))]
-        number[root] = low[root] = len(number)
-        on_stack.append(root)
-        on_stack_set.add(root)
+        number[root] = low[root] = count
+        count += 1
+        stack.append(root)
+        on_stack[root] = True
+        work = [(root, iter(successors[root]))]
         while work:
             node, children = work[-1]
             for child in children:
-                if child not in number:
-                    number[child] = low[child] = len(number)
-                    on_stack.append(child)
-                    on_stack_set.add(child)
-                    work.append((child, iter(successors.get(child, ()))))
+                if number[child] < 0:
+                    number[child] = low[child] = count
+                    count += 1
+                    stack.append(child)
+                    on_stack[child] = True
+                    work.append((child, iter(successors[child])))
                     break
-                if child in on_stack_set:
-                    low[node] = min(low[node], number[child])
+                if on_stack[child] and number[child] < low[node]:
+                    low[node] = number[child]
             else:
                 work.pop()
                 if work:
                     parent = work[-1][0]
-                    low[parent] = min(low[parent], low[node])
+                    if low[node] < low[parent]:
+                        low[parent] = low[node]
                 if low[node] == number[node]:
                     while True:
-                        member = on_stack.pop()
-                        on_stack_set.discard(member)
+                        member = stack.pop()
+                        on_stack[member] = False
                         component[member] = number[node]
                         if member == node:
                             break
     return component
 
 
-def _check_negated_cycles(graph: _Graph) -> dict[str, int]:
+def _check_negated_cycles(graph: _Graph) -> list[int]:
     """Refuse shape 3; return the components of the in-place graph."""
-    in_place = {
-        node: [edge.target for edge in graph.out(node) if edge.label is None]
-        for node in graph.edges
-    }
-    component = _components(list(graph.edges), in_place)
-    for node in graph.edges:
-        for edge in graph.out(node):
+    in_place = [[target for target, _ in edges] for edges in graph.in_place]
+    component = _components(graph.order, in_place)
+    for node in graph.order:
+        for target, keyword, where, label in graph.out[node]:
             if (
-                edge.label is None
-                and edge.keyword in _NEGATING
-                and component[edge.target] == component[node]
+                label is None
+                and keyword in _NEGATING
+                and component[target] == component[node]
             ):
                 raise ShapeError(
-                    f"the $ref cycle through {edge.where!r} re-applies a schema to "
-                    f"the same value under {edge.keyword}"
+                    f"the $ref cycle through {where!r} re-applies a schema to "
+                    f"the same value under {keyword}"
                 )
     return component
 
@@ -361,7 +400,7 @@ def _check_negated_cycles(graph: _Graph) -> dict[str, int]:
 # -- Shape 1: the same value reached twice at one level ------------------------
 
 
-def _check_duplicated_recursion(graph: _Graph, in_place: dict[str, int]) -> None:
+def _check_duplicated_recursion(graph: _Graph, in_place: list[int]) -> None:
     """Refuse the first subschema on a cycle that reaches its cycle twice.
 
     Only paths inside the start's strongly connected component can end there
@@ -377,23 +416,21 @@ def _check_duplicated_recursion(graph: _Graph, in_place: dict[str, int]) -> None
     reaches in place extends to a distinct one from the start: an accepted
     start vouches for all of them, which are then skipped.
     """
-    successors = {
-        node: [edge.target for edge in graph.out(node)] for node in graph.edges
-    }
-    component = _components(list(graph.edges), successors)
+    successors = graph.successors
+    component = _components(graph.order, successors)
     sizes: dict[int, int] = {}
-    for node in graph.edges:
+    for node in graph.order:
         sizes[component[node]] = sizes.get(component[node], 0) + 1
     looping = {
         component[node]
-        for node in graph.edges
-        for edge in graph.out(node)
-        if edge.label is None and in_place[edge.target] == in_place[node]
+        for node in graph.order
+        for target, _ in graph.in_place[node]
+        if in_place[target] == in_place[node]
     }
     level = _Level(graph, component)
-    verdicts: dict[str, str | None] = {}
-    representatives: dict[str, str] = {}
-    for node in graph.edges:
+    verdicts: dict[int, str | None] = {}
+    representatives: dict[int, int] = {}
+    for node in graph.order:
         if node in level.accepted:
             continue
         if sizes[component[node]] > 1 or node in successors[node]:
@@ -406,8 +443,8 @@ def _check_duplicated_recursion(graph: _Graph, in_place: dict[str, int]) -> None
 
 
 def _representative(
-    graph: _Graph, node: str, component: dict[str, int], known: dict[str, str]
-) -> str:
+    graph: _Graph, node: int, component: list[int], known: dict[int, int]
+) -> int:
     """Follow single in-place edges within the component to a node to analyse.
 
     ``known`` remembers the answer for every node on the way, so each link of
@@ -416,10 +453,10 @@ def _representative(
     way = [node]
     on_way = {node}
     while node not in known:
-        edges = graph.out(node)
-        if len(edges) != 1 or edges[0].label is not None:
+        edges = graph.out[node]
+        if len(edges) != 1 or edges[0][3] is not None:
             break
-        target = edges[0].target
+        target = edges[0][0]
         if component[target] != component[node] or target in on_way:
             break
         way.append(target)
@@ -438,14 +475,17 @@ class _Paths:
     costs the same however long it is.
     """
 
+    __slots__ = ("count", "shown")
+
     def __init__(self) -> None:
         self.count = 0
         self.shown: list[_Steps] = []
 
     def add(self, other: _Paths, step: str) -> None:
         self.count = min(self.count + other.count, _CAP)
-        for path in other.shown[: 2 - len(self.shown)]:
-            self.shown.append((step, path))
+        if len(self.shown) < 2:
+            for path in other.shown[: 2 - len(self.shown)]:
+                self.shown.append((step, path))
 
 
 _Steps = tuple[str, "_Steps"] | None
@@ -460,14 +500,14 @@ class _Level:
     recursing to the root seeds the root alone).
     """
 
-    def __init__(self, graph: _Graph, component: dict[str, int]) -> None:
+    def __init__(self, graph: _Graph, component: list[int]) -> None:
         self.graph = graph
         self.component = component
-        self.accepted: set[str] = set()
-        self.settled: set[tuple[str, ...]] = set()
-        self.ends: dict[str, str] = {}
+        self.accepted: set[int] = set()
+        self.settled: set[tuple[int, ...]] = set()
+        self.ends: dict[int, int] = {}
 
-    def verdict(self, start: str, *, vouch: bool) -> str | None:
+    def verdict(self, start: int, *, vouch: bool) -> str | None:
         """Why ``start`` reaches a node of its cycle twice one level down, or None.
 
         Every child edge names a child (the order of children decides which
@@ -483,23 +523,23 @@ class _Level:
         steps = [
             (edge, paths)
             for node, paths in here.items()
-            for edge in graph.out(node)
-            if edge.label is not None
+            for edge in graph.out[node]
+            if edge[3] is not None
         ]
         inward = [
-            (edge, paths) for edge, paths in steps if component[edge.target] == within
+            (edge, paths) for edge, paths in steps if component[edge[0]] == within
         ]
         exact, other = _by_label(inward)
-        for child in _classes([edge.label for edge, _ in steps if edge.label]):
+        for child in _classes([edge[3] for edge, _ in steps if edge[3]]):
             chosen = exact.get(child, [])
             graph.spend(len(chosen) + len(other))
             chosen = chosen + [
-                i for i in other if _reaches(graph, inward[i][0].label, child)
+                i for i in other if _reaches(graph, inward[i][0][3], child)
             ]
-            seeds: dict[str, _Paths] = {}
+            seeds: dict[int, _Paths] = {}
             for i in sorted(chosen):
-                edge, paths = inward[i]
-                seeds.setdefault(edge.target, _Paths()).add(paths, edge.where)
+                (target, _, where, _), paths = inward[i]
+                seeds.setdefault(target, _Paths()).add(paths, where)
             message = self._twice(seeds, within, alone=vouch)
             if message is not None:
                 return message
@@ -508,7 +548,7 @@ class _Level:
         return None
 
     def _twice(
-        self, seeds: dict[str, _Paths], within: int, *, alone: bool
+        self, seeds: dict[int, _Paths], within: int, *, alone: bool
     ) -> str | None:
         """Why ``seeds`` reach a node twice in place, or None.
 
@@ -535,15 +575,15 @@ class _Level:
         self.settled.add(key)
         return None
 
-    def _chain_end(self, node: str, within: int) -> str:
+    def _chain_end(self, node: int, within: int) -> int:
         """Follow lone in-place edges inside the component (which has no
         in-place cycle), remembering the end for every node passed."""
         way = []
         while node not in self.ends:
             links = [
-                edge.target
-                for edge in self.graph.out(node)
-                if edge.label is None and self.component[edge.target] == within
+                target
+                for target, _ in self.graph.in_place[node]
+                if self.component[target] == within
             ]
             self.graph.spend(len(links) + 1)
             if len(links) != 1:
@@ -562,7 +602,7 @@ def _by_label(
     exact: dict[Label, list[int]] = {}
     other: list[int] = []
     for i, (edge, _) in enumerate(inward):
-        label = edge.label
+        label = edge[3]
         if label is not None and label[0] in ("key", "index"):
             exact.setdefault(label, []).append(i)
         else:
@@ -581,9 +621,9 @@ def _last_apart(a: _Steps, b: _Steps) -> tuple[str, str]:
 
 def _in_place_paths(
     graph: _Graph,
-    seeds: dict[str, _Paths],
-    inside: tuple[dict[str, int], int] | None = None,
-) -> dict[str, _Paths]:
+    seeds: dict[int, _Paths],
+    inside: tuple[list[int], int] | None = None,
+) -> dict[int, _Paths]:
     """Paths over in-place edges from ``seeds``, cut where the validator cuts.
 
     A back edge (to a node already on the way) is where the validator stops a
@@ -593,71 +633,83 @@ def _in_place_paths(
     order = _postorder(graph, list(seeds), in_place=True, inside=inside)
     position = {node: i for i, node in enumerate(order)}
     paths = {node: seed for node, seed in seeds.items() if node in position}
+    out, in_place = graph.out, graph.in_place
     for node in reversed(order):
         mine = paths.get(node)
         if mine is None:
             continue
-        graph.spend(len(graph.out(node)))
-        for edge in graph.out(node):
-            target = position.get(edge.target)
-            if edge.label is None and target is not None and target < position[node]:
-                paths.setdefault(edge.target, _Paths()).add(mine, edge.where)
+        graph.spend(len(out[node]))
+        here = position[node]
+        for target, where in in_place[node]:
+            there = position.get(target)
+            if there is not None and there < here:
+                if target in paths:
+                    paths[target].add(mine, where)
+                else:
+                    paths[target] = _Paths()
+                    paths[target].add(mine, where)
     return paths
 
 
 def _postorder(
     graph: _Graph,
-    roots: list[str],
+    roots: list[int],
     *,
     in_place: bool,
-    inside: tuple[dict[str, int], int] | None = None,
-) -> list[str]:
+    inside: tuple[list[int], int] | None = None,
+) -> list[int]:
     """Nodes reachable from ``roots`` in depth-first post-order (iterative).
 
-    With ``inside`` (components and one of them), only that one is walked.
+    Every edge of a visited node counts as a step, followed or not. With
+    ``inside`` (components and one of them), only that one is walked.
     """
-    component, within = inside if inside is not None else ({}, 0)
-    order: list[str] = []
-    seen: set[str] = set()
+    edges = graph.in_place if in_place else graph.out
+    component, within = inside if inside is not None else (None, 0)
+    order: list[int] = []
+    seen: set[int] = set()
     for root in roots:
-        if root in seen or (inside and component[root] != within):
+        if root in seen or (component is not None and component[root] != within):
             continue
         seen.add(root)
-        work = [(root, iter(graph.out(root)))]
+        graph.spend(len(graph.out[root]))
+        work = [iter(edges[root])]
+        stack = [root]
         while work:
-            node, edges = work[-1]
-            for edge in edges:
-                graph.spend(1)
-                if in_place and edge.label is not None:
+            for edge in work[-1]:
+                target = edge[0]
+                if target in seen or (
+                    component is not None and component[target] != within
+                ):
                     continue
-                if inside and component[edge.target] != within:
-                    continue
-                if edge.target not in seen:
-                    seen.add(edge.target)
-                    work.append((edge.target, iter(graph.out(edge.target))))
-                    break
+                seen.add(target)
+                graph.spend(len(graph.out[target]))
+                work.append(iter(edges[target]))
+                stack.append(target)
+                break
             else:
                 work.pop()
-                order.append(node)
+                order.append(stack.pop())
     return order
 
 
 # -- Shape 2 and the cost class: counting paths ---------------------------------
 
 
-def _topological(graph: _Graph) -> tuple[list[str], dict[str, list[Edge]]]:
+def _topological(graph: _Graph) -> tuple[list[int], list[list[Edge]]]:
     """Nodes in topological order, each with its edges that are not back edges."""
-    order = list(reversed(_postorder(graph, [""], in_place=False)))
-    position = {node: i for i, node in enumerate(order)}
-    forward = {
-        node: [e for e in graph.out(node) if position[e.target] > position[node]]
-        for node in order
-    }
+    order = _postorder(graph, [0], in_place=False)[::-1]
+    position = [0] * len(graph.out)
+    for i, node in enumerate(order):
+        position[node] = i
+    forward = [
+        [edge for edge in edges if position[edge[0]] > position[node]]
+        for node, edges in enumerate(graph.out)
+    ]
     return order, forward
 
 
 def _check_path_counts(
-    graph: _Graph, order: list[str], forward: dict[str, list[Edge]]
+    graph: _Graph, order: list[int], forward: list[list[Edge]]
 ) -> None:
     """Count paths per subschema and value; refuse more than :data:`MAX_PATHS`.
 
@@ -666,35 +718,53 @@ def _check_path_counts(
     A node keeps at most :data:`_VALUES_KEPT` values; beyond that the rest
     fold into one fresh value holding their largest count.
     """
-    values: dict[tuple[int, Label], int] = {}
-    counts: dict[str, dict[int, int]] = {"": {0: 1}}
+    labels: dict[Label, int] = {}
+    for edges in forward:
+        for edge in edges:
+            if edge[3] is not None:
+                labels.setdefault(edge[3], len(labels))
+    # A child value is keyed by its parent value and its label's number as
+    # one integer (a bijection, since numbers are below ``width``): cheaper
+    # to hash than a tuple.
+    width = len(labels) + 1
+    values: dict[int, int] = {}
+    fresh = 1
+    counts: dict[int, dict[int, int]] = {0: {0: 1}}
     for node in order:
         here = counts.pop(node, {})
         if here and max(here.values()) > MAX_PATHS:
             raise ShapeError(
-                f"{node or '/'!r} is checked against one value through more than "
-                f"{MAX_PATHS} paths"
+                f"{graph.pointers[node] or '/'!r} is checked against one value "
+                f"through more than {MAX_PATHS} paths"
             )
-        for edge in forward[node]:
+        for target, _, _, label in forward[node]:
             graph.spend(len(here))
-            there = counts.setdefault(edge.target, {})
-            for value, count in here.items():
-                if edge.label is not None:
-                    value = values.setdefault((value, edge.label), len(values) + 1)
-                there[value] = min(there.get(value, 0) + count, _CAP)
+            there = counts.setdefault(target, {})
+            if label is None:
+                for value, count in here.items():
+                    there[value] = min(there.get(value, 0) + count, _CAP)
+            else:
+                step = labels[label]
+                for value, count in here.items():
+                    key = value * width + step
+                    child = values.get(key)
+                    if child is None:
+                        child = values[key] = fresh
+                        fresh += 1
+                    there[child] = min(there.get(child, 0) + count, _CAP)
             if len(there) > _VALUES_KEPT:
-                counts[edge.target] = {-len(values) - 1: max(there.values())}
-                values[(-1, ("fold", len(values)))] = len(values) + 1
+                counts[target] = {-fresh: max(there.values())}
+                fresh += 1
 
 
-def _applies_many(order: list[str], forward: dict[str, list[Edge]]) -> bool:
-    applied: dict[str, int] = {}
+def _applies_many(graph: _Graph, order: list[int], forward: list[list[Edge]]) -> bool:
+    applied = [0] * len(graph.out)
     for node in reversed(order):
         total = 1
-        for edge in forward[node]:
-            if edge.label is None:
+        for target, keyword, _, label in forward[node]:
+            if label is None:
                 # A reference and its target are one subschema applied.
-                hop = edge.keyword in ("$ref", "$dynamicRef", "$recursiveRef")
-                total = min(total + applied[edge.target] - hop, _CAP)
+                hop = keyword in _REFERENCES
+                total = min(total + applied[target] - hop, _CAP)
         applied[node] = total
-    return any(n > MAX_SUBSCHEMAS_PER_VALUE for n in applied.values())
+    return any(n > MAX_SUBSCHEMAS_PER_VALUE for n in applied)
