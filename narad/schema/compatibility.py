@@ -627,6 +627,11 @@ class _Walk:
         top = (id(old), id(new))
         if top in memo:
             return memo[top]
+        if exact:
+            verdict = _exactly_equal(old, new)
+            if verdict is not None:
+                memo[top] = verdict
+                return verdict
         holders = self.equal(old, new, exact)
         if not holders:  # different, or equal with nothing to follow
             memo[top] = holders is not None
@@ -731,6 +736,28 @@ class _Walk:
 
 # The keywords by which a subschema points elsewhere in the document.
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+# How a member named after one of them starts in the ``repr`` of a dict.
+_REFERENCE_MARKS = tuple(f"'{keyword}': " for keyword in _REFERENCES)
+
+
+def _exactly_equal(old: Any, new: Any) -> bool | None:
+    """Whether ``old`` and ``new`` are equal byte for byte, or None when they
+    are but hold references (whose targets :meth:`_Walk.same` compares).
+
+    Python's own comparison, in C, rejects most differences; the ``repr`` of
+    parsed JSON keeps key order, types and number spelling, so equal ones
+    mean equal parts.
+    """
+    if old is ABSENT or new is ABSENT or old != new:
+        return old is new
+    if isinstance(old, dict | list):
+        text = repr(old)
+        if text != repr(new):
+            return False
+        return None if any(m in text for m in _REFERENCE_MARKS) else True
+    if type(old) is not type(new):
+        return False
+    return not isinstance(old, Decimal) or old.as_tuple() == new.as_tuple()
 
 
 def _marked(rules: Mapping[str, Rule], mark: str) -> frozenset[str]:
