@@ -68,6 +68,8 @@ MAP_SUBSCHEMAS = frozenset(
     }
 )
 _ALWAYS_WALKED = frozenset({"$defs", "definitions"})
+# Keywords that can give a subschema a URI; most subschemas have none.
+_IDENTIFYING = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"})
 
 # RFC 3986, appendix B.
 _URI_PARTS = re.compile(
@@ -97,15 +99,17 @@ class Target:
 
 def escape(token: str) -> str:
     """Escape one JSON pointer reference token."""
-    return token.replace("~", "~0").replace("/", "~1")
+    if "~" in token or "/" in token:
+        return token.replace("~", "~0").replace("/", "~1")
+    return token  # the common case, called per subschema: no copies
 
 
 def join_pointer(pointer: str, *tokens: str | int) -> str:
     """Append reference tokens to a JSON pointer."""
-    if len(tokens) == 1:  # the common case, called per subschema: no generator
-        (token,) = tokens
-        return pointer + "/" + (escape(token) if isinstance(token, str) else str(token))
-    return pointer + "".join("/" + escape(str(token)) for token in tokens)
+    # A plain loop: one or two tokens is the rule, too few for a generator.
+    for token in tokens:
+        pointer += "/" + (escape(token) if isinstance(token, str) else str(token))
+    return pointer
 
 
 def _split(uri: str) -> tuple[str | None, str | None, str, str | None, str | None]:
@@ -236,6 +240,8 @@ class SchemaIndex:
 
     def _walk(self, document: Any) -> None:
         keywords = self.draft.keywords
+        walked = keywords | _ALWAYS_WALKED
+        dynamic = "$dynamicRef" in keywords or "$recursiveRef" in keywords
         stack: list[tuple[str, Any, str]] = [("", document, self.root_uri)]
         while stack:
             pointer, schema, base = stack.pop()
@@ -243,14 +249,31 @@ class SchemaIndex:
             if not isinstance(schema, dict):
                 self.base_uris[pointer] = base
                 continue
-            base = self._identify(pointer, schema, base)
+            if not _IDENTIFYING.isdisjoint(schema):
+                base = self._identify(pointer, schema, base)
             self.base_uris[pointer] = base
-            if "$dynamicRef" in schema or "$recursiveRef" in schema:
-                self.has_dynamic_refs = self.has_dynamic_refs or (
-                    "$dynamicRef" in keywords or "$recursiveRef" in keywords
-                )
-            for tokens, child in subschema_children(schema, keywords):
-                stack.append((join_pointer(pointer, *tokens), child, base))
+            if dynamic and ("$dynamicRef" in schema or "$recursiveRef" in schema):
+                self.has_dynamic_refs = True
+            for key, value in schema.items():
+                if key in walked:
+                    self._push_children(stack, pointer, key, value, base)
+
+    @staticmethod
+    def _push_children(
+        stack: list[tuple[str, Any, str]], pointer: str, key: str, value: Any, base: str
+    ) -> None:
+        """Push what :func:`subschema_children` yields for ``key``, in its order."""
+        at = pointer + "/" + escape(key)
+        if key in LIST_SUBSCHEMAS and isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict | bool):
+                    stack.append((f"{at}/{i}", item, base))
+        elif key in MAP_SUBSCHEMAS and isinstance(value, dict):
+            for name, item in value.items():
+                if isinstance(item, dict | bool):
+                    stack.append((at + "/" + escape(name), item, base))
+        elif key in SINGLE_SUBSCHEMA and isinstance(value, dict | bool):
+            stack.append((at, value, base))
 
     def _identify(self, pointer: str, schema: dict[str, Any], base: str) -> str:
         """Register the URIs ``schema`` declares; return its base URI."""
