@@ -39,7 +39,6 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass
-from dataclasses import replace
 from decimal import Decimal
 from enum import Enum
 from enum import unique
@@ -51,7 +50,7 @@ from narad.schema.jsontext import json_equal
 from narad.schema.jsontext import json_key
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import UnresolvableRef
-from narad.schema.resolver import join_pointer
+from narad.schema.resolver import escape
 from narad.schema.resolver import subschema_children
 
 __all__ = (
@@ -417,7 +416,10 @@ class RuleContext:
 
     def at(self, *tokens: str | int) -> str:
         """The pointer of a place below this subschema, e.g. ``at("items")``."""
-        return join_pointer(self.location, *tokens)
+        location = self.location
+        for token in tokens:  # called per subschema pair: no generator
+            location += "/" + (escape(token) if isinstance(token, str) else str(token))
+        return location
 
     def compare(self, old: Any, new: Any, location: str) -> list[Incompatibility]:
         """Compare a previous subschema with a proposed one sitting at ``location``.
@@ -457,6 +459,19 @@ class _Walk:
         self.rules = rules
         self.extensions = _marked(rules, "narad_extension")
         self.document_keywords = _marked(rules, "narad_document_keyword")
+        # Per side, as sets to test a whole subschema's keys at once: those in
+        # effect, those constraining values, those that make a $ref not bare.
+        self.effective = {
+            side: doc.draft.keywords | self.extensions
+            for side, doc in (("old", old), ("new", new))
+        }
+        self.constraining = {
+            side: keywords - self.document_keywords
+            for side, keywords in self.effective.items()
+        }
+        self.ref_siblings = {
+            side: keywords - {"$ref"} for side, keywords in self.constraining.items()
+        }
         self.done: dict[tuple[int, int], list[Incompatibility]] = {}
         # Pairs under comparison, by depth; ``low`` is the shallowest of them
         # the current comparison assumed compatible.
@@ -478,43 +493,35 @@ class _Walk:
 
     # -- keywords ------------------------------------------------------------
 
-    def in_effect(self, keyword: str, side: Side) -> bool:
-        if keyword in self.side(side).draft.keywords:
-            return True
-        return keyword in self.extensions
-
-    def is_document_keyword(self, keyword: str) -> bool:
-        return keyword in self.document_keywords
-
     def in_force(self, schema: Any, side: Side) -> dict[str, Any]:
         if not isinstance(schema, dict):
             return {}
-        return {k: v for k, v in schema.items() if self.in_effect(k, side)}
-
-    def constrains(self, keyword: str, side: Side) -> bool:
-        return self.in_effect(keyword, side) and not self.is_document_keyword(keyword)
+        effective = self.effective[side]
+        if effective.issuperset(schema):
+            return dict(schema)
+        return {k: v for k, v in schema.items() if k in effective}
 
     def accepts_everything(self, schema: Any, side: Side) -> bool:
         schema = self.deref(schema, side)
         if schema is True:
             return True
-        if not isinstance(schema, dict):
-            return False
-        return not any(self.constrains(k, side) for k in schema)
+        return isinstance(schema, dict) and self.constraining[side].isdisjoint(schema)
 
     # -- references ----------------------------------------------------------
 
     def is_bare_ref(self, schema: Any, side: Side) -> bool:
         if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
             return False
-        if not self.in_effect("$ref", side):
+        if "$ref" not in self.effective[side]:
             return False
         if self.side(side).draft.ref_overrides_siblings:
             return True
-        return not any(k != "$ref" and self.constrains(k, side) for k in schema)
+        return self.ref_siblings[side].isdisjoint(schema)
 
     def deref(self, schema: Any, side: Side) -> Any:
         """Follow bare ``$ref`` to a subschema; ``_LOOP`` for a loop of them."""
+        if not self.is_bare_ref(schema, side):
+            return schema
         seen: set[int] = set()
         while self.is_bare_ref(schema, side):
             if id(schema) in seen:
@@ -592,27 +599,54 @@ class _Walk:
         self, old: Any, new: Any, old_target: Any, new_target: Any, location: str
     ) -> list[Incompatibility]:
         ctx = RuleContext(self, location, old_target, new_target)
+        if old is old_target and new is new_target:
+            # Nothing resolved: every keyword is judged where it is written,
+            # and a keyword not in force on either side has no value.
+            olds, news = ctx.old, ctx.new
+            keywords: Iterable[str] = {**olds, **news}
+        else:
+            olds, news, keywords = self.written(old, new, ctx)
+        rules = self.rules
+        found: list[Incompatibility] = []
+        for keyword in keywords:
+            old_value = olds.get(keyword, ABSENT)
+            new_value = news.get(keyword, ABSENT)
+            if old_value is ABSENT and new_value is ABSENT:
+                continue
+            ctx.keyword = keyword
+            rule = rules.get(keyword, identical_or_removed)
+            for problem in rule(old_value, new_value, ctx):
+                if not problem.keyword:
+                    problem = Incompatibility(
+                        problem.change, problem.message, keyword, location
+                    )
+                found.append(problem)
+        return found
+
+    def written(
+        self, old: Any, new: Any, ctx: RuleContext
+    ) -> tuple[dict[str, Any], dict[str, Any], Iterable[str]]:
+        """Each side's keyword values where a ``$ref`` was resolved, and the
+        keywords of both sides, in order."""
         written_old, written_new = _as_dict(old), _as_dict(new)
         keywords = dict.fromkeys([*ctx.old, *ctx.new])
         keywords.update(dict.fromkeys(k for k in written_old if k != "$ref"))
         keywords.update(dict.fromkeys(k for k in written_new if k != "$ref"))
-        found: list[Incompatibility] = []
-        for keyword in keywords:
-            rule = self.rules.get(keyword, identical_or_removed)
-            if self.is_document_keyword(keyword):
-                old_value = _value(written_old, keyword, self.in_effect(keyword, "old"))
-                new_value = _value(written_new, keyword, self.in_effect(keyword, "new"))
-            else:
-                old_value = ctx.old.get(keyword, ABSENT)
-                new_value = ctx.new.get(keyword, ABSENT)
-            if old_value is ABSENT and new_value is ABSENT:
-                continue
-            ctx.keyword = keyword
-            for problem in rule(old_value, new_value, ctx):
-                if not problem.keyword:
-                    problem = replace(problem, keyword=keyword, location=location)
-                found.append(problem)
-        return found
+        olds = self.values(ctx.old, written_old, "old")
+        news = self.values(ctx.new, written_new, "new")
+        return olds, news, keywords
+
+    def values(
+        self, in_force: dict[str, Any], written: dict[str, Any], side: Side
+    ) -> dict[str, Any]:
+        """Document keywords' values where the ``$ref`` is written (if in
+        effect there), the others' at its target."""
+        document, effective = self.document_keywords, self.effective[side]
+        values = {k: v for k, v in in_force.items() if k not in document}
+        values.update(
+            (k, v) for k, v in written.items() if k in document and k in effective
+        )
+        return values
 
     # -- sameness ------------------------------------------------------------
 
@@ -766,7 +800,3 @@ def _marked(rules: Mapping[str, Rule], mark: str) -> frozenset[str]:
 
 def _as_dict(schema: Any) -> dict[str, Any]:
     return schema if isinstance(schema, dict) else {}
-
-
-def _value(schema: dict[str, Any], keyword: str, in_effect: bool) -> Any:
-    return schema.get(keyword, ABSENT) if in_effect else ABSENT
