@@ -122,7 +122,6 @@ class _Graph:
             stage visits them in this order, so the first shape found (and
             its message) does not depend on how nodes are numbered.
         out: Each node's edges, in the order its keywords are written.
-        successors: Each node's edge targets.
         in_place: Each node's in-place edges, as (target, where) pairs.
     """
 
@@ -135,20 +134,17 @@ class _Graph:
         self.patterns: dict[str, Any] = {}
         self._resolved: dict[tuple[str, Any, str], list[str]] = {}
         self._pending: list[tuple[Any, str]] = []  # each node's schema and base
+        self.in_place: list[list[tuple[int, str]]] = []
         self.steps_left = 0
         base = index.base_uris.get("", index.root_uri)
         self._build(self._node("", index.document, base))
-        self.successors = [[edge[0] for edge in out] for out in self.out]
-        self.in_place = [
-            [(target, where) for target, _, where, label in out if label is None]
-            for out in self.out
-        ]
         self.steps_left = _STEPS_PER_SUBSCHEMA * len(self.order) + _STEPS_MINIMUM
 
     def _node(self, pointer: str, schema: Any, base: str) -> int:
         node = self.ids[pointer] = len(self.pointers)
         self.pointers.append(pointer)
         self.out.append([])
+        self.in_place.append([])
         self._pending.append((schema, base))
         return node
 
@@ -162,7 +158,7 @@ class _Graph:
             expanded.add(node)
             self.order.append(node)
             schema, base = self._pending[node]
-            out = self.out[node]
+            out, in_place = self.out[node], self.in_place[node]
             edges = self._edges(self.pointers[node], schema, base)
             for target, keyword, where, label in edges:
                 known = self.ids.get(target)
@@ -172,6 +168,8 @@ class _Graph:
                         continue
                     known = self._node(target, value, target_base)
                 out.append((known, keyword, where, label))
+                if label is None:
+                    in_place.append((known, where))
                 if known not in expanded:
                     stack.append(known)
         self._pending.clear()
@@ -334,9 +332,13 @@ def _reaches(graph: _Graph, label: Label, child: Label) -> bool:
 # -- Shape 3: in-place cycles through not, if, oneOf ---------------------------
 
 
-def _components(order: list[int], successors: list[list[int]]) -> list[int]:
-    """Strongly connected components (Tarjan, iterative): node -> component id."""
-    size = len(successors)
+def _components(order: list[int], edges: list[list[Any]]) -> list[int]:
+    """Strongly connected components (Tarjan, iterative): node -> component id.
+
+    ``edges`` are each node's edges, graph or in-place: each leads to its
+    first item.
+    """
+    size = len(edges)
     number = [-1] * size
     low = [0] * size
     component = [-1] * size
@@ -350,16 +352,17 @@ def _components(order: list[int], successors: list[list[int]]) -> list[int]:
         count += 1
         stack.append(root)
         on_stack[root] = True
-        work = [(root, iter(successors[root]))]
+        work = [(root, iter(edges[root]))]
         while work:
             node, children = work[-1]
-            for child in children:
+            for edge in children:
+                child = edge[0]
                 if number[child] < 0:
                     number[child] = low[child] = count
                     count += 1
                     stack.append(child)
                     on_stack[child] = True
-                    work.append((child, iter(successors[child])))
+                    work.append((child, iter(edges[child])))
                     break
                 if on_stack[child] and number[child] < low[node]:
                     low[node] = number[child]
@@ -381,8 +384,7 @@ def _components(order: list[int], successors: list[list[int]]) -> list[int]:
 
 def _check_negated_cycles(graph: _Graph) -> list[int]:
     """Refuse shape 3; return the components of the in-place graph."""
-    in_place = [[target for target, _ in edges] for edges in graph.in_place]
-    component = _components(graph.order, in_place)
+    component = _components(graph.order, graph.in_place)
     for node in graph.order:
         for target, keyword, where, label in graph.out[node]:
             if (
@@ -416,8 +418,7 @@ def _check_duplicated_recursion(graph: _Graph, in_place: list[int]) -> None:
     reaches in place extends to a distinct one from the start: an accepted
     start vouches for all of them, which are then skipped.
     """
-    successors = graph.successors
-    component = _components(graph.order, successors)
+    component = _components(graph.order, graph.out)
     sizes: dict[int, int] = {}
     for node in graph.order:
         sizes[component[node]] = sizes.get(component[node], 0) + 1
@@ -433,13 +434,17 @@ def _check_duplicated_recursion(graph: _Graph, in_place: list[int]) -> None:
     for node in graph.order:
         if node in level.accepted:
             continue
-        if sizes[component[node]] > 1 or node in successors[node]:
+        if sizes[component[node]] > 1 or _loops(graph, node):
             start = _representative(graph, node, component, representatives)
             if start not in verdicts:
                 vouch = component[start] not in looping
                 verdicts[start] = level.verdict(start, vouch=vouch)
             if verdicts[start] is not None:
                 raise ShapeError(verdicts[start])
+
+
+def _loops(graph: _Graph, node: int) -> bool:
+    return any(edge[0] == node for edge in graph.out[node])
 
 
 def _representative(
