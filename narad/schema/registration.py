@@ -10,8 +10,10 @@ repeats a reference's text.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +84,33 @@ def register(
     Raises:
         InvalidSchema: the document breaks a rule; the message says which.
     """
+    with _collector_paused():
+        return _register(raw, drafts, default_draft)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for one registration.
+
+    Registration allocates hundreds of thousands of small containers, none in
+    a cycle, and each burst of allocations made the collector traverse the
+    whole parsed document again: up to half the time of a 256 KiB document.
+    Reference counting frees all of it regardless. (Workers serve one request
+    at a time, so nothing else runs meanwhile.)
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _register(
+    raw: bytes, drafts: Mapping[str, Draft], default_draft: Draft
+) -> RegisteredSchema:
     try:
         document = jsontext.loads(raw, max_depth=MAX_DEPTH)
     except jsontext.JSONTextError as exc:
