@@ -166,6 +166,23 @@ class _Survey:
     pattern_properties: int = 0
 
 
+# Where an object sits, as a linked list of reference tokens from the root
+# (innermost first): cheap to extend, and spelled out only for a message.
+_Where = tuple[str | int, "_Where"] | None
+# The keywords the survey reads: an object with none of them is only walked.
+_SURVEYED = frozenset(
+    {
+        *_REFERENCES,
+        "$schema",
+        "dependencies",
+        "dependentRequired",
+        "pattern",
+        "patternProperties",
+        "required",
+    }
+)
+
+
 def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
     """Check references, patterns and nested ``$schema``; count cost drivers.
 
@@ -174,12 +191,14 @@ def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
     any of them.
     """
     survey = _Survey()
-    for pointer, schema in _schemas(document):
-        _check_references(pointer, schema)
-        _check_patterns(pointer, schema)
+    for where, schema in _schemas(document):
+        if _SURVEYED.isdisjoint(schema):
+            continue
+        _check_references(where, schema)
+        _check_patterns(where, schema)
         nested = schema.get("$schema")
-        if pointer and nested is not None and nested not in draft.uris:
-            at = join_pointer(pointer, "$schema")
+        if where is not None and nested is not None and nested not in draft.uris:
+            at = _pointer(("$schema", where))
             raise InvalidSchema(f"schema: the $schema at {at!r} is not the document's")
         survey.names += _names(schema)
         patterns = schema.get("patternProperties")
@@ -188,56 +207,61 @@ def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
     return survey
 
 
-def _schemas(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every object in schema position, with its pointer (iterative)."""
-    stack: list[tuple[str, Any]] = [("", document)]
+def _schemas(document: dict[str, Any]) -> Iterator[tuple[_Where, dict[str, Any]]]:
+    """Every object in schema position, with where it sits (iterative)."""
+    stack: list[tuple[_Where, Any]] = [(None, document)]
     while stack:
-        pointer, value = stack.pop()
+        where, value = stack.pop()
         if isinstance(value, list):
-            stack.extend(
-                (join_pointer(pointer, i), item) for i, item in enumerate(value)
-            )
+            stack.extend(((i, where), item) for i, item in enumerate(value))
             continue
         if not isinstance(value, dict):
             continue
-        yield pointer, value
+        yield where, value
         for key, item in value.items():
             if key in _DATA:
                 continue
-            at = join_pointer(pointer, key)
+            at = (key, where)
             if key in MAP_SUBSCHEMAS and isinstance(item, dict):
-                stack.extend(
-                    (join_pointer(at, name), sub) for name, sub in item.items()
-                )
+                stack.extend(((name, at), sub) for name, sub in item.items())
             else:
                 stack.append((at, item))
 
 
-def _check_references(pointer: str, schema: dict[str, Any]) -> None:
+def _pointer(where: _Where) -> str:
+    tokens: list[str | int] = []
+    while where is not None:
+        token, where = where
+        tokens.append(token)
+    return join_pointer("", *reversed(tokens))
+
+
+def _check_references(where: _Where, schema: dict[str, Any]) -> None:
     for keyword in _REFERENCES:
         ref = schema.get(keyword)
         # Only a fragment resolves inside the document; anything else (a URL,
         # a relative path, "", even the document's own $id) would load.
         if isinstance(ref, str) and not ref.startswith("#"):
-            at = join_pointer(pointer, keyword)
+            at = _pointer((keyword, where))
             raise InvalidSchema(
                 f"schema: the {keyword} at {at!r} does not resolve inside the "
                 "document (only #/$defs/..., #anchor and $dynamicRef do)"
             )
 
 
-def _check_patterns(pointer: str, schema: dict[str, Any]) -> None:
-    places: list[tuple[str, str]] = []
+def _check_patterns(where: _Where, schema: dict[str, Any]) -> None:
+    places: list[tuple[_Where, str]] = []
     if isinstance(schema.get("pattern"), str):
-        places.append((join_pointer(pointer, "pattern"), schema["pattern"]))
+        places.append((("pattern", where), schema["pattern"]))
     patterns = schema.get("patternProperties")
     if isinstance(patterns, dict):
-        at = join_pointer(pointer, "patternProperties")
-        places.extend((join_pointer(at, key), key) for key in patterns)
-    for at, pattern in places:
+        at = ("patternProperties", where)
+        places.extend(((key, at), key) for key in patterns)
+    for place, pattern in places:
         try:
             check_pattern(pattern)
         except PatternError as exc:
+            at = _pointer(place)
             raise InvalidSchema(f"schema: the pattern at {at!r} {exc}") from None
 
 
