@@ -722,18 +722,22 @@ def _check_path_counts(
     as small integers, so paths add up only when they reach the same value.
     A node keeps at most :data:`_VALUES_KEPT` values; beyond that the rest
     fold into one fresh value holding their largest count.
+
+    A leaf with one edge into it gets the counts of that edge's source, which
+    passed: it is not counted at all (its steps still are).
     """
     labels: dict[Label, int] = {}
+    sources = [0] * len(forward)
     for edges in forward:
-        for edge in edges:
-            if edge[3] is not None:
-                labels.setdefault(edge[3], len(labels))
+        for target, _, _, label in edges:
+            sources[target] += 1
+            if label is not None:
+                labels.setdefault(label, len(labels))
     # A child value is keyed by its parent value and its label's number as
     # one integer (a bijection, since numbers are below ``width``): cheaper
-    # to hash than a tuple.
+    # to hash than a tuple. New values are numbered by the size of ``values``.
     width = len(labels) + 1
-    values: dict[int, int] = {}
-    fresh = 1
+    values: dict[Any, int] = {}
     counts: dict[int, dict[int, int]] = {0: {0: 1}}
     for node in order:
         here = counts.pop(node, {})
@@ -744,22 +748,25 @@ def _check_path_counts(
             )
         for target, _, _, label in forward[node]:
             graph.spend(len(here))
-            there = counts.setdefault(target, {})
-            if label is None:
-                for value, count in here.items():
-                    there[value] = min(there.get(value, 0) + count, _CAP)
-            else:
+            if sources[target] == 1 and not forward[target]:
+                continue
+            moved = here
+            if label is not None:
                 step = labels[label]
-                for value, count in here.items():
-                    key = value * width + step
-                    child = values.get(key)
-                    if child is None:
-                        child = values[key] = fresh
-                        fresh += 1
-                    there[child] = min(there.get(child, 0) + count, _CAP)
+                moved = {
+                    values.setdefault(value * width + step, len(values) + 1): count
+                    for value, count in here.items()
+                }
+            there = counts.get(target)
+            if there is None:
+                # A copy of ``here``, which other edges still read.
+                there = counts[target] = dict(here) if moved is here else moved
+            else:
+                for value, count in moved.items():
+                    there[value] = min(there.get(value, 0) + count, _CAP)
             if len(there) > _VALUES_KEPT:
-                counts[target] = {-fresh: max(there.values())}
-                fresh += 1
+                counts[target] = {-len(values) - 1: max(there.values())}
+                values[("fold", len(values))] = len(values) + 1
 
 
 def _applies_many(graph: _Graph, order: list[int], forward: list[list[Edge]]) -> bool:
