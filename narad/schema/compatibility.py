@@ -487,6 +487,7 @@ class _Walk:
             False: {},
             True: {},
         }
+        self.by_repr = True  # see exactly_equal
 
     def side(self, side: Side) -> _Document:
         return self.old if side == "old" else self.new
@@ -662,7 +663,7 @@ class _Walk:
         if top in memo:
             return memo[top]
         if exact:
-            verdict = _exactly_equal(old, new)
+            verdict = self.exactly_equal(old, new)
             if verdict is not None:
                 memo[top] = verdict
                 return verdict
@@ -696,7 +697,34 @@ class _Walk:
                     bad.add(key)
                     failed.append(key)
         memo.update((key, key not in bad) for key in leads_here)
+        if exact and not memo[top]:
+            self.by_repr = False  # see exactly_equal
         return memo[top]
+
+    def exactly_equal(self, old: Any, new: Any) -> bool | None:
+        """Whether ``old`` and ``new`` are equal byte for byte, or None when
+        only :meth:`equal`'s walk can tell (as when they hold references).
+
+        Python's own comparison, in C, rejects most differences; the ``repr``
+        of parsed JSON keeps key order, types and number spelling, so equal
+        ones mean equal parts. A pair equal under ``==`` yet found to differ
+        (written apart, or through its references) is compared part by part
+        next, where ``repr`` would go over the same text again at every level
+        of nesting: from then on the walk, whose memo keeps it linear, decides.
+        """
+        if old is ABSENT or new is ABSENT or old != new:
+            return old is new
+        if not isinstance(old, dict | list):
+            if type(old) is not type(new):
+                return False
+            return not isinstance(old, Decimal) or old.as_tuple() == new.as_tuple()
+        if not self.by_repr:
+            return None
+        text = repr(old)
+        if text != repr(new):
+            self.by_repr = False
+            return False
+        return None if any(mark in text for mark in _REFERENCE_MARKS) else True
 
     def equal(self, a: Any, b: Any, exact: bool) -> tuple[Any, ...] | None:
         """None if ``a`` and ``b`` differ, else the pairs of dicts within them
@@ -772,26 +800,6 @@ class _Walk:
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 # How a member named after one of them starts in the ``repr`` of a dict.
 _REFERENCE_MARKS = tuple(f"'{keyword}': " for keyword in _REFERENCES)
-
-
-def _exactly_equal(old: Any, new: Any) -> bool | None:
-    """Whether ``old`` and ``new`` are equal byte for byte, or None when they
-    are but hold references (whose targets :meth:`_Walk.same` compares).
-
-    Python's own comparison, in C, rejects most differences; the ``repr`` of
-    parsed JSON keeps key order, types and number spelling, so equal ones
-    mean equal parts.
-    """
-    if old is ABSENT or new is ABSENT or old != new:
-        return old is new
-    if isinstance(old, dict | list):
-        text = repr(old)
-        if text != repr(new):
-            return False
-        return None if any(m in text for m in _REFERENCE_MARKS) else True
-    if type(old) is not type(new):
-        return False
-    return not isinstance(old, Decimal) or old.as_tuple() == new.as_tuple()
 
 
 def _marked(rules: Mapping[str, Rule], mark: str) -> frozenset[str]:
