@@ -30,6 +30,7 @@ _BOM = "\ufeff"
 _STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
 _STRINGS = re.compile(_STRING, re.DOTALL)
 _STRING_OR_SPACE = re.compile(rb"(" + _STRING + rb")|[ \t\n\r]+", re.DOTALL)
+_SPACES = (b" ", b"\t", b"\n", b"\r")
 
 # bytes.translate tables: keep only brackets, as +1 (open) and -1 (close).
 _NESTING = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
@@ -148,6 +149,8 @@ def compact(data: bytes) -> bytes:
     Strings and numbers are kept byte for byte as written, so ``1e2`` stays
     ``1e2`` and escapes stay escaped.
     """
+    if not any(space in data for space in _SPACES):
+        return data  # already compact (four scans in C, not a regex per string)
     return _STRING_OR_SPACE.sub(lambda m: m.group(1) or b"", data)
 
 
