@@ -43,6 +43,7 @@ the analysis is refused instead of holding a worker.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,8 @@ _IN_PLACE_SINGLE = frozenset({"not", "if", "then", "else"})
 _IN_PLACE_MAPS = frozenset({"dependentSchemas", "dependencies"})
 _NEGATING = frozenset({"not", "if", "oneOf"})
 _ITEM_KEYWORDS = frozenset({"additionalItems", "unevaluatedItems", "contains"})
+
+_UNKNOWN = object()
 
 Label = tuple[Any, ...]
 # One move of the validator: (target node, keyword, where it is written,
@@ -129,12 +132,12 @@ class _Graph:
         self.index = index
         self.pointers: list[str] = []
         self.ids: dict[str, int] = {}
-        self.out: list[list[Edge]] = []
+        self.out: list[Sequence[Edge]] = []
         self.order: list[int] = []
         self.patterns: dict[str, Any] = {}
         self._resolved: dict[tuple[str, Any, str], list[str]] = {}
         self._pending: list[tuple[Any, str]] = []  # each node's schema and base
-        self.in_place: list[list[tuple[int, str]]] = []
+        self.in_place: list[Sequence[tuple[int, str]]] = []
         self.steps_left = 0
         base = index.base_uris.get("", index.root_uri)
         self._build(self._node("", index.document, base))
@@ -143,8 +146,9 @@ class _Graph:
     def _node(self, pointer: str, schema: Any, base: str) -> int:
         node = self.ids[pointer] = len(self.pointers)
         self.pointers.append(pointer)
-        self.out.append([])
-        self.in_place.append([])
+        # Most nodes are leaves: their edge lists are made when they have any.
+        self.out.append(())
+        self.in_place.append(())
         self._pending.append((schema, base))
         return node
 
@@ -158,7 +162,10 @@ class _Graph:
             expanded.add(node)
             self.order.append(node)
             schema, base = self._pending[node]
-            out, in_place = self.out[node], self.in_place[node]
+            if not schema or schema is True:
+                continue
+            out: list[Edge] = []
+            in_place: list[tuple[int, str]] = []
             edges = self._edges(self.pointers[node], schema, base)
             for target, keyword, where, label in edges:
                 known = self.ids.get(target)
@@ -172,12 +179,14 @@ class _Graph:
                     in_place.append((known, where))
                 if known not in expanded:
                     stack.append(known)
+            self.out[node], self.in_place[node] = out, in_place
         self._pending.clear()
 
     def _schema_at(self, pointer: str) -> tuple[Any, str]:
         index = self.index
-        if pointer in index.subschemas:
-            return index.subschemas[pointer], index.base_uris[pointer]
+        value = index.subschemas.get(pointer, _UNKNOWN)
+        if value is not _UNKNOWN:
+            return value, index.base_uris[pointer]
         # A child of a target no keyword owns: walk there in the document.
         value = index.document
         for token in pointer.split("/")[1:]:
@@ -332,7 +341,7 @@ def _reaches(graph: _Graph, label: Label, child: Label) -> bool:
 # -- Shape 3: in-place cycles through not, if, oneOf ---------------------------
 
 
-def _components(order: list[int], edges: list[list[Any]]) -> list[int]:
+def _components(order: list[int], edges: Sequence[Sequence[Any]]) -> list[int]:
     """Strongly connected components (Tarjan, iterative): node -> component id.
 
     ``edges`` are each node's edges, graph or in-place: each leads to its
@@ -639,20 +648,22 @@ def _in_place_paths(
     position = {node: i for i, node in enumerate(order)}
     paths = {node: seed for node, seed in seeds.items() if node in position}
     out, in_place = graph.out, graph.in_place
+    steps = 0
     for node in reversed(order):
         mine = paths.get(node)
         if mine is None:
             continue
-        graph.spend(len(out[node]))
+        steps += len(out[node])
         here = position[node]
         for target, where in in_place[node]:
             there = position.get(target)
             if there is not None and there < here:
-                if target in paths:
-                    paths[target].add(mine, where)
-                else:
-                    paths[target] = _Paths()
-                    paths[target].add(mine, where)
+                reached = paths.get(target)
+                if reached is None:
+                    reached = paths[target] = _Paths()
+                reached.add(mine, where)
+    # Spent once per walk: a walk meets each node once, so it is bounded.
+    graph.spend(steps)
     return paths
 
 
@@ -670,13 +681,15 @@ def _postorder(
     """
     edges = graph.in_place if in_place else graph.out
     component, within = inside if inside is not None else (None, 0)
+    out = graph.out
     order: list[int] = []
     seen: set[int] = set()
+    steps = 0
     for root in roots:
         if root in seen or (component is not None and component[root] != within):
             continue
         seen.add(root)
-        graph.spend(len(graph.out[root]))
+        steps += len(out[root])
         work = [iter(edges[root])]
         stack = [root]
         while work:
@@ -687,13 +700,14 @@ def _postorder(
                 ):
                     continue
                 seen.add(target)
-                graph.spend(len(graph.out[target]))
+                steps += len(out[target])
                 work.append(iter(edges[target]))
                 stack.append(target)
                 break
             else:
                 work.pop()
                 order.append(stack.pop())
+    graph.spend(steps)  # once per walk, which meets each node once
     return order
 
 
