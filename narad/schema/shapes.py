@@ -51,6 +51,7 @@ from narad.schema.patterns import PatternError
 from narad.schema.patterns import compile_pattern
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import UnresolvableRef
+from narad.schema.resolver import escape
 from narad.schema.resolver import join_pointer
 
 __all__ = ("MAX_PATHS", "MAX_SUBSCHEMAS_PER_VALUE", "Analysis", "ShapeError", "analyse")
@@ -130,6 +131,9 @@ class _Graph:
 
     def __init__(self, index: SchemaIndex) -> None:
         self.index = index
+        self._keywords = index.draft.keywords
+        self._ref_overrides_siblings = index.draft.ref_overrides_siblings
+        self._ref_only = self._keywords & {"$ref"}
         self.pointers: list[str] = []
         self.ids: dict[str, int] = {}
         self.out: list[Sequence[Edge]] = []
@@ -208,13 +212,13 @@ class _Graph:
         edges: list[tuple[str, str, str, Label | None]] = []
         if not isinstance(schema, dict):
             return edges
-        draft = self.index.draft
-        keywords = draft.keywords
-        refs_only = draft.ref_overrides_siblings and "$ref" in schema
+        keywords = self._keywords
+        if self._ref_overrides_siblings and "$ref" in schema:
+            keywords = self._ref_only
         for keyword, value in schema.items():
-            if keyword not in keywords or (refs_only and keyword != "$ref"):
+            if keyword not in keywords:
                 continue
-            at = join_pointer(pointer, keyword)
+            at = pointer + "/" + escape(keyword)
             if keyword in _REFERENCES:
                 for target in self._targets(keyword, value, base, at):
                     edges.append((target, keyword, at, None))
@@ -496,10 +500,12 @@ class _Paths:
         self.shown: list[_Steps] = []
 
     def add(self, other: _Paths, step: str) -> None:
-        self.count = min(self.count + other.count, _CAP)
-        if len(self.shown) < 2:
-            for path in other.shown[: 2 - len(self.shown)]:
-                self.shown.append((step, path))
+        count = self.count + other.count
+        self.count = count if count < _CAP else _CAP
+        shown = self.shown
+        if len(shown) < 2:
+            for path in other.shown[: 2 - len(shown)]:
+                shown.append((step, path))
 
 
 _Steps = tuple[str, "_Steps"] | None
