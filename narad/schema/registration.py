@@ -169,18 +169,10 @@ class _Survey:
 # Where an object sits, as a linked list of reference tokens from the root
 # (innermost first): cheap to extend, and spelled out only for a message.
 _Where = tuple[str | int, "_Where"] | None
+_REFERENCE_KEYWORDS = frozenset(_REFERENCES)
+_NAMING = frozenset({"dependencies", "dependentRequired", "required"})
 # The keywords the survey reads: an object with none of them is only walked.
-_SURVEYED = frozenset(
-    {
-        *_REFERENCES,
-        "$schema",
-        "dependencies",
-        "dependentRequired",
-        "pattern",
-        "patternProperties",
-        "required",
-    }
-)
+_SURVEYED = _REFERENCE_KEYWORDS | _NAMING | {"$schema", "pattern", "patternProperties"}
 
 
 def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
@@ -191,16 +183,20 @@ def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
     any of them.
     """
     survey = _Survey()
+    # Each check runs only on an object that has its keywords: most have none.
     for where, schema in _schemas(document):
         if _SURVEYED.isdisjoint(schema):
             continue
-        _check_references(where, schema)
-        _check_patterns(where, schema)
+        if not _REFERENCE_KEYWORDS.isdisjoint(schema):
+            _check_references(where, schema)
+        if "pattern" in schema or "patternProperties" in schema:
+            _check_patterns(where, schema)
         nested = schema.get("$schema")
         if where is not None and nested is not None and nested not in draft.uris:
             at = _pointer(("$schema", where))
             raise InvalidSchema(f"schema: the $schema at {at!r} is not the document's")
-        survey.names += _names(schema)
+        if not _NAMING.isdisjoint(schema):
+            survey.names += _names(schema)
         patterns = schema.get("patternProperties")
         if isinstance(patterns, dict):
             survey.pattern_properties += len(patterns)
