@@ -550,12 +550,13 @@ class _Level:
             (edge, paths) for edge, paths in steps if component[edge[0]] == within
         ]
         exact, other = _by_label(inward)
+        # Many edges share a label (every "items"): each is judged once.
+        other_labels = {inward[i][0][3] for i in other}
         for child in _classes([edge[3] for edge, _ in steps if edge[3]]):
             chosen = exact.get(child, [])
             graph.spend(len(chosen) + len(other))
-            chosen = chosen + [
-                i for i in other if _reaches(graph, inward[i][0][3], child)
-            ]
+            hits = {label for label in other_labels if _reaches(graph, label, child)}
+            chosen = chosen + [i for i in other if inward[i][0][3] in hits]
             seeds: dict[int, _Paths] = {}
             for i in sorted(chosen):
                 (target, _, where, _), paths = inward[i]
