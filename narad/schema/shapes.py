@@ -107,8 +107,13 @@ def analyse(index: SchemaIndex) -> Analysis:
         ShapeError: a reference leads nowhere, or one of the shapes is found.
     """
     graph = _Graph(index)
-    in_place = _check_negated_cycles(graph)
-    _check_duplicated_recursion(graph, in_place)
+    components = _components(graph.order, graph.out)
+    sizes = [0] * len(components)
+    for component in components:
+        sizes[component] += 1
+    in_place = _in_place_components(graph, components, sizes)
+    _check_negated_cycles(graph, in_place)
+    _check_duplicated_recursion(graph, components, sizes, in_place)
     order, forward = _topological(graph)
     _check_path_counts(graph, order, forward)
     return Analysis(applies_many=_applies_many(graph, order, forward))
@@ -345,11 +350,17 @@ def _reaches(graph: _Graph, label: Label, child: Label) -> bool:
 # -- Shape 3: in-place cycles through not, if, oneOf ---------------------------
 
 
-def _components(order: list[int], edges: Sequence[Sequence[Any]]) -> list[int]:
+def _components(
+    roots: list[int],
+    edges: Sequence[Sequence[Any]],
+    within: list[int] | None = None,
+) -> list[int]:
     """Strongly connected components (Tarjan, iterative): node -> component id.
 
     ``edges`` are each node's edges, graph or in-place: each leads to its
-    first item.
+    first item. With ``within`` (components of a coarser graph), an edge
+    between two of those is not followed. A node not reached from ``roots``
+    gets -1.
     """
     size = len(edges)
     number = [-1] * size
@@ -358,7 +369,7 @@ def _components(order: list[int], edges: Sequence[Sequence[Any]]) -> list[int]:
     on_stack = [False] * size
     stack: list[int] = []
     count = 0
-    for root in order:
+    for root in roots:
         if number[root] >= 0:
             continue
         number[root] = low[root] = count
@@ -370,6 +381,13 @@ def _components(order: list[int], edges: Sequence[Sequence[Any]]) -> list[int]:
             node, children = work[-1]
             for edge in children:
                 child = edge[0]
+                if within is not None and within[child] != within[node]:
+                    continue
+                if number[child] < 0 and not edges[child]:
+                    # A leaf: a component of its own, finished at once.
+                    number[child] = low[child] = component[child] = count
+                    count += 1
+                    continue
                 if number[child] < 0:
                     number[child] = low[child] = count
                     count += 1
@@ -395,9 +413,22 @@ def _components(order: list[int], edges: Sequence[Sequence[Any]]) -> list[int]:
     return component
 
 
-def _check_negated_cycles(graph: _Graph) -> list[int]:
-    """Refuse shape 3; return the components of the in-place graph."""
-    component = _components(graph.order, graph.in_place)
+def _in_place_components(
+    graph: _Graph, components: list[int], sizes: list[int]
+) -> list[int]:
+    """Components of the in-place graph (ids unrelated to ``components``).
+
+    An in-place cycle is a cycle of the graph, so only the graph's components
+    of more than one node are searched; every other node is a component of
+    its own.
+    """
+    roots = [node for node in graph.order if sizes[components[node]] > 1]
+    found = _components(roots, graph.in_place, components)
+    return [-1 - node if c < 0 else c for node, c in enumerate(found)]
+
+
+def _check_negated_cycles(graph: _Graph, component: list[int]) -> None:
+    """Refuse shape 3, given the components of the in-place graph."""
     for node in graph.order:
         for target, keyword, where, label in graph.out[node]:
             if (
@@ -409,13 +440,14 @@ def _check_negated_cycles(graph: _Graph) -> list[int]:
                     f"the $ref cycle through {where!r} re-applies a schema to "
                     f"the same value under {keyword}"
                 )
-    return component
 
 
 # -- Shape 1: the same value reached twice at one level ------------------------
 
 
-def _check_duplicated_recursion(graph: _Graph, in_place: list[int]) -> None:
+def _check_duplicated_recursion(
+    graph: _Graph, component: list[int], sizes: list[int], in_place: list[int]
+) -> None:
     """Refuse the first subschema on a cycle that reaches its cycle twice.
 
     Only paths inside the start's strongly connected component can end there
@@ -431,10 +463,6 @@ def _check_duplicated_recursion(graph: _Graph, in_place: list[int]) -> None:
     reaches in place extends to a distinct one from the start: an accepted
     start vouches for all of them, which are then skipped.
     """
-    component = _components(graph.order, graph.out)
-    sizes: dict[int, int] = {}
-    for node in graph.order:
-        sizes[component[node]] = sizes.get(component[node], 0) + 1
     looping = {
         component[node]
         for node in graph.order
