@@ -736,6 +736,9 @@ def _postorder(
                     continue
                 seen.add(target)
                 steps += len(out[target])
+                if not edges[target]:  # a leaf is finished at once
+                    order.append(target)
+                    continue
                 work.append(iter(edges[target]))
                 stack.append(target)
                 break
@@ -749,21 +752,22 @@ def _postorder(
 # -- Shape 2 and the cost class: counting paths ---------------------------------
 
 
-def _topological(graph: _Graph) -> tuple[list[int], list[list[Edge]]]:
+def _topological(graph: _Graph) -> tuple[list[int], list[Sequence[Edge]]]:
     """Nodes in topological order, each with its edges that are not back edges."""
     order = _postorder(graph, [0], in_place=False)[::-1]
     position = [0] * len(graph.out)
     for i, node in enumerate(order):
         position[node] = i
+    # A leaf keeps its empty edge tuple rather than get a list of its own.
     forward = [
-        [edge for edge in edges if position[edge[0]] > position[node]]
+        edges and [edge for edge in edges if position[edge[0]] > position[node]]
         for node, edges in enumerate(graph.out)
     ]
     return order, forward
 
 
 def _check_path_counts(
-    graph: _Graph, order: list[int], forward: list[list[Edge]]
+    graph: _Graph, order: list[int], forward: list[Sequence[Edge]]
 ) -> None:
     """Count paths per subschema and value; refuse more than :data:`MAX_PATHS`.
 
@@ -795,8 +799,8 @@ def _check_path_counts(
                 f"{graph.pointers[node] or '/'!r} is checked against one value "
                 f"through more than {MAX_PATHS} paths"
             )
+        graph.spend(len(here) * len(forward[node]))
         for target, _, _, label in forward[node]:
-            graph.spend(len(here))
             if sources[target] == 1 and not forward[target]:
                 continue
             moved = here
@@ -818,7 +822,9 @@ def _check_path_counts(
                 values[("fold", len(values))] = len(values) + 1
 
 
-def _applies_many(graph: _Graph, order: list[int], forward: list[list[Edge]]) -> bool:
+def _applies_many(
+    graph: _Graph, order: list[int], forward: list[Sequence[Edge]]
+) -> bool:
     applied = [0] * len(graph.out)
     for node in reversed(order):
         total = 1
