@@ -463,19 +463,22 @@ def _check_duplicated_recursion(
     reaches in place extends to a distinct one from the start: an accepted
     start vouches for all of them, which are then skipped.
     """
+    cyclic = [
+        node
+        for node in graph.order
+        if sizes[component[node]] > 1 or (graph.out[node] and _loops(graph, node))
+    ]
     looping = {
         component[node]
-        for node in graph.order
+        for node in cyclic
         for target, _ in graph.in_place[node]
         if in_place[target] == in_place[node]
     }
     level = _Level(graph, component)
     verdicts: dict[int, str | None] = {}
     representatives: dict[int, int] = {}
-    for node in graph.order:
-        if node in level.accepted:
-            continue
-        if sizes[component[node]] > 1 or _loops(graph, node):
+    for node in cyclic:
+        if node not in level.accepted:
             start = _representative(graph, node, component, representatives)
             if start not in verdicts:
                 vouch = component[start] not in looping
