@@ -82,6 +82,9 @@ Label = tuple[Any, ...]
 # label). The label is None for an in-place edge. A plain tuple: a document
 # has tens of thousands of edges, unpacked in every stage's inner loop.
 Edge = tuple[int, str, str, Label | None]
+# An edge while the graph is built: (target pointer, the value there or
+# _UNKNOWN, keyword, where, label).
+_RawEdge = tuple[str, Any, str, str, Label | None]
 
 
 class ShapeError(ValueError):
@@ -145,20 +148,19 @@ class _Graph:
         self.order: list[int] = []
         self.patterns: dict[str, Any] = {}
         self._resolved: dict[tuple[str, Any, str], list[str]] = {}
-        self._pending: list[tuple[Any, str]] = []  # each node's schema and base
+        self._schemas: list[Any] = []  # each node's subschema, until expanded
         self.in_place: list[Sequence[tuple[int, str]]] = []
         self.steps_left = 0
-        base = index.base_uris.get("", index.root_uri)
-        self._build(self._node("", index.document, base))
+        self._build(self._node("", index.document))
         self.steps_left = _STEPS_PER_SUBSCHEMA * len(self.order) + _STEPS_MINIMUM
 
-    def _node(self, pointer: str, schema: Any, base: str) -> int:
+    def _node(self, pointer: str, schema: Any) -> int:
         node = self.ids[pointer] = len(self.pointers)
         self.pointers.append(pointer)
         # Most nodes are leaves: their edge lists are made when they have any.
         self.out.append(())
         self.in_place.append(())
-        self._pending.append((schema, base))
+        self._schemas.append(schema)
         return node
 
     def _build(self, root: int) -> None:
@@ -170,34 +172,35 @@ class _Graph:
                 continue
             expanded.add(node)
             self.order.append(node)
-            schema, base = self._pending[node]
+            schema = self._schemas[node]
             if not schema or schema is True:
                 continue
             out: list[Edge] = []
             in_place: list[tuple[int, str]] = []
-            edges = self._edges(self.pointers[node], schema, base)
-            for target, keyword, where, label in edges:
+            for target, value, keyword, where, label in self._edges(
+                self.pointers[node], schema
+            ):
                 known = self.ids.get(target)
                 if known is None:
-                    value, target_base = self._schema_at(target)
+                    if value is _UNKNOWN:
+                        value = self._schema_at(target)
                     if not isinstance(value, dict | bool):
                         continue
-                    known = self._node(target, value, target_base)
+                    known = self._node(target, value)
                 out.append((known, keyword, where, label))
                 if label is None:
                     in_place.append((known, where))
                 if known not in expanded:
                     stack.append(known)
             self.out[node], self.in_place[node] = out, in_place
-        self._pending.clear()
+        self._schemas.clear()
 
-    def _schema_at(self, pointer: str) -> tuple[Any, str]:
-        index = self.index
-        value = index.subschemas.get(pointer, _UNKNOWN)
+    def _schema_at(self, pointer: str) -> Any:
+        """What a reference target holds (it may be a member no keyword owns)."""
+        value = self.index.subschemas.get(pointer, _UNKNOWN)
         if value is not _UNKNOWN:
-            return value, index.base_uris[pointer]
-        # A child of a target no keyword owns: walk there in the document.
-        value = index.document
+            return value
+        value = self.index.document
         for token in pointer.split("/")[1:]:
             token = token.replace("~1", "/").replace("~0", "~")
             if isinstance(value, dict):
@@ -208,13 +211,12 @@ class _Graph:
                 value = value[int(token)]
             else:
                 value = None
-        return value, index.base_uri_at(pointer)
+        return value
 
-    def _edges(
-        self, pointer: str, schema: Any, base: str
-    ) -> list[tuple[str, str, str, Label | None]]:
-        """The edges out of ``schema``, each with its target's pointer."""
-        edges: list[tuple[str, str, str, Label | None]] = []
+    def _edges(self, pointer: str, schema: Any) -> list[_RawEdge]:
+        """The edges out of ``schema``, each with its target's pointer and,
+        but for a reference, the value there (read here, not looked up)."""
+        edges: list[_RawEdge] = []
         if not isinstance(schema, dict):
             return edges
         keywords = self._keywords
@@ -225,38 +227,39 @@ class _Graph:
                 continue
             at = pointer + "/" + escape(keyword)
             if keyword in _REFERENCES:
+                base = self.index.base_uri_at(pointer)
                 for target in self._targets(keyword, value, base, at):
-                    edges.append((target, keyword, at, None))
+                    edges.append((target, _UNKNOWN, keyword, at, None))
             elif keyword in _IN_PLACE_LISTS and isinstance(value, list):
-                for i in range(len(value)):
+                for i, item in enumerate(value):
                     where = f"{at}/{i}"
-                    edges.append((where, keyword, where, None))
+                    edges.append((where, item, keyword, where, None))
             elif keyword in _IN_PLACE_SINGLE:
-                edges.append((at, keyword, at, None))
+                edges.append((at, value, keyword, at, None))
             elif keyword in _IN_PLACE_MAPS and isinstance(value, dict):
-                for name in value:
+                for name, item in value.items():
                     where = join_pointer(at, name)
-                    edges.append((where, keyword, where, None))
+                    edges.append((where, item, keyword, where, None))
             else:
                 self._child_edges(edges, schema, keyword, value, at)
         return edges
 
     def _child_edges(
         self,
-        edges: list[tuple[str, str, str, Label | None]],
+        edges: list[_RawEdge],
         schema: dict[str, Any],
         keyword: str,
         value: Any,
         at: str,
     ) -> None:
         if keyword == "properties" and isinstance(value, dict):
-            for name in value:
+            for name, item in value.items():
                 where = join_pointer(at, name)
-                edges.append((where, keyword, where, ("key", name)))
+                edges.append((where, item, keyword, where, ("key", name)))
         elif keyword == "patternProperties" and isinstance(value, dict):
-            for pattern in value:
+            for pattern, item in value.items():
                 where = join_pointer(at, pattern)
-                edges.append((where, keyword, where, ("pattern", pattern)))
+                edges.append((where, item, keyword, where, ("pattern", pattern)))
         elif keyword == "additionalProperties":
             names = schema.get("properties")
             patterns = schema.get("patternProperties")
@@ -265,17 +268,17 @@ class _Graph:
                 frozenset(names) if isinstance(names, dict) else frozenset(),
                 tuple(patterns) if isinstance(patterns, dict) else (),
             )
-            edges.append((at, keyword, at, label))
+            edges.append((at, value, keyword, at, label))
         elif keyword == "unevaluatedProperties":
-            edges.append((at, keyword, at, ("other", frozenset(), ())))
+            edges.append((at, value, keyword, at, ("other", frozenset(), ())))
         elif keyword in ("items", "prefixItems") and isinstance(value, list):
-            for i in range(len(value)):
+            for i, item in enumerate(value):
                 where = f"{at}/{i}"
-                edges.append((where, keyword, where, ("index", i)))
+                edges.append((where, item, keyword, where, ("index", i)))
         elif keyword == "items" or keyword in _ITEM_KEYWORDS:
-            edges.append((at, keyword, at, ("item",)))
+            edges.append((at, value, keyword, at, ("item",)))
         elif keyword == "propertyNames":
-            edges.append((at, keyword, at, ("name",)))
+            edges.append((at, value, keyword, at, ("name",)))
 
     def _targets(self, keyword: str, ref: Any, base: str, at: str) -> list[str]:
         """Where a reference leads; resolved once per reference text and base
