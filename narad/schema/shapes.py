@@ -799,8 +799,10 @@ def _check_path_counts(
     values: dict[Any, int] = {}
     counts: dict[int, dict[int, int]] = {0: {0: 1}}
     for node in order:
-        here = counts.pop(node, {})
-        if here and max(here.values()) > MAX_PATHS:
+        here = counts.pop(node, None)
+        if not here:  # a leaf skipped below
+            continue
+        if max(here.values()) > MAX_PATHS:
             raise ShapeError(
                 f"{graph.pointers[node] or '/'!r} is checked against one value "
                 f"through more than {MAX_PATHS} paths"
@@ -812,10 +814,10 @@ def _check_path_counts(
             moved = here
             if label is not None:
                 step = labels[label]
-                moved = {
-                    values.setdefault(value * width + step, len(values) + 1): count
-                    for value, count in here.items()
-                }
+                moved = {}
+                for value, count in here.items():
+                    key = value * width + step
+                    moved[values.setdefault(key, len(values) + 1)] = count
             there = counts.get(target)
             if there is None:
                 # A copy of ``here``, which other edges still read.
