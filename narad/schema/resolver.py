@@ -242,16 +242,17 @@ class SchemaIndex:
         keywords = self.draft.keywords
         walked = keywords | _ALWAYS_WALKED
         dynamic = "$dynamicRef" in keywords or "$recursiveRef" in keywords
+        subschemas, base_uris = self.subschemas, self.base_uris
         stack: list[tuple[str, Any, str]] = [("", document, self.root_uri)]
         while stack:
             pointer, schema, base = stack.pop()
-            self.subschemas[pointer] = schema
-            if not isinstance(schema, dict):
-                self.base_uris[pointer] = base
+            subschemas[pointer] = schema
+            if not schema or schema is True:  # nothing inside, nothing declared
+                base_uris[pointer] = base
                 continue
             if not _IDENTIFYING.isdisjoint(schema):
                 base = self._identify(pointer, schema, base)
-            self.base_uris[pointer] = base
+            base_uris[pointer] = base
             if dynamic and ("$dynamicRef" in schema or "$recursiveRef" in schema):
                 self.has_dynamic_refs = True
             for key, value in schema.items():
