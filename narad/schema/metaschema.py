@@ -95,7 +95,9 @@ class _Node:
         if not other.done:  # a cycle back into a node still being built
             self.rules.append(other.check)
             return
-        self.rules.extend(other.rules)
+        # A rule already here has run first: a second copy never changes the
+        # outcome (every vocabulary meta-schema repeats the same "type").
+        self.rules.extend(rule for rule in other.rules if rule not in self.rules)
         for name, nodes in other.properties.items():
             self.properties.setdefault(name, []).extend(nodes)
 
@@ -142,6 +144,7 @@ class MetaSchema:
         self._fraction_integers = fraction_integers
         self._root_schema = draft.meta_schema
         self._nodes: dict[int, _Node] = {}
+        self._types: dict[str | tuple[str, ...], Rule] = {}
         base = self._base(draft.meta_schema, "")
         self._resources: dict[str, Mapping[str, Any]] = {base: draft.meta_schema}
         self._root = self._compile(draft.meta_schema, base)
@@ -218,7 +221,10 @@ class MetaSchema:
             rule = _APPLICATORS[keyword](self._compile(value, base), schema)
             node.rules.append(rule)
         elif keyword == "type":
-            node.rules.insert(0, self._type(value))
+            rule = self._type(value)
+            if rule in node.rules:
+                node.rules.remove(rule)
+            node.rules.insert(0, rule)
         elif keyword in _ASSERTIONS:
             rule_for = _ASSERTIONS[keyword]
             rule = rule_for(value, schema)
@@ -265,6 +271,14 @@ class MetaSchema:
         return self._resources[uri]
 
     def _type(self, names: Any) -> Rule:
+        """The rule for ``names``: one per list of names, so merges can tell
+        the same rule again."""
+        key = names if isinstance(names, str) else tuple(names)
+        if key not in self._types:
+            self._types[key] = self._new_type(names)
+        return self._types[key]
+
+    def _new_type(self, names: Any) -> Rule:
         listed = [names] if isinstance(names, str) else list(names)
         allowed = frozenset(kind for name in listed for kind in _TYPES[name])
         # An integer written 1.0 or 1e2 parses as a Decimal.
