@@ -833,8 +833,10 @@ def _check_path_counts(
 def _applies_many(
     graph: _Graph, order: list[int], forward: list[Sequence[Edge]]
 ) -> bool:
-    applied = [0] * len(graph.out)
+    applied = [1] * len(graph.out)  # what a node without edges applies
     for node in reversed(order):
+        if not forward[node]:
+            continue
         total = 1
         for target, keyword, _, label in forward[node]:
             if label is None:
@@ -842,4 +844,4 @@ def _applies_many(
                 hop = keyword in _REFERENCES
                 total = min(total + applied[target] - hop, _CAP)
         applied[node] = total
-    return any(n > MAX_SUBSCHEMAS_PER_VALUE for n in applied)
+    return max(applied) > MAX_SUBSCHEMAS_PER_VALUE
