@@ -75,6 +75,7 @@ _IN_PLACE_MAPS = frozenset({"dependentSchemas", "dependencies"})
 _NEGATING = frozenset({"not", "if", "oneOf"})
 _ITEM_KEYWORDS = frozenset({"additionalItems", "unevaluatedItems", "contains"})
 
+# A target's value not read yet (a reference's): looked up by pointer.
 _UNKNOWN = object()
 
 Label = tuple[Any, ...]
@@ -111,15 +112,21 @@ def analyse(index: SchemaIndex) -> Analysis:
     """
     graph = _Graph(index)
     components = _components(graph.order, graph.out)
-    sizes = [0] * len(components)
-    for component in components:
-        sizes[component] += 1
+    sizes = _sizes(components)
     in_place = _in_place_components(graph, components, sizes)
     _check_negated_cycles(graph, in_place)
     _check_duplicated_recursion(graph, components, sizes, in_place)
     order, forward = _topological(graph)
     _check_path_counts(graph, order, forward)
     return Analysis(applies_many=_applies_many(graph, order, forward))
+
+
+def _sizes(components: list[int]) -> list[int]:
+    """How many nodes each component has, by component id."""
+    sizes = [0] * len(components)
+    for component in components:
+        sizes[component] += 1
+    return sizes
 
 
 # -- The graph -----------------------------------------------------------------
@@ -143,7 +150,7 @@ class _Graph:
         self._ref_overrides_siblings = index.draft.ref_overrides_siblings
         self._ref_only = self._keywords & {"$ref"}
         self.pointers: list[str] = []
-        self.ids: dict[str, int] = {}
+        self._ids: dict[str, int] = {}
         self.out: list[Sequence[Edge]] = []
         self.order: list[int] = []
         self.patterns: dict[str, Any] = {}
@@ -155,7 +162,7 @@ class _Graph:
         self.steps_left = _STEPS_PER_SUBSCHEMA * len(self.order) + _STEPS_MINIMUM
 
     def _node(self, pointer: str, schema: Any) -> int:
-        node = self.ids[pointer] = len(self.pointers)
+        node = self._ids[pointer] = len(self.pointers)
         self.pointers.append(pointer)
         # Most nodes are leaves: their edge lists are made when they have any.
         self.out.append(())
@@ -180,7 +187,7 @@ class _Graph:
             for target, value, keyword, where, label in self._edges(
                 self.pointers[node], schema
             ):
-                known = self.ids.get(target)
+                known = self._ids.get(target)
                 if known is None:
                     if value is _UNKNOWN:
                         value = self._schema_at(target)
@@ -362,7 +369,7 @@ def _components(
 
     ``edges`` are each node's edges, graph or in-place: each leads to its
     first item. With ``within`` (components of a coarser graph), an edge
-    between two of those is not followed. A node not reached from ``roots``
+    leaving one of those is not followed. A node not reached from ``roots``
     gets -1.
     """
     size = len(edges)
