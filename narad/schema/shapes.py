@@ -194,6 +194,11 @@ class _Graph:
                     if not isinstance(value, dict | bool):
                         continue
                     known = self._node(target, value)
+                    if not value or value is True:
+                        # Nothing inside: expanded now, not stacked. Where a
+                        # leaf sits in ``order`` decides no stage's outcome.
+                        expanded.add(known)
+                        self.order.append(known)
                 out.append((known, keyword, where, label))
                 if label is None:
                     in_place.append((known, where))
