@@ -215,7 +215,8 @@ def _schemas(document: dict[str, Any]) -> Iterator[tuple[_Where, dict[str, Any]]
             continue
         yield where, value
         for key, item in value.items():
-            if key in _DATA:
+            # Only objects and arrays can hold an object: scalars are not stacked.
+            if key in _DATA or not isinstance(item, dict | list):
                 continue
             at = (key, where)
             if key in MAP_SUBSCHEMAS and isinstance(item, dict):
