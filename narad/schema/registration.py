@@ -95,8 +95,11 @@ def _collector_paused() -> Iterator[None]:
     Registration allocates hundreds of thousands of small containers, none in
     a cycle, and each burst of allocations made the collector traverse the
     whole parsed document again: up to half the time of a 256 KiB document.
-    Reference counting frees all of it regardless. (Workers serve one request
-    at a time, so nothing else runs meanwhile.)
+    Reference counting frees all of it regardless. Other request threads of
+    the worker keep running; their cyclic garbage only waits for this
+    registration, which the analysis budget keeps short. Only the thread that
+    paused the collector resumes it, so overlapping registrations never leave
+    it off.
     """
     if not gc.isenabled():
         yield
