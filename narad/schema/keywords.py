@@ -18,6 +18,8 @@ nested level and a generator per call, while plain Python calls do neither.
 from __future__ import annotations
 
 import threading
+from abc import ABC
+from abc import abstractmethod
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
@@ -172,18 +174,21 @@ def union(a: Marks, b: Marks) -> Marks:
     return a | b  # type: ignore[operator]
 
 
-class Keyword:
+class Keyword(ABC):
     """One compiled keyword of one subschema."""
 
     __slots__ = ()
     name = ""
     types: frozenset[type] | None = None
 
+    @abstractmethod
     def valid(self, x: Any) -> bool:
-        raise NotImplementedError
+        """Whether ``x`` passes this keyword (``x`` already of ``types``)."""
 
     def message(self, x: Any) -> str:
-        raise NotImplementedError
+        # Assertions say what failed; applicators override ``report`` instead
+        # and never get here.
+        return f"{self.name}: value not accepted"
 
     def report(self, x: Any, path: Path, out: Report) -> None:
         if not self.valid(x):
