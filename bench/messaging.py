@@ -136,8 +136,12 @@ class Servers:
     def _spawn(self, args: list[str], log: Path) -> subprocess.Popen:
         with log.open("wb") as out:
             process = subprocess.Popen(
-                args, env=self.env, cwd=self.tmp, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                args,
+                env=self.env,
+                cwd=self.tmp,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.processes.append(process)
         return process
@@ -148,8 +152,13 @@ class Servers:
         wait_ready(self.port, "/readyz", self.narad, log)
         log = self.tmp / "floor.log"
         self.floor = self._spawn(
-            [sys.executable, str(ROOT / "bench" / "floor_app.py"),
-             f"127.0.0.1:{self.floor_port}", self.storage_url, str(self.workers)],
+            [
+                sys.executable,
+                str(ROOT / "bench" / "floor_app.py"),
+                f"127.0.0.1:{self.floor_port}",
+                self.storage_url,
+                str(self.workers),
+            ],
             log,
         )
         wait_ready(self.floor_port, "/", self.floor, log)
@@ -220,8 +229,11 @@ def run_load(port: int, clients: int, seconds: float, factory: Callable[[], Driv
             except BlockingIOError:
                 break
             conn.out = conn.out[sent:]
-        sel.modify(conn.sock, selectors.EVENT_READ | (
-            selectors.EVENT_WRITE if conn.out else 0), conn)
+        sel.modify(
+            conn.sock,
+            selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0),
+            conn,
+        )
 
     for conn in conns:
         sel.register(conn.sock, selectors.EVENT_READ, conn)
@@ -247,8 +259,8 @@ def run_load(port: int, clients: int, seconds: float, factory: Callable[[], Driv
             length = int(match[1]) if match else 0
             if len(conn.buf) < end + 4 + length:
                 continue
-            body = bytes(conn.buf[end + 4:end + 4 + length])
-            del conn.buf[:end + 4 + length]
+            body = bytes(conn.buf[end + 4 : end + 4 + length])
+            del conn.buf[: end + 4 + length]
             now = time.monotonic()
             data, count = conn.driver((status, body))
             if now >= counting_from:
@@ -389,12 +401,16 @@ def report(servers: Servers, seconds: float) -> None:
     port = servers.port
     narad = {"gunicorn workers": servers.narad_workers, "valkey": servers.valkey}
     floor = {"gunicorn workers": servers.floor_workers, "valkey": servers.valkey}
-    print(f"narad serve: {servers.workers} gthread workers x 128 threads, "
-          f"reuse_port, embedded Valkey (appendonly, fsync always) at "
-          f"{servers.storage_url}")
-    print(f"load generator: this process, one epoll thread, {CLIENTS} keep-alive "
-          f"HTTP/1.1 connections, 1 request in flight each, {seconds:g} s per "
-          f"phase after {WARMUP_S:g} s warm-up; {os.cpu_count()} cores shared")
+    print(
+        f"narad serve: {servers.workers} gthread workers x 128 threads, "
+        f"reuse_port, embedded Valkey (appendonly, fsync always) at "
+        f"{servers.storage_url}"
+    )
+    print(
+        f"load generator: this process, one epoll thread, {CLIENTS} keep-alive "
+        f"HTTP/1.1 connections, 1 request in flight each, {seconds:g} s per "
+        f"phase after {WARMUP_S:g} s warm-up; {os.cpu_count()} cores shared"
+    )
     print()
     rows = []
 
@@ -404,30 +420,55 @@ def report(servers: Servers, seconds: float) -> None:
         rows.append((name, usage.text))
         return result
 
-    floor_rate, st = phase("floor", floor, lambda: run_load(
-        servers.floor_port, CLIENTS, seconds,
-        constant(request("POST", "/floor", BODY), 202, 1)))
+    floor_rate, st = phase(
+        "floor",
+        floor,
+        lambda: run_load(
+            servers.floor_port,
+            CLIENTS,
+            seconds,
+            constant(request("POST", "/floor", BODY), 202, 1),
+        ),
+    )
     check(st, {202})
 
     create_topic(port, "bench-single")
-    single, st = phase("single produce", narad, lambda: run_load(
-        port, CLIENTS, seconds, constant(
-            request("POST", "/v1/topics/bench-single/produce", BODY), 202, 1)))
+    single, st = phase(
+        "single produce",
+        narad,
+        lambda: run_load(
+            port,
+            CLIENTS,
+            seconds,
+            constant(request("POST", "/v1/topics/bench-single/produce", BODY), 202, 1),
+        ),
+    )
     check(st, {202})
 
     create_topic(port, "bench-batch")
-    batch_body = json.dumps(
-        {"messages": [{"value": BODY.decode()}] * BATCH}
-    ).encode()
-    batch, st = phase("batch produce", narad, lambda: run_load(
-        port, BATCH_CLIENTS, seconds, constant(
-            request("POST", "/v1/topics/bench-batch/produce/batch", batch_body),
-            202, BATCH)))
+    batch_body = json.dumps({"messages": [{"value": BODY.decode()}] * BATCH}).encode()
+    batch, st = phase(
+        "batch produce",
+        narad,
+        lambda: run_load(
+            port,
+            BATCH_CLIENTS,
+            seconds,
+            constant(
+                request("POST", "/v1/topics/bench-batch/produce/batch", batch_body),
+                202,
+                BATCH,
+            ),
+        ),
+    )
     check(st, {202})
 
     # Consume the batch phase's backlog: far more than this phase can take.
-    consumed, st = phase("consume+ack", narad, lambda: run_load(
-        port, CLIENTS, seconds, consume_and_ack("bench-batch")))
+    consumed, st = phase(
+        "consume+ack",
+        narad,
+        lambda: run_load(port, CLIENTS, seconds, consume_and_ack("bench-batch")),
+    )
     check(st, {200, 204})
 
     create_topic(port, "bench-latency")
@@ -441,18 +482,28 @@ def report(servers: Servers, seconds: float) -> None:
 
     table = [
         ("floor: falcon + 1 EVALSHA", f"{floor_rate:9,.0f} req/s", ""),
-        ("single produce (1 KiB)", f"{single:9,.0f} msgs/s",
-         f">= 70% of floor: {100 * single / floor_rate:.0f}% "
-         f"{verdict(single >= 0.7 * floor_rate)}"),
-        (f"batch produce ({BATCH}/req, {BATCH_CLIENTS} conns)",
-         f"{batch:9,.0f} msgs/s",
-         f">= 50,000 msgs/s: {verdict(batch >= 50_000)}"),
-        ("consume+ack", f"{consumed:9,.0f} msgs/s",
-         f">= 50% of single produce: {100 * consumed / single:.0f}% "
-         f"{verdict(consumed >= 0.5 * single)}"),
-        ("produce->consume latency",
-         f"p50 {p50:.2f} ms, p99 {p99:.2f} ms",
-         f"p50 < 5 ms: {verdict(p50 < 5)} ({len(samples)} samples)"),
+        (
+            "single produce (1 KiB)",
+            f"{single:9,.0f} msgs/s",
+            f">= 70% of floor: {100 * single / floor_rate:.0f}% "
+            f"{verdict(single >= 0.7 * floor_rate)}",
+        ),
+        (
+            f"batch produce ({BATCH}/req, {BATCH_CLIENTS} conns)",
+            f"{batch:9,.0f} msgs/s",
+            f">= 50,000 msgs/s: {verdict(batch >= 50_000)}",
+        ),
+        (
+            "consume+ack",
+            f"{consumed:9,.0f} msgs/s",
+            f">= 50% of single produce: {100 * consumed / single:.0f}% "
+            f"{verdict(consumed >= 0.5 * single)}",
+        ),
+        (
+            "produce->consume latency",
+            f"p50 {p50:.2f} ms, p99 {p99:.2f} ms",
+            f"p50 < 5 ms: {verdict(p50 < 5)} ({len(samples)} samples)",
+        ),
     ]
     width = max(len(r[0]) for r in table)
     for name, figure, target in table:

@@ -198,8 +198,10 @@ def produce_ratio(seconds: float = 5.0, rounds: int = 2) -> None:
                 assert set(statuses) == {202}, statuses
                 rates[topic].append(rate)
         plain, orders = max(rates["plain"]), max(rates["orders"])
-        print(f"produce of the {len(ORDER)}-byte order, {CLIENTS} keep-alive "
-              f"clients, best of {rounds} x {seconds:g} s:")
+        print(
+            f"produce of the {len(ORDER)}-byte order, {CLIENTS} keep-alive "
+            f"clients, best of {rounds} x {seconds:g} s:"
+        )
         print(f"  {'without a schema':40s} {plain:9.0f} msgs/s")
         print(f"  {'with the typical schema':40s} {orders:9.0f} msgs/s")
         verdict = "PASS" if orders >= 0.8 * plain else "MISS"

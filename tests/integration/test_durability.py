@@ -181,8 +181,14 @@ class Load:
         self.producers = [
             threading.Thread(
                 target=producer,
-                args=(self.client, topic, self.ledger, f"p{i}",
-                      self.stop_producing, limit),
+                args=(
+                    self.client,
+                    topic,
+                    self.ledger,
+                    f"p{i}",
+                    self.stop_producing,
+                    limit,
+                ),
             )
             for i in range(producers)
         ]
@@ -317,9 +323,16 @@ def test_storage_sigkill_and_restart_under_load_loses_nothing(stack, topic):
     )
     assert outage, f"the outage went unnoticed: {statuses}"
     codes = {(op, s) for op, s in statuses if isinstance(s, int)}
-    allowed = {("produce", 202), ("produce", 503), ("consume", 200),
-               ("consume", 204), ("consume", 503), ("ack", 204), ("ack", 410),
-               ("ack", 503)}
+    allowed = {
+        ("produce", 202),
+        ("produce", 503),
+        ("consume", 200),
+        ("consume", 204),
+        ("consume", 503),
+        ("ack", 204),
+        ("ack", 410),
+        ("ack", 503),
+    }
     assert codes <= allowed, statuses
     drain_and_check(stack, topic, load.ledger, visibility)
     # The wake-up subscription came back with the server.

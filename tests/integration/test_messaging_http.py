@@ -223,7 +223,10 @@ def test_max_in_flight_per_partition(http, topic):
 
 def test_max_acked_ahead_blocks_until_the_frontier_moves(http, topic):
     make(
-        http, topic, partitions=1, max_acked_ahead_per_partition=2,
+        http,
+        topic,
+        partitions=1,
+        max_acked_ahead_per_partition=2,
         visibility_timeout_ms=300,
     )
     for _ in range(6):

@@ -189,6 +189,7 @@ def test_schema_history_script_enforces_base_count_and_budgets(storage):
 
 def test_delete_returns_schema_bytes_to_the_cluster(storage):
     meta = new_topic(storage)
+
     def total() -> int:
         return int(storage.client.redis.get("narad:schema_bytes") or 0)
 

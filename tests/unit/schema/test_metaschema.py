@@ -181,8 +181,7 @@ SIMPLE = (
     | st.sampled_from(["", "a", "string", "integer", "#a", "a#", "a\n", "#/$defs/a"])
 )
 KEYWORDS = sorted(
-    {keyword for draft in DRAFTS.values() for keyword in draft.keywords}
-    | {"x-other"}
+    {keyword for draft in DRAFTS.values() for keyword in draft.keywords} | {"x-other"}
 )
 
 
