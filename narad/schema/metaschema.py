@@ -31,8 +31,11 @@ import re
 from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
+
+import jsonschema_specifications
 
 from narad.schema.drafts import Draft
 from narad.schema.jsontext import json_key
@@ -473,3 +476,33 @@ _ASSERTIONS: dict[str, Callable[[Any, Mapping[str, Any]], Rule | None]] = {
     "pattern": _pattern,
     "uniqueItems": _unique_items,
 }
+
+
+def specification_draft(
+    name: str,
+    uri: str,
+    keywords: frozenset[str],
+    *,
+    id_keyword: str = "$id",
+    ref_overrides_siblings: bool = False,
+    fraction_integers: bool = True,
+    default: bool = False,
+) -> Draft:
+    """A :class:`Draft` for a dialect whose meta-schema
+    ``jsonschema_specifications`` ships, with its compiled meta-schema check.
+
+    ``uri`` selects the draft with and without a trailing ``#``. Draft plugins
+    (built-in or not) call this once at import.
+    """
+    lookup = jsonschema_specifications.REGISTRY.contents
+    draft = Draft(
+        name=name,
+        uris=(uri, uri + "#"),
+        meta_schema=lookup(uri),
+        keywords=keywords,
+        id_keyword=id_keyword,
+        ref_overrides_siblings=ref_overrides_siblings,
+        default=default,
+    )
+    meta = MetaSchema(draft, lookup, fraction_integers=fraction_integers)
+    return replace(draft, meta_validator=meta.errors)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-import jsonschema_specifications
-
 from narad import hookimpl
 from narad.schema.drafts import Draft
-from narad.schema.metaschema import MetaSchema
+from narad.schema.metaschema import specification_draft
 
 URI = "https://json-schema.org/draft/2019-09/schema"
 
@@ -75,22 +71,13 @@ KEYWORDS = frozenset(
 )
 
 
-_DRAFT = Draft(
-    name="2019-09",
-    uris=(URI, URI + "#"),
-    meta_schema=jsonschema_specifications.REGISTRY.contents(URI),
-    keywords=KEYWORDS,
-    id_keyword="$id",
-    ref_overrides_siblings=False,
-    default=False,
-)
-_META_SCHEMA = MetaSchema(
-    _DRAFT,
-    jsonschema_specifications.REGISTRY.contents,
-    fraction_integers=True,
+DRAFT = specification_draft(
+    "2019-09",
+    URI,
+    KEYWORDS,
 )
 
 
 @hookimpl
 def narad_json_schema_drafts() -> list[Draft]:
-    return [replace(_DRAFT, meta_validator=_META_SCHEMA.errors)]
+    return [DRAFT]

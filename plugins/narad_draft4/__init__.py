@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-import jsonschema_specifications
-
 from narad import hookimpl
 from narad.schema.drafts import Draft
-from narad.schema.metaschema import MetaSchema
+from narad.schema.metaschema import specification_draft
 
 URI = "http://json-schema.org/draft-04/schema"
 
@@ -52,23 +48,17 @@ KEYWORDS = frozenset(
 )
 
 
-_DRAFT = Draft(
-    name="04",
-    uris=(URI, URI + "#"),
-    meta_schema=jsonschema_specifications.REGISTRY.contents(URI),
-    keywords=KEYWORDS,
+DRAFT = specification_draft(
+    "04",
+    URI,
+    KEYWORDS,
     id_keyword="id",
     ref_overrides_siblings=True,
-    default=False,
-)
-# As python-jsonschema reads draft-04: 1.0 and 1e2 are numbers, not integers.
-_META_SCHEMA = MetaSchema(
-    _DRAFT,
-    jsonschema_specifications.REGISTRY.contents,
+    # As python-jsonschema reads draft-04: 1.0 and 1e2 are numbers, not integers.
     fraction_integers=False,
 )
 
 
 @hookimpl
 def narad_json_schema_drafts() -> list[Draft]:
-    return [replace(_DRAFT, meta_validator=_META_SCHEMA.errors)]
+    return [DRAFT]

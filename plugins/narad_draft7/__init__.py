@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-import jsonschema_specifications
-
 from narad import hookimpl
 from narad.schema.drafts import Draft
-from narad.schema.metaschema import MetaSchema
+from narad.schema.metaschema import specification_draft
 
 URI = "http://json-schema.org/draft-07/schema"
 
@@ -64,22 +60,14 @@ KEYWORDS = frozenset(
 )
 
 
-_DRAFT = Draft(
-    name="07",
-    uris=(URI, URI + "#"),
-    meta_schema=jsonschema_specifications.REGISTRY.contents(URI),
-    keywords=KEYWORDS,
-    id_keyword="$id",
+DRAFT = specification_draft(
+    "07",
+    URI,
+    KEYWORDS,
     ref_overrides_siblings=True,
-    default=False,
-)
-_META_SCHEMA = MetaSchema(
-    _DRAFT,
-    jsonschema_specifications.REGISTRY.contents,
-    fraction_integers=True,
 )
 
 
 @hookimpl
 def narad_json_schema_drafts() -> list[Draft]:
-    return [replace(_DRAFT, meta_validator=_META_SCHEMA.errors)]
+    return [DRAFT]
