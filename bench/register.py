@@ -18,6 +18,7 @@ from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
 from narad.schema.registration import MAX_SIZE
 from narad.schema.registration import register
+from tests.cases.registration import recursive_properties_chain
 
 DRAFTS, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()
 
@@ -130,19 +131,6 @@ def skipping_chain(n: int) -> object:
         f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 2}"}] * 2} for i in range(n)
     }
     defs[f"d{n}"] = defs[f"d{n + 1}"] = {"type": "string"}
-    return {"$ref": "#/$defs/d0", "$defs": defs}
-
-
-def recursive_properties_chain(n: int) -> object:
-    """Each link applies the next in place and recurses under its own property."""
-    defs: dict[str, object] = {
-        f"d{i}": {
-            "allOf": [{"$ref": f"#/$defs/d{i + 1}"}],
-            "properties": {f"p{i}": {"$ref": "#"}},
-        }
-        for i in range(n)
-    }
-    defs[f"d{n}"] = {}
     return {"$ref": "#/$defs/d0", "$defs": defs}
 
 

@@ -81,6 +81,20 @@ def doubling_chain(
     return _text(document)
 
 
+def recursive_properties_chain(n: int) -> dict:
+    """Each link applies the next in place and recurses to the root under its
+    own property name: ordinary recursion, reached once per level."""
+    defs: dict = {
+        f"d{i}": {
+            "allOf": [{"$ref": f"#/$defs/d{i + 1}"}],
+            "properties": {f"p{i}": {"$ref": "#"}},
+        }
+        for i in range(n)
+    }
+    defs[f"d{n}"] = {}
+    return {"$ref": "#/$defs/d0", "$defs": defs}
+
+
 def nested_resources(length: int) -> str:
     """A doubling chain where each link is a nested resource with its own $id."""
     inner: dict = {"$id": f"https://example.com/d{length}", "type": "string"}

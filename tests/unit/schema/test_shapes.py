@@ -17,6 +17,7 @@ from narad.schema.registration import register
 from narad.schema.resolver import SchemaIndex
 from narad.schema.shapes import ShapeError
 from narad.schema.shapes import analyse
+from tests.cases.registration import recursive_properties_chain
 
 BY_URI, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()
 
@@ -163,21 +164,8 @@ def test_registration_never_blows_up_on_generated_documents(raw):
     assert time.perf_counter() - started < 2.0
 
 
-def _recursive_properties_chain(n: int) -> dict:
-    """Each link recurses to the root under its own property name."""
-    defs: dict = {
-        f"d{i}": {
-            "allOf": [{"$ref": f"#/$defs/d{i + 1}"}],
-            "properties": {f"p{i}": {"$ref": "#"}},
-        }
-        for i in range(n)
-    }
-    defs[f"d{n}"] = {}
-    return {"$ref": "#/$defs/d0", "$defs": defs}
-
-
 def test_recursive_properties_chain_is_accepted_fast():
-    raw = json.dumps(_recursive_properties_chain(400)).encode()
+    raw = json.dumps(recursive_properties_chain(400)).encode()
     started = time.perf_counter()
     register(raw, drafts=BY_URI, default_draft=DEFAULT)
     assert time.perf_counter() - started < 3.0
@@ -246,6 +234,6 @@ def test_memoised_shape_one_agrees_with_checking_every_start(document):
 def test_analysis_past_its_budget_is_refused(monkeypatch):
     monkeypatch.setattr(shapes, "_STEPS_MINIMUM", 0)
     monkeypatch.setattr(shapes, "_STEPS_PER_SUBSCHEMA", 1)
-    raw = json.dumps(_recursive_properties_chain(10)).encode()
+    raw = json.dumps(recursive_properties_chain(10)).encode()
     with pytest.raises(InvalidSchema, match="schema: too costly to analyse"):
         register(raw, drafts=BY_URI, default_draft=DEFAULT)
