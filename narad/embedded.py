@@ -57,8 +57,13 @@ class EmbeddedValkey:
         return self.data_dir / "valkey.sock"
 
     @property
+    def uses_socket(self) -> bool:
+        """A unix socket when its path fits in sun_path, else TCP on loopback."""
+        return len(str(self.socket_path)) <= _MAX_SOCKET_PATH
+
+    @property
     def url(self) -> str:
-        if len(str(self.socket_path)) <= _MAX_SOCKET_PATH:
+        if self.uses_socket:
             return f"unix://{self.socket_path}"
         return f"redis://127.0.0.1:{self.port}/0"
 
@@ -74,7 +79,7 @@ class EmbeddedValkey:
             "logfile valkey.log",
             "maxmemory-policy noeviction",
         ]
-        if len(str(self.socket_path)) <= _MAX_SOCKET_PATH:
+        if self.uses_socket:
             lines += [f"unixsocket {self.socket_path}", "unixsocketperm 700"]
         return "\n".join(lines) + "\n"
 

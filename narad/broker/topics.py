@@ -9,6 +9,7 @@ the caller refreshes and retries when the record moved on.
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 
 from narad.broker import now_ms
 from narad.errors import Conflict
@@ -77,7 +78,15 @@ class TopicService:
         if result.status is Status.EXISTS:
             raise TopicExists(name)
         self.schemas.raise_for_budget(result, name)
-        return self.refresh(name)
+        # The script wrote exactly this record: no need to read it back.
+        created = replace(
+            meta,
+            schema_version=result.version,
+            schema_high_cost=bool(schema and schema.high_cost),
+            schema_bytes=result.stored_bytes,
+        )
+        self._cache[name] = created
+        return created
 
     def describe(self, name: str) -> tuple[TopicMeta, list[PartitionStats]]:
         meta = self.refresh(name)
@@ -114,7 +123,3 @@ class TopicService:
             raise TopicNotFound(name)
         self._cache.pop(name, None)
         self.schemas.forget(name)
-
-    def invalidate(self, meta: TopicMeta) -> None:
-        if self._cache.get(meta.name) == meta:
-            del self._cache[meta.name]
