@@ -9,6 +9,12 @@ client's fault and never become a 4xx.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from narad.compatibility import Violation
+
 
 class NaradError(Exception):
     """A request Narad refuses; ``str(error)`` is the message clients see."""
@@ -35,7 +41,19 @@ class InvalidSchema(InvalidArgument):
 
 
 class IncompatibleSchema(InvalidArgument):
-    """A schema change that could refuse a message the previous version accepted."""
+    """A schema change that could refuse a message the previous version accepted.
+
+    Attributes:
+        version: The version the change was checked against.
+        violations: The :class:`narad.compatibility.Violation` s found (the
+            message names the first ones).
+    """
+
+    def __init__(self, version: int, violations: Sequence[Violation]) -> None:
+        listed = "; ".join(str(v) for v in violations[:8])
+        super().__init__(f"schema: incompatible with version {version}: {listed}")
+        self.version = version
+        self.violations = tuple(violations)
 
 
 class Unauthorized(NaradError):

@@ -127,24 +127,18 @@ class SchemaService:
     def _is_change(self, meta: TopicMeta, current: int, new: RegisteredSchema) -> bool:
         old_doc = self._document(meta.name, current)
         old_draft = self.draft_of(old_doc)
-        if jsontext.json_equal(old_doc, new.document):
+        if compatibility.no_change(old_doc, new.document, draft=old_draft):
             return False
-        if compatibility.annotations_only_change(
-            old_doc, new.document, draft=old_draft
-        ):
-            return False
-        problems = compatibility.check(
+        violations = compatibility.check(
             old_doc,
             new.document,
             old_draft=old_draft,
             new_draft=new.draft,
             rules=self.rules,
+            first=True,  # the refusal names one; a full report is a dry run's
         )
-        if problems:
-            listed = "; ".join(str(p) for p in problems[:8])
-            raise IncompatibleSchema(
-                f"schema: incompatible with version {current}: {listed}"
-            )
+        if violations:
+            raise IncompatibleSchema(current, violations)
         return True
 
     def _reload(self, name: str) -> TopicMeta:
