@@ -62,7 +62,9 @@ if TYPE_CHECKING:
 __all__ = (
     "ABSENT",
     "ANNOTATIONS",
+    "UNKNOWN",
     "Change",
+    "InPlace",
     "Rule",
     "RuleContext",
     "Side",
@@ -224,12 +226,14 @@ class RuleContext:
         new_schema: The same for the proposed subschema.
         old_draft: The draft of the previous version.
         new_draft: The draft of the proposed version.
-        old_in_place_root: The previous subschema where the instance value
-            this pair applies to was entered: the outermost one that this
-            subschema applies in place of, through ``$ref`` and through
-            :meth:`compare` calls with ``in_place=True`` (``allOf``, ``anyOf``
-            branches); ``old_schema`` itself when there is none. What the
-            previous version said about a value is found from here.
+        old_applying: Every previous subschema known to apply to the same
+            instance value as ``old_schema`` (itself included): those it
+            applies in place of (through :meth:`compare` with
+            ``in_place=True``), and those the rule that descended here named
+            (``compare(applying=...)``); :data:`UNKNOWN` among them stands for
+            constraints the check cannot name. :meth:`InPlace.of` gathers
+            everything they apply. What the previous version said about a
+            value is found from here.
     """
 
     __slots__ = (
@@ -239,8 +243,8 @@ class RuleContext:
         "new_draft",
         "new_schema",
         "old",
+        "old_applying",
         "old_draft",
-        "old_in_place_root",
         "old_schema",
         "pointer",
     )
@@ -251,7 +255,7 @@ class RuleContext:
         pointer: str,
         old_schema: Any,
         new_schema: Any,
-        old_in_place_root: Any,
+        old_applying: tuple[Any, ...],
     ) -> None:
         self._walk = walk
         self.keyword = ""
@@ -262,7 +266,7 @@ class RuleContext:
         self.new = walk.in_force(new_schema, "new")
         self.old_draft: Draft = walk.old.draft
         self.new_draft: Draft = walk.new.draft
-        self.old_in_place_root = old_in_place_root
+        self.old_applying = old_applying
 
     def at(self, *tokens: str | int) -> str:
         """The pointer of a place below this subschema, e.g. ``at("items")``."""
@@ -272,7 +276,13 @@ class RuleContext:
         return pointer
 
     def compare(
-        self, old: Any, new: Any, pointer: str, *, in_place: bool = False
+        self,
+        old: Any,
+        new: Any,
+        pointer: str,
+        *,
+        in_place: bool = False,
+        applying: Iterable[Any] = (),
     ) -> list[Violation]:
         """Compare a previous subschema with a proposed one sitting at ``pointer``.
 
@@ -283,12 +293,19 @@ class RuleContext:
             in_place: True when the pair applies to the same instance value
                 as this one (``allOf``, ``anyOf`` branches); False when it
                 applies to a value inside it (``properties``, ``items``).
+            applying: With ``in_place`` False, the other previous subschemas
+                that may apply to that inner value besides ``old`` (another
+                ``allOf`` branch's ``items``, say), or :data:`UNKNOWN`; they
+                become the pair's :attr:`old_applying`. Naming them keeps a
+                rule below from taking the value as unconstrained.
 
         Returns:
             What refuses a message ``old`` accepted. Results are remembered
             per pair, so a rule may try pairs (``anyOf`` does) at little cost.
         """
-        return self._walk.compare(old, new, pointer, nested=True, in_place=in_place)
+        return self._walk.compare(
+            old, new, pointer, nested=True, in_place=in_place, applying=applying
+        )
 
     def identical(self, old: Any, new: Any, *, keyword: str | None = None) -> bool:
         """Whether two subschemas (or, with ``keyword``, two values of that
@@ -330,6 +347,104 @@ class RuleContext:
 
 
 Rule = Callable[[Any, Any, RuleContext], Iterable[Violation]]
+
+
+# The keywords by which a subschema applies others to its own instance value.
+_IN_PLACE = frozenset(
+    {
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "dependentSchemas",
+        "dependencies",
+    }
+)
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+#: In :attr:`RuleContext.old_applying` and ``compare(applying=...)``: the
+#: previous version constrains the value in a way the check cannot name.
+UNKNOWN: Any = _Unknown()
+
+
+@dataclass
+class InPlace:
+    """What the previous version applies to one instance value, gathered from
+    :attr:`RuleContext.old_applying` through the keywords that apply a
+    subschema to the same value.
+
+    Attributes:
+        positive: The subschemas (dicts) the value must satisfy, all or, for
+            ``anyOf`` branches, ``then``/``else`` and ``dependentSchemas``,
+            some of them: reached through ``$ref``, ``allOf``, ``anyOf``,
+            ``then``, ``else``, ``dependentSchemas`` and draft-07's
+            ``dependencies``.
+        turning: The subschemas (dicts) whose verdict is negated or decides
+            between others: under ``not``, ``oneOf`` or ``if``, and what
+            applies in place of them. A part of the value they look at may
+            be constrained in ways no single subschema says.
+        unknown: Constraints the check cannot name apply (:data:`UNKNOWN`, or
+            a dynamic reference whose target the scope decides).
+    """
+
+    positive: list[dict[str, Any]]
+    turning: list[dict[str, Any]]
+    unknown: bool
+
+    @classmethod
+    def of(cls, ctx: RuleContext) -> InPlace:
+        """Everything the previous version applies to this pair's value."""
+        draft = ctx.old_draft
+        keywords = draft.keywords
+        schema = ctx.old_schema
+        applying = ctx.old_applying
+        if len(applying) == 1 and applying[0] is schema:
+            if not isinstance(schema, dict):
+                return cls([], [], False)
+            if _IN_PLACE.isdisjoint(schema):
+                return cls([schema], [], False)
+        found = cls([], [], False)
+        seen: set[tuple[int, bool]] = set()
+        pending = [(schema, False) for schema in (*ctx.old_applying, ctx.old_schema)]
+        while pending:
+            schema, turning = pending.pop()
+            if schema is UNKNOWN:
+                found.unknown = True
+            if not isinstance(schema, dict) or (id(schema), turning) in seen:
+                continue
+            seen.add((id(schema), turning))
+            ref = schema.get("$ref") if "$ref" in keywords else None
+            if isinstance(ref, str):
+                pending.append((ctx.resolve(ref, "old", schema), turning))
+                if draft.ref_overrides_siblings:
+                    continue
+            (found.turning if turning else found.positive).append(schema)
+            if not {"$dynamicRef", "$recursiveRef"}.isdisjoint(schema):
+                found.unknown = True
+            for keyword, value in schema.items():
+                if keyword not in keywords:
+                    continue
+                if keyword in ("allOf", "anyOf", "oneOf") and isinstance(value, list):
+                    negated = turning or keyword == "oneOf"
+                    pending.extend((branch, negated) for branch in value)
+                elif keyword in ("dependentSchemas", "dependencies") and isinstance(
+                    value, dict
+                ):
+                    pending.extend((branch, turning) for branch in value.values())
+                elif keyword in ("not", "if"):
+                    pending.append((value, True))
+                elif keyword in ("then", "else") and "if" in schema:
+                    pending.append((value, turning))
+        return found
 
 
 def extension(rule: Rule) -> Rule:

@@ -271,8 +271,8 @@ class Walk:
         self.provisional: list[tuple[Any, ...]] = []
         self.leans: dict[tuple[Any, ...], int] = {}
         self.redirect: dict[int, int] = {}
-        # The old subschema where each open pair's instance value was entered.
-        self.roots: list[Any] = []
+        # The old subschemas known to apply to each open pair's instance value.
+        self.applying: list[tuple[Any, ...]] = []
         # Per (exactness, scope matches), of pairs of values.
         self.same_memo: dict[tuple[bool, bool], dict[tuple[Any, ...], bool]] = {}
         self.exact_memo: dict[tuple[int, int], Any] = {}
@@ -341,7 +341,14 @@ class Walk:
     # -- comparing -----------------------------------------------------------
 
     def compare(
-        self, old: Any, new: Any, pointer: str, *, nested: bool, in_place: bool = False
+        self,
+        old: Any,
+        new: Any,
+        pointer: str,
+        *,
+        nested: bool,
+        in_place: bool = False,
+        applying: Iterable[Any] = (),
     ) -> list[Violation]:
         if self.same(old, new, exact=True):
             return []
@@ -358,10 +365,13 @@ class Walk:
             return []
         # Report where the proposed schema says it, not the $ref path to it.
         pointer = self.new.pointers.get(id(new_target), pointer)
-        root = self.roots[-1] if in_place and self.roots else old_target
+        also = _others(
+            self.applying[-1] if in_place and self.applying else applying, old_target
+        )
         key: tuple[Any, ...] = (id(old_target), id(new_target))
-        if root is not old_target:
-            key = (*key, id(root))
+        if also:
+            key = (*key, *map(id, also))
+        shared = (old_target, *also)
         scope = self.scopes[-1]
         if self.scoped:
             scope = (
@@ -387,14 +397,14 @@ class Walk:
         self.frame_depth[frame] = depth
         self.active[key] = depth
         self.frames.append(frame)
-        self.roots.append(root)
+        self.applying.append(shared)
         self.scopes.append(scope)
         try:
-            found = self.dispatch(old, new, old_target, new_target, pointer, root)
+            found = self.dispatch(old, new, old_target, new_target, pointer, shared)
         finally:
             del self.active[key]
             self.frames.pop()
-            self.roots.pop()
+            self.applying.pop()
             self.scopes.pop()
         self.settle(key, found, depth, mark, frame)
         self.low = min(outer_low, self.low)
@@ -450,9 +460,9 @@ class Walk:
         old_target: Any,
         new_target: Any,
         pointer: str,
-        root: Any,
+        applying: tuple[Any, ...],
     ) -> list[Violation]:
-        ctx = RuleContext(self, pointer, old_target, new_target, root)
+        ctx = RuleContext(self, pointer, old_target, new_target, applying)
         if old is old_target and new is new_target:
             # Nothing resolved: every keyword is judged where it is written,
             # and a keyword not in force on either side has no value.
@@ -738,6 +748,17 @@ _KINDS = {
     **dict.fromkeys(SINGLE_SUBSCHEMA | LIST_SUBSCHEMAS, "schema"),
     **dict.fromkeys(MAP_SUBSCHEMAS, "map"),
 }
+
+
+def _others(applying: Iterable[Any], schema: Any) -> tuple[Any, ...]:
+    """``applying`` without ``schema`` and repeats, in order."""
+    seen = {id(schema)}
+    others = []
+    for other in applying:
+        if id(other) not in seen:
+            seen.add(id(other))
+            others.append(other)
+    return tuple(others)
 
 
 def _as_dict(schema: Any) -> dict[str, Any]:

@@ -25,7 +25,9 @@ from typing import Any
 
 from narad import hookimpl
 from narad.compatibility import ABSENT
+from narad.compatibility import UNKNOWN
 from narad.compatibility import Change
+from narad.compatibility import InPlace
 from narad.compatibility import RuleContext
 from narad.compatibility import Violation
 from narad.compatibility import identical_or_removed
@@ -45,7 +47,35 @@ def items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
             message = "items in array form (tuples) changed: not supported"
             yield Violation(Change.tuple_items_changed, message)
         return
-    yield from ctx.compare(old, new, ctx.at("items"))
+    yield from ctx.compare(old, new, ctx.at("items"), applying=_elements(ctx, old))
+
+
+# What a subschema applies to (some of) the elements of an array value.
+_ELEMENTS = ("items", "prefixItems", "additionalItems", "contains", "unevaluatedItems")
+
+
+def _elements(ctx: RuleContext, own: Any) -> list[Any]:
+    """What applies to the elements ``items`` governs here besides ``own``:
+    whatever another subschema applies to elements, and ``contains``."""
+    place = InPlace.of(ctx)
+    keywords = ctx.old_draft.keywords
+    found: dict[int, Any] = {}
+    for schema in place.positive:
+        # This subschema's other keywords reach those elements only through
+        # contains; another one's may through any of them.
+        mine = schema is ctx.old_schema
+        for keyword in ("contains",) if mine else _ELEMENTS:
+            value = schema.get(keyword, ABSENT) if keyword in keywords else ABSENT
+            for subschema in value if isinstance(value, list) else [value]:
+                if subschema is ABSENT or subschema is own:
+                    continue
+                if not ctx.accepts_everything(subschema, "old"):
+                    found.setdefault(id(subschema), subschema)
+    if place.unknown or any(
+        not set(_ELEMENTS).isdisjoint(schema) for schema in place.turning
+    ):
+        found[id(UNKNOWN)] = UNKNOWN
+    return list(found.values())
 
 
 def prefix_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:

@@ -46,7 +46,9 @@ import re2
 
 from narad import hookimpl
 from narad.compatibility import ABSENT
+from narad.compatibility import UNKNOWN
 from narad.compatibility import Change
+from narad.compatibility import InPlace
 from narad.compatibility import RuleContext
 from narad.compatibility import Violation
 from narad.compatibility import identical_or_removed
@@ -68,144 +70,131 @@ def properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Add optional properties; never remove one; each kept one must widen."""
     old = {} if old is ABSENT else old
     new = {} if new is ABSENT else new
+    members = _Members(ctx)
     for name, schema in old.items():
         if name not in new:
             message = f"property {show(name)} removed"
             yield Violation(Change.property_removed, message)
         else:
-            yield from ctx.compare(schema, new[name], ctx.at("properties", name))
+            at = ctx.at("properties", name)
+            also = members.applying(name, schema)
+            yield from ctx.compare(schema, new[name], at, applying=also)
     for name, schema in new.items():
         if name not in old:
-            for before in _Said(name, ctx).governing():
-                yield from ctx.compare(before, schema, ctx.at("properties", name))
+            governing = members.governing(name)
+            for i, before in enumerate(governing):
+                also = governing[:i] + governing[i + 1 :]
+                before = True if before is UNKNOWN else before
+                at = ctx.at("properties", name)
+                yield from ctx.compare(before, schema, at, applying=also)
 
 
-class _Said:
-    """What the previous version said about the value of a property ``name``
-    it did not list where the proposed version adds it."""
+class _Members:
+    """What the previous version applied to the members of this pair's object
+    value, gathered over everything applying to it (:class:`InPlace`)."""
 
-    # Scans nested inside not, oneOf or if, past which a name counts as said.
-    MAX_NESTING = 32
-
-    def __init__(self, name: str, ctx: RuleContext, nesting: int = 0) -> None:
-        self.name = name
+    def __init__(self, ctx: RuleContext) -> None:
         self.ctx = ctx
         self.keywords = ctx.old_draft.keywords
-        self.nesting = nesting
-        self.found: dict[int, Any] = {}
-        self.seen: set[int] = set()
-        # Whether a subschema's verdict can turn on the value, per subschema;
-        # shared by nested scans, True while one is under way (fail closed).
-        self.turns: dict[int, bool] = {}
+        self.place = InPlace.of(ctx)
+        only = self.place.positive == [ctx.old_schema] and not (
+            self.place.turning or self.place.unknown
+        )
+        # The common case: one subschema, whose members only properties govern.
+        self.plain = only and {
+            "patternProperties",
+            "unevaluatedProperties",
+        }.isdisjoint(ctx.old)
 
-    def governing(self) -> list[Any]:
-        """The previous subschemas that applied to the value, each of which
-        the new property must widen; ``True`` where that was any value, but
-        the name mattered. Empty under an open content model."""
-        self.scan(self.ctx.old_in_place_root, self.ctx.old_schema)
-        return list(self.found.values())
+    def applying(self, name: str, own: Any) -> list[Any]:
+        """The subschemas other than ``own`` applying to the member ``name``,
+        :data:`UNKNOWN` where the previous version constrains it in ways no
+        subschema says."""
+        if self.plain and own is not None:
+            return []  # a listed member: only its own schema applies
+        found = {id(own): own}
+        for schema in self.place.positive:
+            for subschema in self.member_schemas(schema, name):
+                found.setdefault(id(subschema), subschema)
+        del found[id(own)]
+        if self.place.unknown or any(
+            self.member_schemas(schema, name) for schema in self.place.turning
+        ):
+            found[id(UNKNOWN)] = UNKNOWN
+        return list(found.values())
+
+    def governing(self, name: str) -> list[Any]:
+        """What the member ``name``, listed nowhere in the previous subschema,
+        must accept: empty under an open content model; ``True`` where it was
+        allowed any value but required."""
+        found = self.applying(name, None)
+        for schema in self.place.positive:
+            if self.required(schema, name):
+                found.append(True)
+                break
+        return found
+
+    def member_schemas(self, schema: dict[str, Any], name: str) -> list[Any]:
+        """The subschemas of ``schema`` that apply to its member ``name``."""
+        get = self.get
+        found = []
+        named = get(schema, "properties")
+        if isinstance(named, dict) and name in named:
+            found.append(named[name])
+        matched = False
+        for pattern, subschema in _items(get(schema, "patternProperties")):
+            if _matches(pattern, name):
+                found.append(subschema)
+                matched = True
+        if not found and not matched:
+            found.append(get(schema, "additionalProperties"))
+        found.append(get(schema, "unevaluatedProperties"))
+        accepts = self.ctx.accepts_everything
+        return [s for s in found if s is not ABSENT and not accepts(s, "old")]
+
+    def required(self, schema: dict[str, Any], name: str) -> bool:
+        """Whether ``schema`` may require the member ``name``."""
+        get = self.get
+        required = get(schema, "required")
+        if isinstance(required, list) and name in required:
+            return True
+        for key in ("dependentRequired", "dependencies"):
+            for trigger, names in _items(get(schema, key)):
+                if isinstance(names, list) and (name == trigger or name in names):
+                    return True
+        return False
 
     def get(self, schema: dict[str, Any], keyword: str) -> Any:
         if keyword in self.keywords:
             return schema.get(keyword, ABSENT)
         return ABSENT
 
-    def scan(self, *start: Any) -> None:
-        """Visit every subschema applying in place of ``start``."""
-        pending = list(start)
-        while pending:
-            schema = pending.pop()
-            if not isinstance(schema, dict) or id(schema) in self.seen:
-                continue
-            self.seen.add(id(schema))
-            ref = self.get(schema, "$ref")
-            if isinstance(ref, str):
-                pending.append(self.ctx.resolve(ref, "old", schema))
-                if self.ctx.old_draft.ref_overrides_siblings:
-                    continue
-            self.applied(schema)
-            pending.extend(self.branches(schema))
-
-    def applied(self, schema: dict[str, Any]) -> None:
-        """Record what ``schema`` itself applies to the value."""
-        name, get = self.name, self.get
-        named = get(schema, "properties")
-        if isinstance(named, dict) and name in named:
-            self.add(named[name])
-        else:
-            patterns = get(schema, "patternProperties")
-            matching = [
-                subschema
-                for pattern, subschema in _items(patterns)
-                if _matches(pattern, name)
-            ]
-            for subschema in matching:
-                self.add(subschema)
-            additional = get(schema, "additionalProperties")
-            if not matching and additional is not ABSENT:
-                self.add(additional)
-        self.add(get(schema, "unevaluatedProperties"))
-        required = get(schema, "required")
-        if isinstance(required, list) and name in required:
-            self.found[id(True)] = True
-        for trigger, names in _items(get(schema, "dependentRequired")):
-            if name == trigger or name in names:
-                self.found[id(True)] = True
-        dynamic = get(schema, "$dynamicRef"), get(schema, "$recursiveRef")
-        if any(ref is not ABSENT for ref in dynamic):
-            self.found[id(True)] = True
-
-    def add(self, subschema: Any) -> None:
-        if subschema is not ABSENT and not self.ctx.accepts_everything(
-            subschema, "old"
+    def additional(self, own: Any) -> list[Any]:
+        """What applies to members ``additionalProperties`` governs here
+        besides ``own``: whatever another subschema applies to members."""
+        found: dict[int, Any] = {}
+        accepts = self.ctx.accepts_everything
+        for schema in self.place.positive:
+            if schema is self.ctx.old_schema:
+                continue  # its own keywords leave those members to ``own``
+            for subschema in self.all_member_schemas(schema):
+                if subschema is not own and not accepts(subschema, "old"):
+                    found.setdefault(id(subschema), subschema)
+        if self.place.unknown or any(
+            self.all_member_schemas(schema) for schema in self.place.turning
         ):
-            self.found[id(subschema)] = subschema
+            found[id(UNKNOWN)] = UNKNOWN
+        return list(found.values())
 
-    def branches(self, schema: dict[str, Any]) -> list[Any]:
-        """The subschemas applying in place of ``schema`` whose verdict only
-        adds to it; those that can turn on the value are judged here."""
+    def all_member_schemas(self, schema: dict[str, Any]) -> list[Any]:
         get = self.get
-        branches: list[Any] = []
-        for keyword in ("allOf", "anyOf"):
-            value = get(schema, keyword)
-            if isinstance(value, list):
-                branches.extend(value)
-        branches.extend(
-            subschema for _, subschema in _items(get(schema, "dependentSchemas"))
-        )
-        for trigger, value in _items(get(schema, "dependencies")):
-            if isinstance(value, list):
-                if self.name == trigger or self.name in value:
-                    self.found[id(True)] = True
-            else:
-                branches.append(value)
-        negated: list[Any] = []
-        if get(schema, "if") is not ABSENT:
-            branches.extend(
-                v for v in (get(schema, "then"), get(schema, "else")) if v is not ABSENT
-            )
-            negated.append(schema["if"])
-        if get(schema, "not") is not ABSENT:
-            negated.append(schema["not"])
-        one_of = get(schema, "oneOf")
-        if isinstance(one_of, list):
-            negated.extend(one_of)
-        if any(self.turns_on_value(subschema) for subschema in negated):
-            self.found[id(True)] = True
-        return branches
-
-    def turns_on_value(self, schema: Any) -> bool:
-        """Whether ``schema``'s verdict can depend on the value of the name."""
-        key = id(schema)
-        if key not in self.turns:
-            if self.nesting >= self.MAX_NESTING:
-                return True
-            self.turns[key] = True  # under way: a cycle counts as turning
-            inner = _Said(self.name, self.ctx, self.nesting + 1)
-            inner.turns = self.turns
-            inner.scan(schema)
-            self.turns[key] = bool(inner.found)
-        return self.turns[key]
+        found = [
+            *(s for _, s in _items(get(schema, "properties"))),
+            *(s for _, s in _items(get(schema, "patternProperties"))),
+            get(schema, "additionalProperties"),
+            get(schema, "unevaluatedProperties"),
+        ]
+        return [s for s in found if s is not ABSENT]
 
 
 def _items(value: Any) -> list[tuple[str, Any]]:
@@ -228,7 +217,8 @@ def additional_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Viol
         message = f"additionalProperties {show(new)} added"
         yield Violation(Change.additional_properties_added, message)
         return
-    yield from ctx.compare(old, new, ctx.at("additionalProperties"))
+    also = _Members(ctx).additional(old)
+    yield from ctx.compare(old, new, ctx.at("additionalProperties"), applying=also)
 
 
 def pattern_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:

@@ -1382,6 +1382,34 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         "allOf branch 1 not implied by any previous branch",
     ),
     (
+        "19.7: a property added in a branch's items, governed by the parent's",
+        '{"anyOf":[{"items":{"maxLength":0}}],'
+        '"items":{"additionalProperties":{"enum":[false,null]}}}',
+        '{"anyOf":[{"items":{"maxLength":0,"properties":{"b":false}}}],'
+        '"items":{"additionalProperties":{"enum":[false,null]}}}',
+        False,
+        "anyOf branch 0 not covered by any new branch",
+    ),
+    (
+        "19.7: a property added in a member governed by a pattern too",
+        '{"properties":{"ab":{}},"patternProperties":{"^a":'
+        '{"additionalProperties":{"type":"string"}}}}',
+        '{"properties":{"ab":{"properties":{"z":{"type":"integer"}}}},'
+        '"patternProperties":{"^a":{"additionalProperties":{"type":"string"}}}}',
+        False,
+        'at /properties/ab/properties/z: type "string" no longer allowed',
+    ),
+    (
+        "19.7: a property added under a nullable object (anyOf) stays allowed",
+        '{"properties":{"addr":{"anyOf":[{"type":"null"},'
+        '{"type":"object","properties":{"street":{"type":"string"}}}]}}}',
+        '{"properties":{"addr":{"anyOf":[{"type":"null"},'
+        '{"type":"object","properties":{"street":{"type":"string"},'
+        '"city":{"type":"string"}}}]}}}',
+        True,
+        None,
+    ),
+    (
         "19.7: a new property whose value could decide a not",
         '{"not":{"properties":{"b":{"type":"string"}},"required":["b"]}}',
         '{"not":{"properties":{"b":{"type":"string"}},"required":["b"]},'
