@@ -18,23 +18,26 @@ or be removed; ``patternProperties`` may be removed only while
 
 The one deliberate exception: an optional property added under an open
 content model is allowed, though a message that already carried that key with
-another type was valid before. The model is open for a name when nothing the
-previous version applied to the object says anything about that name's value.
-Everything that applies to the same object counts, not only the subschema the
-property is added to: its ``$ref`` targets and ``allOf``/``anyOf``/``then``/
-``else``/``dependentSchemas`` branches (and the subschemas it is itself a
-branch of), with their ``properties``, matching ``patternProperties``,
-``additionalProperties`` and ``unevaluatedProperties``. The new property must
-accept everything each of those accepted. Two more readings, both refusing
-where the exception could hide a narrowing:
+another type was valid before. The model is open for a name only when nothing
+the previous version applied to the object says anything about that name's
+value. Everything applying to the same object value counts, not only the
+subschema the property is added to (:class:`~narad.compatibility.InPlace`):
+its ``$ref`` targets and ``allOf``/``anyOf``/``then``/``else``/
+``dependentSchemas`` branches, the subschemas it is itself a branch of, and
+the other subschemas that reach the same value from above (another branch's
+``items`` or matching ``patternProperties``, passed down as
+``compare(applying=...)``), with their ``properties``, matching
+``patternProperties``, ``additionalProperties`` and ``unevaluatedProperties``.
+The new property must accept everything each of those accepted. Two more
+readings, both refusing where the exception could hide a narrowing:
 
 - a name the previous version ``required`` (or named in ``dependentRequired``)
   is not an optional property: it was allowed any value, and the new property
   must accept every value;
 - where the name's value could decide a ``not``, a ``oneOf`` or an ``if``, or
-  a ``$dynamicRef`` applies in place, the previous version's verdict on the
-  value is not a schema the check can compare with: the new property must
-  accept every value.
+  a dynamic reference applies, the previous version's verdict on the value is
+  not a schema the check can compare with: the new property must accept
+  every value.
 """
 
 from __future__ import annotations
