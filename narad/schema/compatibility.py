@@ -274,7 +274,11 @@ class Walk:
         # The old subschemas known to apply to each open pair's instance value.
         self.applying: list[tuple[Any, ...]] = []
         # Per (exactness, scope matches), of pairs of values.
-        self.same_memo: dict[tuple[bool, bool], dict[tuple[Any, ...], bool]] = {}
+        self.same_memo: dict[tuple[bool, bool], dict[tuple[Any, ...], bool]] = {
+            (exact, scope_ok): {}
+            for exact in (True, False)
+            for scope_ok in (True, False)
+        }
         self.exact_memo: dict[tuple[int, int], Any] = {}
         self.blind_memo: dict[tuple[int, int], Any] = {}
         self.alive: list[tuple[Any, Any]] = []  # keeps memoised ids valid
@@ -532,7 +536,7 @@ class Walk:
         pair that fails), so each pair is explored once per check.
         """
         scope_ok = self.scope_ok()
-        memo = self.same_memo.setdefault((exact, scope_ok), {})
+        memo = self.same_memo[exact, scope_ok]
         top: tuple[Any, ...] = (id(old), id(new))
         if kind != "schema":
             top = (*top, kind)

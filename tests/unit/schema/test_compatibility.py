@@ -235,3 +235,64 @@ def test_unchanged_deep_chain_with_an_annotation_change_is_fine():
 def test_show_keeps_numbers_as_written_and_cuts_long_values():
     assert show(parse("[1e1,10,1.50]")) == "[1E+1,10,1.50]"
     assert show("x" * 100) == '"' + "x" * 56 + "..."
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [case[1:3] for case in CASES if not case[3]],
+    ids=[case[0] for case in CASES if not case[3]],
+)
+def test_stopping_at_the_first_gives_the_first_of_the_full_report(old, new):
+    assert check_texts(old, new, first=True) == check_texts(old, new)[:1]
+
+
+def test_a_rule_reports_violations_as_data_and_may_name_its_own_kinds():
+    @extension
+    def own(old, new, ctx):
+        yield Violation("unit_changed", "x-k changed")
+        yield Violation("moved", "x-k moved", keyword="x-other", pointer="/elsewhere")
+
+    rules = {**RULES, "x-k": own}
+    found = check_texts('{"items":{"x-k":1}}', '{"items":{"x-k":2}}', rules)
+    assert found == [
+        Violation("unit_changed", "x-k changed", "x-k", "/items"),
+        Violation("moved", "x-k moved", "x-other", "/elsewhere"),
+    ]
+
+
+def test_rules_see_what_else_applies_to_the_value():
+    seen = []
+
+    def spy(old, new, ctx):
+        seen.append((ctx.pointer, [show(s) for s in ctx.old_applying]))
+        return ()
+
+    rules = {**RULES, "maxLength": spy}
+    old = '{"allOf":[{"items":{"maxLength":1}}],"items":{"maxLength":1,"title":"x"}}'
+    check_texts(old, old.replace('{"maxLength":1}', '{"maxLength":2}'), rules)
+    # The branch's items, and the root's that reach the same elements.
+    assert seen == [
+        ("/allOf/0/items", ['{"maxLength":1}', '{"maxLength":1,"title":"x"}'])
+    ]
+
+
+def test_a_refused_candidate_forgets_what_leant_on_it():
+    # Issue 19, point 5, minimised: a success remembered while an outer pair
+    # was open, and reused from the memo, must not outlive that pair's failure.
+    old = (
+        '{"anyOf":[{"$ref":"#/$defs/a"},{}],"properties":{"k":{"$ref":"#/$defs/c"}},'
+        '"$defs":{"a":{"items":{"$ref":"#/$defs/b"},"properties":{"z":'
+        '{"$ref":"#/$defs/c"}},"maxLength":5},"b":{"items":{"$ref":"#/$defs/a"}},'
+        '"c":{"items":{"$ref":"#/$defs/b"}}}}'
+    )
+    found = check_texts(old, old.replace('"maxLength":5', '"maxLength":3'))
+    assert [str(p) for p in found] == ["at /$defs/a: maxLength lowered from 5 to 3"]
+
+
+def test_a_dynamic_scope_walk_happens_only_where_the_scope_decides():
+    # One declaration of the anchor: the target is static, no second walk.
+    old = (
+        '{"$defs":{"t":{"$dynamicAnchor":"t","type":"string"}},'
+        '"properties":{"a":{"$dynamicRef":"#t"},"b":{"type":"string"}}}'
+    )
+    assert check_texts(old, old.replace('"b":{"type":"string"}', '"b":{}')) == []
