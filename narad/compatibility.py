@@ -53,7 +53,7 @@ from typing import Literal
 
 from narad.schema.jsontext import json_equal
 from narad.schema.jsontext import json_key
-from narad.schema.resolver import escape
+from narad.schema.resolver import join_pointer
 
 if TYPE_CHECKING:
     from narad.schema.compatibility import Walk
@@ -270,10 +270,7 @@ class RuleContext:
 
     def at(self, *tokens: str | int) -> str:
         """The pointer of a place below this subschema, e.g. ``at("items")``."""
-        pointer = self.pointer
-        for token in tokens:  # called per subschema pair: no generator
-            pointer += "/" + (escape(token) if isinstance(token, str) else str(token))
-        return pointer
+        return join_pointer(self.pointer, *tokens)
 
     def compare(
         self,

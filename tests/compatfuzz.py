@@ -19,6 +19,7 @@ import copy
 import itertools
 import json
 import random
+import sys
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from decimal import Decimal
 from typing import Any
 from typing import Protocol
 
+from narad.compatibility import show
 from narad.errors import InvalidSchema
 from narad.schema import compatibility
 from narad.schema.jsontext import loads
@@ -646,14 +648,7 @@ class Unsound(AssertionError):
 
 def dumps(value: Any) -> str:
     """Compact JSON text, ``Decimal`` numbers as written."""
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, list):
-        return "[" + ",".join(dumps(item) for item in value) + "]"
-    if isinstance(value, dict):
-        members = (json.dumps(k) + ":" + dumps(v) for k, v in value.items())
-        return "{" + ",".join(members) + "}"
-    return json.dumps(value)
+    return show(value, limit=sys.maxsize)
 
 
 def trial(ch: Chooser, tally: Tally, per_pair: int = 40) -> None:
@@ -676,20 +671,16 @@ def trial(ch: Chooser, tally: Tally, per_pair: int = 40) -> None:
     if compatibility.no_change(old.document, new.document, draft=old.draft):
         found = []
     else:
-        found = compatibility.check(
-            old.document,
-            new.document,
-            old_draft=old.draft,
-            new_draft=new.draft,
-            rules=RULES,
-        )
-        first = compatibility.check(
-            old.document,
-            new.document,
-            old_draft=old.draft,
-            new_draft=new.draft,
-            rules=RULES,
-            first=True,
+        found, first = (
+            compatibility.check(
+                old.document,
+                new.document,
+                old_draft=old.draft,
+                new_draft=new.draft,
+                rules=RULES,
+                first=stop,
+            )
+            for stop in (False, True)
         )
         assert first == found[:1], (dumps(old_doc), dumps(new_doc), first, found)
     if found:
