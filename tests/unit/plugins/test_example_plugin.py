@@ -26,7 +26,10 @@ OLD = '{"properties":{"weight":{"type":"number","x-unit":"kg"}}}'
 @pytest.fixture(scope="module", name="installed")
 def fixture_installed(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("narad-example")
-    shutil.copytree(SOURCE, work / "src")  # keep build leftovers out of the tree
+    # Built from a copy, without any earlier build's leftovers, keeping new
+    # ones out of the tree.
+    leftovers = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    shutil.copytree(SOURCE, work / "src", ignore=leftovers)
     target = work / "site"
     subprocess.run(
         [
