@@ -15,6 +15,7 @@ seeded trials for as long as asked.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
@@ -29,6 +30,7 @@ from typing import Any
 from typing import Protocol
 
 from narad.compatibility import show
+from narad.errors import InvalidPayload
 from narad.errors import InvalidSchema
 from narad.schema import compatibility
 from narad.schema.jsontext import loads
@@ -522,31 +524,27 @@ def excused(old: Validator, new: Validator, new_doc: Any, value: Any) -> bool:
     whose value ``old`` did not constrain (every probe there keeps ``value``
     valid).
 
-    Either some of those keys can take other values (or be left out) that
-    satisfy ``new``, fewer keys tried first; or ``new`` accepts ``value`` once
-    every property it declares under such a name is opened to any value (the
-    names free wherever ``value`` uses them, so that a narrowing elsewhere
-    is not hidden).
+    Those keys are given other values (or left out) to satisfy ``new``: each
+    key alone first, then all of them, deepest first, each taking the choice
+    that leaves ``new`` the fewest violations. Failing that, ``new`` must
+    accept ``value`` once every property it declares under such a name is
+    opened to any value (names free wherever ``value`` uses them, so that a
+    narrowing elsewhere is not hidden): a new property may accept nothing.
     """
     free = [path for path in member_paths(value) if unconstrained(old, value, path)]
     if not free:
         return False
     choices = (ABSENT_MEMBER, *PROBES)
-    attempts = 0
-    for size in range(1, min(len(free), 2) + 1):
-        for paths in itertools.combinations(free, size):
-            for probes in itertools.product(choices, repeat=size):
-                attempts += 1
-                if attempts > 2000:
-                    break
-                candidate = copy.deepcopy(value)
-                # Deepest first, so a member set inside one removed is harmless.
-                for path, probe in sorted(
-                    zip(paths, probes, strict=True), key=lambda pp: -len(pp[0])
-                ):
-                    set_member(candidate, path, probe)
-                if new.is_valid(candidate):
-                    return True
+    for path in free:
+        for probe in choices:
+            if new.is_valid(changed(value, path, probe)):
+                return True
+    candidate = value
+    for path in sorted(free, key=len, reverse=True):
+        options = [changed(candidate, path, probe) for probe in choices]
+        candidate = min([candidate, *options], key=lambda v: violations(new, v))
+    if new.is_valid(candidate):
+        return True
     used = {path[-1] for path in member_paths(value)}
     names = {
         name
@@ -558,6 +556,24 @@ def excused(old: Validator, new: Validator, new_doc: Any, value: Any) -> bool:
         )
     }
     return opened(new_doc, names, new.draft).is_valid(value)
+
+
+def changed(value: Any, path: tuple[Any, ...], probe: Any) -> Any:
+    """A copy of ``value`` with the member at ``path`` set to ``probe`` (or
+    removed), unchanged if an earlier change removed its object."""
+    value = copy.deepcopy(value)
+    with contextlib.suppress(KeyError, IndexError, TypeError):
+        set_member(value, path, probe)
+    return value
+
+
+def violations(validator: Validator, value: Any) -> int:
+    """How many violations ``validator`` reports for ``value``."""
+    try:
+        validator.validate(dumps(value).encode())
+    except InvalidPayload as refused:
+        return max(str(refused).count("\n- "), 1)
+    return 0
 
 
 def opened(doc: Any, names: set[str], draft: Any) -> Validator:
@@ -597,12 +613,7 @@ def set_member(value: Any, path: tuple[Any, ...], probe: Any) -> None:
 
 
 def unconstrained(old: Validator, value: Any, path: tuple[Any, ...]) -> bool:
-    for probe in PROBES:
-        candidate = copy.deepcopy(value)
-        set_member(candidate, path, probe)
-        if not old.is_valid(candidate):
-            return False
-    return True
+    return all(old.is_valid(changed(value, path, probe)) for probe in PROBES)
 
 
 # -- a trial -------------------------------------------------------------------
