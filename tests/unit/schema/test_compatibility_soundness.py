@@ -10,32 +10,21 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from tests.compatfuzz import RandomChooser
 from tests.compatfuzz import Tally
 from tests.compatfuzz import trial
 
-EXAMPLES = int(os.environ.get("NARAD_FUZZ_COMPAT_EXAMPLES", "250"))
+EXAMPLES = int(os.environ.get("NARAD_FUZZ_COMPAT_EXAMPLES", "2000"))
 
 
-class DataChooser:
-    """Choices drawn by hypothesis, so that a failure shrinks."""
-
-    def __init__(self, data: st.DataObject) -> None:
-        self.data = data
-
-    def integer(self, low: int, high: int) -> int:
-        return self.data.draw(st.integers(low, high))
-
-
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(st.data())
-def test_accepted_changes_keep_old_messages_valid(data):
-    trial(DataChooser(data), Tally())
+@settings(max_examples=EXAMPLES, deadline=None, database=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_accepted_changes_keep_old_messages_valid(seed):
+    # A seeded generator, not hypothesis's own draws: these spread trials
+    # over the whole vocabulary, where drawn choices crowd at the simplest
+    # schemas. A failure names its seed: bench/fuzz_compat.py --seed replays it.
+    trial(RandomChooser(seed), Tally())
