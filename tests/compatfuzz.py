@@ -5,13 +5,12 @@ as a topic would, and asks the check. When it accepts, instances generated
 from both schemas are validated: every one ``old`` accepts must be accepted by
 ``new``, except in the rulebook's one deliberate exception (an optional
 property added under an open content model), which :func:`excused` recognises
-by what it means: the failing value sits under a key whose value ``old`` did
-not constrain, and some other value there satisfies ``new``.
+by what it means: what ``new`` refuses sits under keys whose value ``old`` did
+not constrain.
 
-Randomness comes from a :class:`Chooser`, so hypothesis can drive (and
-shrink) a trial in the test suite, and ``bench/fuzz_compat.py`` can run
-seeded trials for as long as asked.
-"""
+A trial's choices come from a :class:`Chooser` seeded with one number, so the
+test suite (hypothesis picking the seeds) and ``bench/fuzz_compat.py`` (for as
+long as asked) run the same trials, and any failure replays from its seed."""
 
 from __future__ import annotations
 
@@ -530,7 +529,8 @@ def excused(old: Validator, new: Validator, new_doc: Any, value: Any) -> bool:
     whose value ``old`` did not constrain (every probe there keeps ``value``
     valid).
 
-    Those keys are given other values (or left out) to satisfy ``new``: each
+    Those keys are given other values (or left out, or renamed, which keeps
+    counts such as ``minProperties``) to satisfy ``new``: each
     key alone first, then all of them, deepest first, each taking the choice
     that leaves ``new`` the fewest violations. Failing that, ``new`` must
     accept ``value`` once every property it declares under such a name is
@@ -540,7 +540,7 @@ def excused(old: Validator, new: Validator, new_doc: Any, value: Any) -> bool:
     free = [path for path in member_paths(value) if unconstrained(old, value, path)]
     if not free:
         return False
-    choices = (ABSENT_MEMBER, *PROBES)
+    choices = (ABSENT_MEMBER, RENAMED_MEMBER, *PROBES)
     for path in free:
         for probe in choices:
             if new.is_valid(changed(value, path, probe)):
@@ -596,7 +596,8 @@ def opened(doc: Any, names: set[str], draft: Any) -> Validator:
     )
 
 
-ABSENT_MEMBER = object()
+ABSENT_MEMBER = object()  # the member left out
+RENAMED_MEMBER = object()  # the member kept under a name no schema here uses
 
 
 def member_paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -614,6 +615,8 @@ def set_member(value: Any, path: tuple[Any, ...], probe: Any) -> None:
     parent = at(value, path[:-1])
     if probe is ABSENT_MEMBER:
         del parent[path[-1]]
+    elif probe is RENAMED_MEMBER:
+        parent[f"zz{len(parent)}"] = parent.pop(path[-1])
     else:
         parent[path[-1]] = copy.deepcopy(probe)
 
