@@ -25,6 +25,10 @@ Walking rules the engine applies before any rule runs:
 - ``false``, or a loop of ``$ref``, may become anything.
 - A nested schema may always become ``true`` or ``{}``; the root may not, since
   ``{}`` is not a widening of a schema with properties.
+- Each pair carries the old subschemas known to apply to its instance value
+  (``RuleContext.old_applying``): those it applies in place of, and those the
+  rule that descended named; the memo keys pairs by them too, since a rule's
+  verdict (a property added under an open content model) depends on them.
 - A keyword the side's draft does not define is an annotation and is ignored,
   unless its rule is an :func:`~narad.compatibility.extension`. A keyword with
   no rule may only stay identical or be removed.
