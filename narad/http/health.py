@@ -13,6 +13,8 @@ class Health:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.text = dumps({"status": "ok"})
 
+    on_head = on_get
+
 
 class Ready:
     def __init__(self, storage: Storage) -> None:
@@ -25,7 +27,11 @@ class Ready:
             resp.status = falcon.HTTP_503
             resp.text = dumps({"error": "storage is not answering"})
 
+    on_head = on_get
+
 
 class Metrics:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.data, resp.content_type = metrics.render()
+
+    on_head = on_get

@@ -8,6 +8,19 @@ are exact in Python, so validators compare numbers without floats.
 Two bounds keep arithmetic on hostile numbers cheap: an exponent beyond
 +-1000 (the rulebook's bound) and a mantissa longer than Python's own
 integer-string limit (4,300 digits) are refused as invalid JSON.
+
+Every JSON body Narad reads (topic create and alter, batch produce, produce
+to a topic with a schema, schema registration) goes through :func:`loads`,
+so all of them follow the same rules: one JSON text, strict UTF-8 without a
+byte-order mark, no ``NaN``/``Infinity``, bounded nesting, and no object key
+written twice. The rulebook's "Validation on produce" says that when an
+object repeats a key the last value wins; issue 9 (I-JSON, RFC 7493 2.3)
+asks instead that repeats be refused on every JSON body, produce payloads of
+schema topics included, and that is what this module does: a validator that
+checks the last value and a consumer whose parser keeps the first would
+otherwise disagree about what was accepted. Lone surrogates (``"\\ud800"``)
+are valid JSON and are kept; the schema engine and error rendering cope with
+them.
 """
 
 from __future__ import annotations
@@ -19,6 +32,8 @@ from decimal import Decimal
 from fractions import Fraction
 from itertools import accumulate
 from typing import Any
+
+from narad.quoting import quote
 
 MAX_EXPONENT = 1000
 MAX_DIGITS = 4300
@@ -49,8 +64,44 @@ class TooDeep(JSONTextError):
         self.limit = limit
 
 
+class DuplicateKey(JSONTextError):
+    """An object of the text has the same key twice."""
+
+    def __init__(self, key: str, pointer: str) -> None:
+        super().__init__(
+            f"has duplicate key {quote(key)} in the object at {quote(pointer)}"
+        )
+        self.key = key
+        self.pointer = pointer
+
+
+# Byte-order marks, then RFC 4627's rule: JSON starts with two ASCII
+# characters, so the NUL bytes among the first four tell the encoding.
+_WIDE_BOMS = (
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\xfe\xff", "UTF-16"),
+    (b"\xff\xfe", "UTF-16"),
+)
+
+
+def _wide_encoding(data: bytes) -> str | None:
+    for bom, name in _WIDE_BOMS:
+        if data.startswith(bom):
+            return name
+    head = data[:4]
+    if len(head) == 4 and head.count(0) == 3:
+        return "UTF-32"
+    if len(head) >= 2 and (head[0] == 0) != (head[1] == 0):
+        return "UTF-16"
+    return None
+
+
 def decode(data: bytes) -> str:
     """Decode ``data`` as strict UTF-8 and refuse a byte-order mark or nothing."""
+    wide = _wide_encoding(data)
+    if wide is not None:
+        raise JSONTextError(f"is {wide}; JSON must be UTF-8")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -99,39 +150,68 @@ def _refuse_constant(name: str) -> Any:
     raise JSONTextError(f"has {name}, which is not JSON")
 
 
-_checked_ints = json.JSONDecoder(
-    parse_int=_parse_int,
-    parse_float=_parse_decimal,
-    parse_constant=_refuse_constant,
-    strict=True,
-)
+class _Repeated(Exception):
+    """Raised inside the parser at the first object with a repeated key."""
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Repeated
+    return obj
+
+
+def _decoder(*, checked_ints: bool, unique_keys: bool) -> json.JSONDecoder:
+    return json.JSONDecoder(
+        parse_int=_parse_int if checked_ints else None,
+        parse_float=_parse_decimal,
+        parse_constant=_refuse_constant,
+        object_pairs_hook=_unique_object if unique_keys else None,
+        strict=True,
+    )
+
+
 # Integer literals go through the C parser unless the text holds a run of
 # digits long enough to break the exponent bound (rare): a Python call per
-# integer is most of the parse time of a typical payload.
-_plain_ints = json.JSONDecoder(
-    parse_float=_parse_decimal,
-    parse_constant=_refuse_constant,
-    strict=True,
-)
+# integer is most of the parse time of a typical payload. Likewise a text
+# with no object never pays for the repeated-key check. Decoders are
+# stateless and shared: (checked ints, unique keys) -> decoder.
+_DECODERS = {
+    (checked, unique): _decoder(checked_ints=checked, unique_keys=unique)
+    for checked in (False, True)
+    for unique in (False, True)
+}
 _LONG_DIGIT_RUN = re.compile(rb"[0-9]{%d}" % (MAX_EXPONENT + 2))
 
 
-def loads(data: bytes, *, max_depth: int) -> Any:
+def loads(data: bytes, *, max_depth: int, allow_duplicate_keys: bool = False) -> Any:
     """Parse ``data`` as exactly one JSON text, with exact numbers.
+
+    Args:
+        data: The raw text.
+        max_depth: The deepest nesting of arrays and objects accepted.
+        allow_duplicate_keys: Let a repeated key's last value win instead of
+            refusing the text; only for reading back documents stored before
+            repeats were refused.
 
     Raises:
         TooDeep: nesting beyond ``max_depth`` (checked before parsing).
+        DuplicateKey: an object has the same key twice; names the key and
+            the object's JSON Pointer.
         JSONTextError: anything else that is not one JSON text in UTF-8:
-            invalid UTF-8, a byte-order mark, an empty body, trailing data, raw
-            control characters in strings, ``NaN``/``Infinity``, numbers
-            beyond the bounds above.
+            invalid UTF-8, UTF-16 or UTF-32, a byte-order mark, an empty body,
+            trailing data, raw control characters in strings,
+            ``NaN``/``Infinity``, numbers beyond the bounds above.
     """
     text = decode(data)
     if nesting_depth_exceeds(data, max_depth):
         raise TooDeep(max_depth)
-    decoder = _checked_ints if _LONG_DIGIT_RUN.search(data) else _plain_ints
+    checked = _LONG_DIGIT_RUN.search(data) is not None
+    unique = not allow_duplicate_keys and b"{" in data
     try:
-        return decoder.decode(text)
+        return _DECODERS[checked, unique].decode(text)
+    except _Repeated:
+        raise _locate_repeat(text, checked) from None
     except JSONTextError:
         raise
     except json.JSONDecodeError as exc:
@@ -141,6 +221,63 @@ def loads(data: bytes, *, max_depth: int) -> Any:
         ) from None
     except (ValueError, RecursionError) as exc:
         raise JSONTextError(f"is not JSON ({exc})") from None
+
+
+class _Members:
+    """An object's members in order, repeats kept, when locating a repeat."""
+
+    __slots__ = ("pairs", "repeated")
+
+    def __init__(self, pairs: list[tuple[str, Any]], repeated: str | None) -> None:
+        self.pairs = pairs
+        self.repeated = repeated
+
+
+def _locate_repeat(text: str, checked_ints: bool) -> DuplicateKey:
+    """Parse ``text`` again, keeping every member, and find the repeat.
+
+    Only the error path pays for this. The parse that raised stopped at the
+    first object to close with a repeated key; this one marks that same
+    object and keeps all members (a later repeat of an enclosing key must not
+    drop it), so a walk from the root can give its JSON Pointer.
+    """
+    found = False
+
+    def members(pairs: list[tuple[str, Any]]) -> _Members:
+        nonlocal found
+        repeated = None
+        if not found and len({key for key, _ in pairs}) != len(pairs):
+            found = True
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    repeated = key
+                    break
+                seen.add(key)
+        return _Members(pairs, repeated)
+
+    decoder = json.JSONDecoder(
+        parse_int=_parse_int if checked_ints else None,
+        parse_float=_parse_decimal,
+        parse_constant=_refuse_constant,
+        object_pairs_hook=members,
+        strict=True,
+    )
+    stack: list[tuple[Any, str]] = [(decoder.decode(text), "")]
+    while stack:
+        value, pointer = stack.pop()
+        if isinstance(value, _Members):
+            if value.repeated is not None:
+                return DuplicateKey(value.repeated, pointer)
+            stack.extend((v, f"{pointer}/{_escape(k)}") for k, v in value.pairs)
+        elif isinstance(value, list):
+            stack.extend((v, f"{pointer}/{i}") for i, v in enumerate(value))
+    raise AssertionError("a repeated key was reported but not found")
+
+
+def _escape(key: str) -> str:
+    """A key as a JSON Pointer reference token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def compact(data: bytes) -> bytes:
@@ -190,8 +327,8 @@ def raw_members(data: bytes) -> dict[str, bytes]:
     """The raw text of each top-level member of a valid JSON object text.
 
     Lets a request body carry a schema whose numbers must be stored exactly
-    as written: the caller parses the body, then takes the member's own bytes
-    from here. When a key repeats, the last one wins, as in parsing.
+    as written: the caller parses the body with :func:`loads` (which refuses
+    a repeated key), then takes the member's own bytes from here.
     """
     members: dict[str, bytes] = {}
     depth = 0

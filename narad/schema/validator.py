@@ -610,7 +610,8 @@ class Validator:
 
 def _cut(message: str) -> str:
     limit = MESSAGE_LIMIT - len(InvalidPayload.prefix)
-    data = message.encode()
+    # A lone surrogate quoted from the payload shows as its escape (\ud800).
+    data = message.encode("utf-8", "backslashreplace")
     if len(data) <= limit:
-        return message
+        return data.decode()
     return data[:limit].decode(errors="ignore")
