@@ -92,8 +92,8 @@ def refusal(exc: BaseException) -> tuple[int, str, str]:
     """(status, reason phrase, error message) for an error gunicorn hit."""
     for classes, status, reason, what in _REFUSALS:
         if isinstance(exc, classes):
-            if status >= 500:
-                break
+            if not what:
+                break  # the app's fault, not the client's
             # gunicorn's own text, which quotes the offending input with %r.
             detail = str(exc)
             if len(detail) > MESSAGE_DETAIL:
@@ -113,7 +113,7 @@ class JSONErrors:
     ) -> None:
         addr = addr or ("", -1)  # a unix socket
         status, reason, message = refusal(exc)
-        if status < 500:
+        if status != 500:
             self.log.warning("Invalid request from ip=%s: %s", addr[0], exc)
         else:
             self.log.exception("Error handling request")
