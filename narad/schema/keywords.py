@@ -65,6 +65,7 @@ _TYPE_NAMES = {
     type(None): "null",
 }
 _SHOW_LIMIT = 2048
+_QUOTE_LIMIT = 100
 _UNANCHORED = _re2.RE2.Anchor.UNANCHORED
 
 
@@ -86,9 +87,16 @@ STATE = _State()
 
 
 def show(value: Any) -> str:
-    """A short JSON-like rendering of a value for messages."""
+    """A short JSON-like rendering of a value for messages.
+
+    Strings and numbers are cut after :data:`_QUOTE_LIMIT` characters, then
+    ``…``: values often come from the payload, and a message quotes at most
+    that much of what a client sent.
+    """
     if isinstance(value, str):
-        text = "'" + value[:_SHOW_LIMIT] + "'"
+        if len(value) > _QUOTE_LIMIT:
+            return "'" + value[:_QUOTE_LIMIT] + "'…"
+        text = "'" + value + "'"
     elif value is True or value is False:
         text = "true" if value else "false"
     elif value is None:
@@ -99,7 +107,7 @@ def show(value: Any) -> str:
         text = "object"
     else:
         text = str(value)
-    return text if len(text) <= _SHOW_LIMIT else text[:_SHOW_LIMIT] + "..."
+    return text if len(text) <= _QUOTE_LIMIT else text[:_QUOTE_LIMIT] + "…"
 
 
 def show_many(values: Any) -> str:

@@ -73,7 +73,9 @@ def pointer_of(path: Path) -> str:
     tokens: list[str] = []
     while path is not None:
         path, token = path
-        tokens.append(escape(str(token)))
+        token = escape(str(token))
+        # Keys come from the payload: quote at most 100 characters of each.
+        tokens.append(token if len(token) <= 100 else token[:100] + "…")
     return "".join("/" + token for token in reversed(tokens))
 
 

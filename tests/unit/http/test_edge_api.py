@@ -323,6 +323,25 @@ def test_attacker_input_is_quoted_short(client):
     assert len(assert_json_error(resp, 400)) < 200
 
 
+@pytest.mark.parametrize(
+    ("schema", "payload"),
+    [
+        ({"pattern": "^a+$"}, "b" * 10_000),
+        ({"format": "email"}, "c" * 10_000),
+        ({"additionalProperties": False}, {"k" * 10_000: 1}),
+        ({"additionalProperties": {"type": "string"}}, {"k" * 10_000: 1}),
+        ({"propertyNames": {"maxLength": 3}}, {"n" * 10_000: 1}),
+        ({"maximum": 1}, int("9" * 1000)),
+    ],
+)
+def test_validation_errors_quote_payload_values_short(client, schema, payload):
+    make(client, schema=schema)
+    resp = produce(client, json.dumps(payload).encode())
+    error = assert_json_error(resp, 400)
+    assert len(error) < 400, error
+    assert "…" in error
+
+
 @pytest.mark.parametrize("name", [".", "..", "...", "." * 249])
 def test_names_of_only_dots_are_refused(client, name):
     resp = client.simulate_post("/v1/topics", json={"name": name})
