@@ -39,7 +39,7 @@ from tests.replay import assert_replays_as_sent
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = int(os.environ.get("NARAD_FUZZ_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("NARAD_FUZZ_EXAMPLES", "200"))
 
 RUN = uuid.uuid4().hex[:8]
 PLAIN = f"fz-plain-{RUN}"  # no schema: stores any bytes

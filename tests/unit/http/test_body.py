@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 
 import falcon
 import falcon.testing
 import pytest
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from narad.errors import InvalidArgument
 from narad.errors import PayloadTooLarge
@@ -188,8 +192,31 @@ def test_quote_cuts_after_100_characters():
 
 
 def test_error_body_is_utf8_json_even_with_a_lone_surrogate():
-    import json
-
     body = error_body("bad \ud800 é")
     assert json.loads(body.decode("utf-8")) == {"error": "bad \ud800 é"}
     assert error_body("é").decode("utf-8") == '{"error":"é"}\n'
+
+
+def _depth(value) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_brackety = st.text(st.sampled_from('[]{}"\\ax'), max_size=6)
+_nested = st.recursive(
+    st.one_of(st.none(), st.integers(), _brackety),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(_brackety, inner, max_size=3)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_nested, st.integers(0, 6), st.booleans())
+def test_nesting_depth_ignores_brackets_and_escapes_in_strings(value, limit, spaced):
+    data = json.dumps(value, indent=1 if spaced else None).encode()
+    assert jsontext.nesting_depth_exceeds(data, limit) == (_depth(value) > limit)
