@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Format checkers that raised at least once in this process (logged once).
+_REPORTED: set[str] = set()
+
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "narad_redis",
     "narad_fakeredis",
@@ -214,9 +217,6 @@ def _contained_rule(keyword: str, rule: Callable[..., Any]) -> Callable[..., Any
             ) from None
 
     return contained
-
-
-_REPORTED: set[str] = set()
 
 
 def _claim(owners: dict[str, str], key: str, plugin: str, what: str) -> None:

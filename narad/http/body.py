@@ -52,13 +52,13 @@ def read_body(req: falcon.Request, limit: int = MAX_BODY) -> bytes:
                 "send the body as it is, with Content-Length or chunked"
             )
         return _read_chunked(req.stream, limit)
-    length = content_length(req)
+    length = _content_length(req)
     if length > limit:
         raise PayloadTooLarge(f"request body is over {limit} bytes")
     return _read_exactly(req.stream, length)
 
 
-def content_length(req: falcon.Request) -> int:
+def _content_length(req: falcon.Request) -> int:
     """The announced length; 0 when the request announces none."""
     raw = req.env.get("CONTENT_LENGTH") or ""
     if not raw:

@@ -55,12 +55,10 @@ def _utf8(text: str, what: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        # A lone surrogate ("\ud800" in JSON, or a server's undecodable
-        # query bytes): UTF-8 cannot hold it, and storing its CESU-8 bytes
-        # would hand consumers invalid UTF-8.
+        # A lone surrogate ("\ud800" in JSON): UTF-8 cannot hold it, and
+        # storing its CESU-8 bytes would hand consumers invalid UTF-8.
         raise InvalidArgument(
-            f"{what} holds a lone surrogate or undecodable bytes, which UTF-8 "
-            "cannot store"
+            f"{what} holds a lone surrogate, which UTF-8 cannot store"
         ) from None
 
 

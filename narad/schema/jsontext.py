@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 from array import array
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from itertools import accumulate
@@ -168,12 +169,14 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _decoder(*, checked_ints: bool, unique_keys: bool) -> json.JSONDecoder:
+def _decoder(
+    *, checked_ints: bool, pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None
+) -> json.JSONDecoder:
     return json.JSONDecoder(
         parse_int=_parse_int if checked_ints else None,
         parse_float=_parse_decimal,
         parse_constant=_refuse_constant,
-        object_pairs_hook=_unique_object if unique_keys else None,
+        object_pairs_hook=pairs_hook,
         strict=True,
     )
 
@@ -184,7 +187,9 @@ def _decoder(*, checked_ints: bool, unique_keys: bool) -> json.JSONDecoder:
 # with no object never pays for the repeated-key check. Decoders are
 # stateless and shared: (checked ints, unique keys) -> decoder.
 _DECODERS = {
-    (checked, unique): _decoder(checked_ints=checked, unique_keys=unique)
+    (checked, unique): _decoder(
+        checked_ints=checked, pairs_hook=_unique_object if unique else None
+    )
     for checked in (False, True)
     for unique in (False, True)
 }
@@ -273,13 +278,7 @@ def _locate_repeat(text: str, checked_ints: bool) -> DuplicateKey:
                 seen.add(key)
         return _Members(pairs, repeated)
 
-    decoder = json.JSONDecoder(
-        parse_int=_parse_int if checked_ints else None,
-        parse_float=_parse_decimal,
-        parse_constant=_refuse_constant,
-        object_pairs_hook=members,
-        strict=True,
-    )
+    decoder = _decoder(checked_ints=checked_ints, pairs_hook=members)
     stack: list[tuple[Any, str]] = [(decoder.decode(text), "")]
     while stack:
         value, pointer = stack.pop()

@@ -22,6 +22,7 @@ from typing import Any
 
 from narad.errors import InvalidPayload
 from narad.errors import InvalidSchema
+from narad.quoting import QUOTE_LIMIT
 from narad.schema import keywords as kw
 from narad.schema.drafts import Draft
 from narad.schema.jsontext import JSONTextError
@@ -74,8 +75,10 @@ def pointer_of(path: Path) -> str:
     while path is not None:
         path, token = path
         token = escape(str(token))
-        # Keys come from the payload: quote at most 100 characters of each.
-        tokens.append(token if len(token) <= 100 else token[:100] + "…")
+        # Keys come from the payload: quote at most so much of each.
+        if len(token) > QUOTE_LIMIT:
+            token = token[:QUOTE_LIMIT] + "…"
+        tokens.append(token)
     return "".join("/" + token for token in reversed(tokens))
 
 
