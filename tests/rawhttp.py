@@ -120,7 +120,11 @@ def _read_response(sock: socket.socket, *, head: bool) -> RawResponse:
         headers[name.strip().lower()] = value.strip()
     length = int(headers.get("content-length", "0"))
     if head or status in (204, 304):
-        length = 0
+        # No body may follow: read to the close (requests ask for one) and
+        # hand back whatever came, which should be nothing.
+        while part := _recv(sock):
+            rest += part
+        return RawResponse(status, headers, rest)
     while len(rest) < length:
         part = _recv(sock)
         if not part:

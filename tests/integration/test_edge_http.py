@@ -391,7 +391,9 @@ def test_head_works_wherever_get_does(edge):
         got = edge.send("GET", target, framing="none")
         head = edge.send("HEAD", target, framing="none", head=True)
         assert (got.status, head.status) == (200, 200), target
-        assert head.headers["content-length"] == str(len(got.body)), target
+        assert head.body == b""
+        if target != "/metrics":  # counters move between the two requests
+            assert head.headers["content-length"] == str(len(got.body)), target
 
 
 @pytest.mark.parametrize("name", [".", "..", "...."])

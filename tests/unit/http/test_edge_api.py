@@ -380,7 +380,8 @@ def test_head_works_wherever_get_does(client):
         assert got.status_code == 200, path
         assert head.status_code == 200, path
         assert head.content == b""
-        assert head.headers["content-length"] == str(len(got.content)), path
+        if path != "/metrics":  # counters move between the two requests
+            assert head.headers["content-length"] == str(len(got.content)), path
 
 
 def test_head_of_a_leasing_consume_is_refused(client):
