@@ -25,7 +25,7 @@ from narad.schema import jsontext
 
 MAX_BODY = 1024 * 1024
 # Deep enough for a schema at its 64-level limit inside a request; deeper
-# bodies are refused before parsing, so the C parser never recurses far.
+# bodies are refused (see jsontext.loads for how the parser is kept safe).
 MAX_BODY_DEPTH = 128
 
 _DURATION = re.compile(r"([0-9]{1,12})(ms|s)?")

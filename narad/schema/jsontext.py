@@ -158,7 +158,7 @@ def _refuse_constant(name: str) -> Any:
     raise JSONTextError(f"has {name}, which is not JSON")
 
 
-class _Repeated(Exception):
+class _Repeated(ValueError):
     """Raised inside the parser at the first object with a repeated key."""
 
 
@@ -206,6 +206,14 @@ def _has_long_digit_run(data: bytes) -> bool:
     )
 
 
+# Nesting the C parser may meet before the text is known to be shallow
+# enough: its recursion is a few hundred bytes of stack per level.
+PARSE_SAFE_DEPTH = 5000
+# Walking a parsed container costs about what scanning this many bytes of
+# text does.
+_BYTES_PER_CONTAINER = 100
+
+
 def loads(data: bytes, *, max_depth: int, allow_duplicate_keys: bool = False) -> Any:
     """Parse ``data`` as exactly one JSON text, with exact numbers.
 
@@ -217,7 +225,7 @@ def loads(data: bytes, *, max_depth: int, allow_duplicate_keys: bool = False) ->
             repeats were refused.
 
     Raises:
-        TooDeep: nesting beyond ``max_depth`` (checked before parsing).
+        TooDeep: nesting beyond ``max_depth``, whatever else is wrong.
         DuplicateKey: an object has the same key twice; names the key and
             the object's JSON Pointer.
         JSONTextError: anything else that is not one JSON text in UTF-8:
@@ -226,23 +234,58 @@ def loads(data: bytes, *, max_depth: int, allow_duplicate_keys: bool = False) ->
             ``NaN``/``Infinity``, numbers beyond the bounds above.
     """
     text = decode(data)
-    if nesting_depth_exceeds(data, max_depth):
-        raise TooDeep(max_depth)
+    objects = data.count(b"{")
+    openers = data.count(b"[") + objects  # strings included: an upper bound
+    measure_value = False
+    if openers > max_depth:
+        # Either the text is measured before parsing, or the parsed value
+        # after: the text when the parser could recurse too deep for comfort
+        # or when the value holds many containers; the value when strings
+        # hold most of the brackets (a batch of JSON messages), where a
+        # bracket count is cheap and scanning the strings is not.
+        if openers > PARSE_SAFE_DEPTH or openers * _BYTES_PER_CONTAINER > len(data):
+            if nesting_depth_exceeds(data, max_depth):
+                raise TooDeep(max_depth)
+        else:
+            measure_value = True
     checked = _has_long_digit_run(data)
-    unique = not allow_duplicate_keys and b"{" in data
+    unique = objects > 0 and not allow_duplicate_keys
     try:
-        return _DECODERS[checked, unique].decode(text)
-    except _Repeated:
-        raise _locate_repeat(text, checked) from None
-    except JSONTextError:
-        raise
-    except json.JSONDecodeError as exc:
-        reason = "has trailing data" if exc.msg == "Extra data" else "is not JSON"
-        raise JSONTextError(
-            f"{reason} ({exc.msg.lower()}: line {exc.lineno} column {exc.colno})"
-        ) from None
+        value = _DECODERS[checked, unique].decode(text)
     except (ValueError, RecursionError) as exc:
-        raise JSONTextError(f"is not JSON ({exc})") from None
+        if measure_value and nesting_depth_exceeds(data, max_depth):
+            raise TooDeep(max_depth) from None
+        raise _refusal(exc, text, checked) from None
+    if measure_value and _deeper_than(value, max_depth):
+        raise TooDeep(max_depth)
+    return value
+
+
+def _refusal(exc: Exception, text: str, checked_ints: bool) -> JSONTextError:
+    if isinstance(exc, JSONTextError):
+        return exc
+    if isinstance(exc, _Repeated):
+        return _locate_repeat(text, checked_ints)
+    if isinstance(exc, json.JSONDecodeError):
+        reason = "has trailing data" if exc.msg == "Extra data" else "is not JSON"
+        return JSONTextError(
+            f"{reason} ({exc.msg.lower()}: line {exc.lineno} column {exc.colno})"
+        )
+    return JSONTextError(f"is not JSON ({exc})")
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether a parsed value nests arrays/objects deeper than ``limit``."""
+    stack = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        container, depth = stack.pop()
+        if depth > limit:
+            return True
+        items = container.values() if isinstance(container, dict) else container
+        stack.extend(
+            (item, depth + 1) for item in items if isinstance(item, dict | list)
+        )
+    return False
 
 
 class _Members:

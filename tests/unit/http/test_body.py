@@ -220,3 +220,45 @@ _nested = st.recursive(
 def test_nesting_depth_ignores_brackets_and_escapes_in_strings(value, limit, spaced):
     data = json.dumps(value, indent=1 if spaced else None).encode()
     assert jsontext.nesting_depth_exceeds(data, limit) == (_depth(value) > limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_nested, st.integers(0, 6))
+def test_loads_refuses_exactly_the_values_nested_too_deep(value, limit):
+    data = json.dumps(value).encode()
+    if _depth(value) > limit:
+        with pytest.raises(jsontext.TooDeep):
+            jsontext.loads(data, max_depth=limit, allow_duplicate_keys=True)
+    else:
+        assert jsontext.loads(data, max_depth=limit, allow_duplicate_keys=True) == value
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 300 + b"]" * 300,  # measured after parsing
+        b"[" * 300,  # not JSON either: too deep is what is said
+        b"[" * 300 + b'{"a": 1, "a": 2}' + b"]" * 300,
+        b"[" * 20_000 + b"]" * 20_000,  # measured before parsing
+        b"[" * 20_000,
+    ],
+)
+def test_too_deep_is_said_first(data):
+    with pytest.raises(jsontext.TooDeep):
+        jsontext.loads(data, max_depth=256)
+
+
+def test_brackets_inside_strings_do_not_count():
+    data = json.dumps(["[{" * 3000] * 3).encode()
+    assert jsontext.loads(data, max_depth=2) == ["[{" * 3000] * 3
+
+
+@pytest.mark.parametrize("end", [b"]", b"", b",,"], ids=["valid", "short", "bad"])
+def test_depth_of_a_text_mostly_strings_is_measured_on_the_value(end):
+    # Few brackets for many bytes: the parsed value is walked, or on a text
+    # that does not parse, the text is measured after all.
+    data = b'[["' + b"[" * 10 + b"x" * 5000 + b'"]' + end
+    with pytest.raises(jsontext.TooDeep):
+        jsontext.loads(data, max_depth=1)
+    if end == b"]":
+        assert jsontext.loads(data, max_depth=2) == [["[" * 10 + "x" * 5000]]
