@@ -275,17 +275,27 @@ def _refusal(exc: Exception, text: str, checked_ints: bool) -> JSONTextError:
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether a parsed value nests arrays/objects deeper than ``limit``."""
-    stack = [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:
-        container, depth = stack.pop()
+    """Whether a parsed value nests arrays/objects deeper than ``limit``.
+
+    Level by level, so each container costs one comprehension and no stack
+    entry of its own.
+    """
+    level = [value] if type(value) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        items = container.values() if isinstance(container, dict) else container
-        stack.extend(
-            (item, depth + 1) for item in items if isinstance(item, dict | list)
-        )
+        level = [
+            item
+            for container in level
+            for item in (container.values() if type(container) is dict else container)
+            if type(item) in _CONTAINERS
+        ]
     return False
+
+
+_CONTAINERS = frozenset((dict, list))
 
 
 class _Members:
