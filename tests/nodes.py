@@ -37,6 +37,7 @@ class Node:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.tmp = tmp
+        tmp.mkdir(parents=True, exist_ok=True)
         self.log = tmp / f"node-{self.port}.log"
         self.env = {
             **os.environ,
@@ -84,10 +85,12 @@ class Node:
         return Client(self.base)
 
     def worker_pids(self) -> list[int]:
+        """The gunicorn workers (the embedded Valkey is a child too)."""
         out = subprocess.run(
             ["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True
         ).stdout
-        return [int(p) for p in out.split()]
+        pids = [int(p) for p in out.split()]
+        return [p for p in pids if not _command(p).startswith("valkey")]
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -97,6 +100,13 @@ class Node:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 class TcpValkey(EmbeddedValkey):
