@@ -105,9 +105,11 @@ class DataDirLock:
         """Lock ``data_dir`` (created 0700 if missing) or raise StorageError
         naming the directory and the PID that holds it."""
         data_dir = Path(data_dir).resolve()
-        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = data_dir / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StorageError(f"data directory {data_dir}: {exc}") from exc
         deadline = time.monotonic() + wait_s
         waiting = False
         try:
@@ -200,7 +202,10 @@ class EmbeddedValkey:
     def start(self, timeout: float = 15.0) -> str:
         """Start the server and return its URL once it answers PING."""
         if self.socket_path is None:
-            self._prepare()
+            try:
+                self._prepare()
+            except OSError as exc:
+                raise StorageError(f"data directory {self.data_dir}: {exc}") from exc
         self.process = subprocess.Popen(
             [str(get_binary_path()), str(self.data_dir / "valkey.conf")],
             cwd=self.data_dir,

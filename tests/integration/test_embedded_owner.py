@@ -46,6 +46,13 @@ def test_a_second_node_refuses_the_directory_and_the_first_keeps_its_data(tmp_pa
         http.close()
         produce(first, "t", ["a", "b"])
         server = valkey_pids_under(data)
+        # A worker that dies closes its copy of the lock: the master keeps it.
+        assert wait_until(lambda: len(first.worker_pids()) == 2)
+        [worker, _] = first.worker_pids()
+        os.kill(worker, signal.SIGKILL)
+        assert wait_until(
+            lambda: len(first.worker_pids()) == 2 and worker not in first.worker_pids()
+        )
 
         second = Node(tmp_path, workers=1)
         with pytest.raises(RuntimeError, match="node exited"):
