@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -123,7 +124,7 @@ class DataDirLock:
                 holder = _read_pid(fd)
                 alive = bool(holder) and _alive(holder)
                 if alive or time.monotonic() > deadline:
-                    who = f"pid {holder}" if alive else f"what pid {holder} left"
+                    who = f"pid {holder}" if alive else _leftovers(holder)
                     raise StorageError(
                         f"data directory {data_dir} is in use by another node "
                         f"({who}): stop it, or give this node its own "
@@ -131,10 +132,10 @@ class DataDirLock:
                     )
                 if not waiting:
                     log.warning(
-                        "data directory %s is still locked by what pid %d left; "
-                        "waiting up to %.0f s for it to exit",
+                        "data directory %s is still locked by %s; waiting up to "
+                        "%.0f s for it to exit",
                         data_dir,
-                        holder,
+                        _leftovers(holder),
                         wait_s,
                     )
                     waiting = True
@@ -151,6 +152,12 @@ class DataDirLock:
         if self.fd >= 0 and os.getpid() == self._owner_pid:
             os.close(self.fd)
             self.fd = -1
+
+
+def _leftovers(holder: int) -> str:
+    if holder:
+        return f"what pid {holder} left"
+    return "a process that recorded no pid"
 
 
 def _read_pid(fd: int) -> int:
@@ -349,7 +356,7 @@ def _remove_runtime_dir(data_dir: Path) -> None:
         info = folder.lstat()
         if (
             folder.name.startswith(_RUNTIME_PREFIX)
-            and folder.is_dir()
+            and stat.S_ISDIR(info.st_mode)  # not a link planted in its place
             and info.st_uid == os.getuid()
             and not info.st_mode & 0o077
         ):

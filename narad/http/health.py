@@ -54,6 +54,11 @@ class WriteGuard:
     def __init__(self, guard: StorageGuard) -> None:
         self.guard = guard
 
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if req.method in _WRITES and (reason := self.guard.refusal()):
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource, params
+    ) -> None:
+        # After routing: an unknown path stays a 404.
+        if resource is None or req.method not in _WRITES:
+            return
+        if reason := self.guard.refusal():
             raise Unavailable(reason)

@@ -115,3 +115,19 @@ def test_logged_urls_hide_the_password():
     assert hide("redis://narad:s3cret@db:6379/0") == "redis://narad:***@db:6379/0"
     assert hide("unix://narad@/run/v.sock") == "unix://narad@/run/v.sock"
     assert hide("rediss://:s3cret@db/0") == "rediss://:***@db/0"
+
+
+def test_writes_wait_for_a_durable_storage_and_reads_do_not():
+    import falcon.testing
+
+    from narad.app import create_app
+
+    # fakeredis proves nothing durable: strict refuses its writes.
+    client = falcon.testing.TestClient(create_app(fakeredis_config()))
+    refused = client.simulate_post("/v1/topics", json={"name": "t"})
+    assert refused.status_code == 503
+    assert refused.json["error"].startswith("storage is not durable (INFO refused:")
+    assert client.simulate_get("/readyz").json == refused.json
+    assert client.simulate_get("/v1/topics").status_code == 200
+    assert client.simulate_post("/v1/nothing").status_code == 404
+    assert client.simulate_get("/healthz").status_code == 200
