@@ -39,6 +39,7 @@ def _stop_node() -> None:
 
 
 def describe_exit(code: int | None) -> str:
+    """How the server ended, from :meth:`EmbeddedValkey.wait`'s answer."""
     if code is None:
         return "exited (its status went to gunicorn's reaper)"
     if code < 0:
