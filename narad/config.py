@@ -147,6 +147,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("server", "keepalive", 30, _integer(0, 3600), "keep-alive seconds"),
     Setting(
+        "server",
+        "client_timeout",
+        30,
+        _integer(1, 3600),
+        "seconds a client may pause while sending a request body (then 400) "
+        "and may take to receive a response",
+    ),
+    Setting(
         "storage",
         "url",
         "",

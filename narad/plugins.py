@@ -5,11 +5,19 @@ and are declared in setup.cfg under the entry-point group ``narad``, exactly
 as a third-party plugin is. :data:`DEFAULT_PLUGINS` lists the same modules so
 that a checkout run without installing still has them; a module already
 registered through its entry point is not registered twice.
+
+What plugins hand back is called on clients' input (payload strings reach
+format checkers, proposed schemas reach compatibility rules), so the host
+contains their failures: an exception from a format checker means the value
+is not valid in that format, and one from a rule refuses the schema change
+(400, naming the keyword), instead of ending the request with a 500.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import logging
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -20,6 +28,8 @@ from typing import Any
 import pluggy
 
 from narad import hookspecs
+from narad.errors import IncompatibleSchema
+from narad.errors import NaradError
 from narad.errors import PluginConflict
 from narad.errors import PluginError
 
@@ -27,6 +37,11 @@ if TYPE_CHECKING:
     from narad.config import Config
     from narad.schema.drafts import Draft
     from narad.storage import Storage
+
+log = logging.getLogger(__name__)
+
+# Format checkers that raised at least once in this process (logged once).
+_REPORTED: set[str] = set()
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "narad_redis",
@@ -128,10 +143,16 @@ class Plugins:
         return by_uri, default[1]
 
     def format_checkers(self) -> dict[str, Callable[[str], bool]]:
-        return self._merge("narad_format_checkers", "the format")
+        """Return checkers by format name; one that raises answers "not valid"."""
+        merged = self._merge("narad_format_checkers", "the format")
+        return {name: _contained_checker(name, check) for name, check in merged.items()}
 
     def compatibility_rules(self) -> dict[str, Callable[..., Any]]:
-        return self._merge("narad_compatibility_rules", "the keyword")
+        """Return rules by keyword; one that raises refuses the change (400)."""
+        merged = self._merge("narad_compatibility_rules", "the keyword")
+        return {
+            keyword: _contained_rule(keyword, rule) for keyword, rule in merged.items()
+        }
 
     def storage_backends(self) -> dict[str, Callable[[str, Config], Storage]]:
         return self._merge("narad_storage_backends", "the storage URL scheme")
@@ -158,6 +179,44 @@ class Plugins:
             if answer is not None:
                 answers.append((impl.plugin_name, answer))
         return answers
+
+
+def _contained_checker(
+    name: str, check: Callable[[str], bool]
+) -> Callable[[str], bool]:
+    @functools.wraps(check)
+    def contained(value: str) -> bool:
+        try:
+            return bool(check(value))
+        except Exception:
+            # The client chose the string: log without it, once per process
+            # and checker, so hostile payloads cannot flood the log.
+            if name not in _REPORTED:
+                _REPORTED.add(name)
+                log.exception(
+                    "format checker %r raised; the value counts as invalid", name
+                )
+            return False
+
+    return contained
+
+
+def _contained_rule(keyword: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+    # wraps() copies the rule's marks (extension, document_keyword).
+    @functools.wraps(rule)
+    def contained(old: Any, new: Any, ctx: Any) -> list[Any]:
+        try:
+            return list(rule(old, new, ctx))
+        except NaradError:
+            raise  # a nested rule's refusal, already contained
+        except Exception as exc:
+            log.exception("compatibility rule for %r raised", keyword)
+            raise IncompatibleSchema(
+                f"schema: the compatibility rule for {keyword!r} failed on this "
+                f"change ({type(exc).__name__}), so the change is refused"
+            ) from None
+
+    return contained
 
 
 def _claim(owners: dict[str, str], key: str, plugin: str, what: str) -> None:
