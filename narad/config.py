@@ -95,12 +95,35 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server", "workers", 4, _integer(1, 256), "worker processes"),
     Setting(
         "server",
-        "threads",
-        128,
-        _integer(1, 10_000),
-        "threads per worker: each long-polling consumer holds one while it waits",
+        "max_connections",
+        16_384,
+        _integer(1, 1_000_000),
+        "open client connections per node (split evenly across workers); past "
+        "it only /healthz and /readyz are answered, anything else gets 503",
     ),
     Setting("server", "keepalive", 30, _integer(0, 3600), "keep-alive seconds"),
+    Setting(
+        "server",
+        "header_timeout",
+        10,
+        _integer(1, 3600),
+        "seconds a request's line and headers may take to arrive, else 408",
+    ),
+    Setting(
+        "server",
+        "body_timeout",
+        10,
+        _integer(1, 3600),
+        "seconds a request body may take, plus one per body_min_rate bytes "
+        "received, else 408; responses are held to the same pace",
+    ),
+    Setting(
+        "server",
+        "body_min_rate",
+        8192,
+        _integer(1, 1 << 30),
+        "bytes per second a body must keep up beyond body_timeout",
+    ),
     Setting(
         "storage",
         "url",
@@ -121,6 +144,13 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         _integer(0, 65535),
         "embedded Valkey's TCP port on 127.0.0.1; 0 picks a free one",
+    ),
+    Setting(
+        "storage",
+        "pool_size",
+        32,
+        _integer(1, 10_000),
+        "storage connections per worker process; requests queue for a free one",
     ),
     Setting(
         "storage",

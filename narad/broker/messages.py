@@ -184,6 +184,8 @@ class MessageService:
                 until_expiry = (result.next_lease_expiry_ms - now_ms() + 1) / 1000
                 remaining = min(remaining, max(until_expiry, 0.001))
             self.waiters.wait(topic, seen, remaining)
+            if self.waiters.stopped:
+                return None  # the worker is stopping: answer 204 now
 
     def _order(self, meta: TopicMeta, partition: int | None) -> list[int]:
         if partition is not None:

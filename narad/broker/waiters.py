@@ -6,6 +6,10 @@ per-topic generation counter; a consumer snapshots the counter before it
 looks for a message and sleeps only until the counter moves, so a message
 produced between its look and its sleep still wakes it. If the subscription
 is down, waits are cut to short slices until it is back.
+
+In a gevent worker (``narad.workers``) ``threading`` is monkey-patched: the
+listener is a greenlet and a waiting consumer costs a greenlet, not a thread.
+:meth:`Waiters.stop` (graceful shutdown) wakes every waiting consumer at once.
 """
 
 from __future__ import annotations
@@ -57,8 +61,14 @@ class Waiters:
                     return
                 cond.wait(remaining)
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
     def stop(self) -> None:
+        """Stop listening and wake every waiting consumer (graceful shutdown)."""
         self._stopped = True
+        self._wake_all(subscribed=False)
 
     def _ensure_listener(self) -> None:
         if self._thread is None:
