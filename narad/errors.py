@@ -73,6 +73,12 @@ class LeaseGone(NaradError):
     status = 410
 
 
+class IncompleteRequest(NaradError):
+    """The connection closed before the request body was complete."""
+
+    status = 400
+
+
 class RequestTimeout(NaradError):
     """A client too slow sending its request (``server.*_timeout``); the
     connection is closed after the 408."""

@@ -38,6 +38,7 @@ import os
 import resource
 import socket
 import time
+import warnings
 from collections.abc import Callable
 from collections.abc import Iterable
 from contextlib import nullcontext
@@ -47,6 +48,7 @@ from functools import partial
 from typing import Any
 
 import gevent
+from gevent import monkey
 from gevent.pool import Pool
 from gevent.server import StreamServer
 from gunicorn.sock import ssl_context
@@ -54,6 +56,7 @@ from gunicorn.workers.ggevent import GeventWorker
 
 from narad import offload
 from narad.config import Config
+from narad.errors import IncompleteRequest
 from narad.errors import RequestTimeout
 
 # Connections a worker takes past its share of server.max_connections, only
@@ -144,6 +147,9 @@ class Connection:
         except TimeoutError:
             return self._late()
         if self.request is not None:
+            if not data:
+                # gunicorn would hand the app a short body as if complete.
+                raise IncompleteRequest("connection closed before the body ended")
             self.deadline += len(data) / self.limits.min_rate
         elif self.idle and data:
             self.idle = False
@@ -219,6 +225,18 @@ class NaradWorker(GeventWorker):
         )
         self.connections: set[Connection] = set()
         self._application: Callable[..., Iterable[bytes]] | None = None
+
+    def patch(self) -> None:
+        # The master imported redis-py, whose (unused) asyncio client binds
+        # ssl names at import: gevent warns about that module at every start.
+        # Any other module named in the warning still shows.
+        warnings.filterwarnings(
+            "ignore",
+            message=r"Monkey-patching ssl after ssl has already been imported.*"
+            r"\(NOT patched\): \['redis\.asyncio\.connection \([^']*\)'\]\.\s*$",
+            category=monkey.MonkeyPatchWarning,
+        )
+        super().patch()
 
     def load_wsgi(self) -> None:
         # After the fork and the monkey-patching, before the app is built.
@@ -339,7 +357,7 @@ def _drain(request: Any) -> None:
             if not data:
                 return
             left -= len(data)
-    except RequestTimeout:
+    except (RequestTimeout, IncompleteRequest):
         pass
     raise StopIteration  # gunicorn closes the connection
 

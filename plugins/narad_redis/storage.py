@@ -317,7 +317,13 @@ class RedisStorage:
         return message
 
     def listen(self, pattern: str) -> redis.client.PubSub:
-        pubsub = self.client.redis.pubsub()
+        # Its own connection, outside the bounded pool: the subscription must
+        # come up even while every pooled connection is busy.
+        pool = self.client.redis.connection_pool
+        own = redis.ConnectionPool(
+            connection_class=pool.connection_class, **pool.connection_kwargs
+        )
+        pubsub = redis.Redis(connection_pool=own).pubsub()
         pubsub.psubscribe(pattern)
         return pubsub
 
