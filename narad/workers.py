@@ -339,11 +339,14 @@ class NaradWorker(GeventWorker):
         super().handle_error(req, client, addr, exc)
 
     def _serve(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        """The app, then: close rather than drain a large unread body."""
+        """The app; then, before the response head goes out, decide to close
+        (the worker is stopping, or a large body was left unread)."""
         result = self._application(environ, start_response)
         conn = environ["gunicorn.socket"]
+        if not self.alive:
+            conn.request.force_close()
         if _unread_body(conn.request) > DRAIN_LIMIT:
-            conn.request.force_close()  # before the response head goes out
+            conn.request.force_close()
             conn.linger = True
         return result
 
