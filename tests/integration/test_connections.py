@@ -314,3 +314,44 @@ def test_open_files_limit_is_raised_for_the_workers(node):
         limits = Path(f"/proc/{pid}/limits").read_text()
         line = next(x for x in limits.splitlines() if x.startswith("Max open files"))
         assert int(line.split()[3]) == hard, line
+
+
+# A 64-branch oneOf: high-cost, so its validations go to the capacity slots
+# and the native thread pool. Each branch walks every property: ~2 s for the
+# payload below.
+UNION = {
+    "oneOf": [
+        {
+            "type": "object",
+            "additionalProperties": {"type": "string", "pattern": "^x+$"},
+            "required": [f"k{i}"],
+        }
+        for i in range(64)
+    ]
+}
+
+
+def test_a_long_validation_does_not_hold_up_the_event_loop(strict_node, topic):
+    http = strict_node.client()
+    assert (
+        http.post("/v1/topics", {"name": topic, "partitions": 1, "schema": UNION})
+    ).status == 201
+    payload = json.dumps(
+        {"k7": "x", **{f"f{i}": "x" * 64 for i in range(3000)}}
+    ).encode()
+    producer = raw(strict_node)
+    producer.sendall(
+        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\nHost: t\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n".encode()
+        + payload
+    )
+    time.sleep(0.2)  # the validation is under way
+    # One worker: health and topic reads are served while it runs.
+    assert http.get("/healthz").status == 200
+    assert http.get(f"/v1/topics/{topic}").status == 200
+    sel = selectors.DefaultSelector()
+    sel.register(producer, selectors.EVENT_READ)
+    assert not sel.select(timeout=0), "the long validation finished first"
+    assert read_response(producer)[0] == 202
+    producer.close()
+    http.close()
