@@ -182,10 +182,12 @@ class MessageService:
                     now_ms=now_ms(),
                 )
                 if result.status is Status.NO_TOPIC:
+                    waiters.forget_empty(key)
                     meta = self.topics.refresh(topic)
                     self._check_partition(meta, partition)
                     continue
                 if result.message is not None:
+                    waiters.forget_empty(key)
                     MESSAGES_CONSUMED.inc()
                     return result.message
                 expiry = result.next_lease_expiry_ms

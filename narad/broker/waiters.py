@@ -10,10 +10,12 @@ is down, waits are cut to short slices until it is back.
 The same counters let a worker skip storage round trips while a topic stays
 empty, which is what thousands of idle long polls mostly see: a look that
 found nothing is remembered with its generation (:meth:`Waiters.remember_empty`)
-and a consume arriving while the generation has not moved, no lease has come
-due and the note is under a second old waits without looking again
-(:meth:`Waiters.known_empty`). The age bound keeps a deleted topic (whose
-deletion publishes nothing) from answering 204 instead of 404 for long.
+and a consume arriving while the generation has not moved and no lease has
+come due waits without looking again (:meth:`Waiters.known_empty`). Once a
+note is a second old, the next consume looks again while the others keep
+waiting on it, so a deleted topic (whose deletion publishes nothing) is
+noticed within a second, at the cost of one look a second, however many
+consumers poll.
 
 In a gevent worker (``narad.workers``) ``threading`` is monkey-patched: the
 listener is a greenlet and a waiting consumer costs a greenlet, not a thread.
@@ -82,20 +84,30 @@ class Waiters:
     def known_empty(
         self, key: Hashable, topic: str, now_ms: int
     ) -> tuple[int, int | None] | None:
-        """(generation, lease expiry) of a recent empty look still valid now."""
+        """(generation, lease expiry) of an empty look still valid now.
+
+        None tells the caller to look itself: no valid note, or the note is
+        a second old (this caller refreshes it; the others keep using it).
+        """
         with self._lock:
             note = self._empty.get(key)
             if note is None or not self._subscribed:
                 return None
             seen, expiry_ms, noted_ms = note
-            if (
-                self._generation[topic] != seen
-                or now_ms - noted_ms >= EMPTY_NOTE_MS
-                or (expiry_ms is not None and now_ms >= expiry_ms)
+            if self._generation[topic] != seen or (
+                expiry_ms is not None and now_ms >= expiry_ms
             ):
                 del self._empty[key]
                 return None
+            if now_ms - noted_ms >= EMPTY_NOTE_MS:
+                self._empty[key] = (seen, expiry_ms, now_ms)
+                return None
             return seen, expiry_ms
+
+    def forget_empty(self, key: Hashable) -> None:
+        """Drop the note on ``key``: a look found a message or no topic."""
+        with self._lock:
+            self._empty.pop(key, None)
 
     def wait(self, topic: str, seen: int, timeout_s: float) -> None:
         """Sleep until ``topic`` is woken after generation ``seen``, or timeout."""

@@ -41,10 +41,18 @@ def test_an_empty_look_is_remembered_until_the_topic_is_woken(waiters):
     assert waiters.known_empty(("t", "e", None), "t", 1500) is None
 
 
-def test_a_note_lapses_with_its_age_and_with_the_next_lease_expiry(waiters):
+def test_an_old_note_sends_one_consumer_to_look_and_serves_the_others(waiters):
     seen = waiters.generation("t")
     waiters.remember_empty("k", "t", seen, None, 1000)
-    assert waiters.known_empty("k", "t", 1000 + EMPTY_NOTE_MS) is None
+    later = 1000 + EMPTY_NOTE_MS
+    assert waiters.known_empty("k", "t", later) is None  # this one looks
+    assert waiters.known_empty("k", "t", later + 1) == (seen, None)
+    waiters.forget_empty("k")  # its look found a message, or no topic
+    assert waiters.known_empty("k", "t", later + 2) is None
+
+
+def test_a_note_lapses_with_the_next_lease_expiry(waiters):
+    seen = waiters.generation("t")
     waiters.remember_empty("k", "t", seen, 1200, 1000)
     assert waiters.known_empty("k", "t", 1100) == (seen, 1200)
     assert waiters.known_empty("k", "t", 1200) is None
