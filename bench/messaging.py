@@ -24,8 +24,9 @@ another down or skews its timings.
 Phases: floor; single produce (with the prober: the no-waiter figures);
 batch produce; consume+ack; latency; then N idle consumers long-polling
 ``wait=10s`` (memory per waiter measured once they all wait) while single
-produce, the prober and the latency phase run again; then the slowloris
-connections while single produce and the prober run again.
+produce, the prober and the latency phase run again; then, once their last
+polls ran out, the slowloris connections while single produce and the
+prober run again.
 """
 
 from __future__ import annotations
@@ -559,6 +560,9 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
         lambda: latency(port, "bench-latency-w", seconds),
     )
     crowd_result = crowd.stop()
+    # The server learns of a closed connection only when it answers: let the
+    # long polls the waiters left behind run out before the next phase.
+    time.sleep(11.0)
 
     # -- slowloris ---------------------------------------------------------------
     create_topic(port, "bench-slow")
