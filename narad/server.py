@@ -15,10 +15,6 @@ from gunicorn.app.base import BaseApplication
 from narad.config import Config
 
 
-def on_starting(server: Any) -> None:
-    raise_open_files_limit()
-
-
 def raise_open_files_limit() -> int:
     """Raise this process's soft RLIMIT_NOFILE to the hard limit; return it.
 
@@ -38,6 +34,14 @@ def child_exit(server: Any, worker: Any) -> None:
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:
+    def on_starting(server: Any) -> None:
+        raise_open_files_limit()
+        # Imported here: metrics must not load before the CLI has set
+        # PROMETHEUS_MULTIPROC_DIR.
+        from narad.guard import check_at_start
+
+        check_at_start(config)
+
     return {
         "bind": [config.get("server.bind")],
         "workers": config.get("server.workers"),
@@ -53,6 +57,8 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "control_socket_disable": True,
         "timeout": 60,
         "graceful_timeout": 20,
+        # In the master, before any worker: a storage that is not durable
+        # stops the node here (see narad.guard).
         "on_starting": on_starting,
         "child_exit": child_exit,
         "accesslog": None,
