@@ -333,6 +333,7 @@ class Usage:
         self.t0 = time.monotonic()
         self.before = {g: sum(map(cpu_seconds, ps)) for g, ps in self.groups.items()}
         self.self0 = resource.getrusage(resource.RUSAGE_SELF)
+        self.children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.busy0 = machine_busy_seconds()
         return self
 
@@ -340,10 +341,20 @@ class Usage:
         wall = time.monotonic() - self.t0
         after = {g: sum(map(cpu_seconds, ps)) for g, ps in self.groups.items()}
         me = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         used = {g: after[g] - self.before[g] for g in self.groups}
         used["load generator"] = (
             me.ru_utime - self.self0.ru_utime + me.ru_stime - self.self0.ru_stime
         )
+        # The /healthz prober, a child of this process done within the phase.
+        prober = (
+            children.ru_utime
+            - self.children0.ru_utime
+            + children.ru_stime
+            - self.children0.ru_stime
+        )
+        if prober:
+            used["prober"] = prober
         # Anything else running on the machine competes for the same cores.
         used["other processes"] = max(
             machine_busy_seconds() - self.busy0 - sum(used.values()), 0.0
@@ -550,16 +561,17 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     rss_waiting, vsz_waiting = memory(workers)
     create_topic(port, "bench-single-w")
     # A whole wait period, so every waiter polls again during the phase.
+    with_crowd = {**narad, "waiters' client": [crowd.process.pid]}
     (single_w, st), wait_probes = phase(
         f"produce+{waiters // 1000}k waiters",
-        narad,
+        with_crowd,
         lambda: probed(produce_load("bench-single-w", max(seconds, 10.0))),
     )
     check(st, {202})
     create_topic(port, "bench-latency-w")
     samples_w = phase(
         f"latency+{waiters // 1000}k waiters",
-        narad,
+        with_crowd,
         lambda: latency(port, "bench-latency-w", seconds),
     )
     crowd_result = crowd.stop()
@@ -575,7 +587,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     # connection at least once and the load generator opens another.
     (single_s, st), slow_probes = phase(
         f"produce+{slowloris // 1000}k slowloris",
-        narad,
+        {**narad, "slowloris client": [loris.process.pid]},
         lambda: probed(produce_load("bench-single-s", max(seconds, 12.0))),
     )
     check(st, {202})
