@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import falcon
@@ -72,26 +73,41 @@ def capacity_for(config: Config) -> ValidationCapacity:
     )
 
 
+class NaradApp(falcon.App):
+    """The falcon app, plus the hook the worker calls when it starts to stop."""
+
+    def __init__(self, waiters: Waiters, **options: Any) -> None:
+        super().__init__(**options)
+        self._waiters = waiters
+
+    def drain(self) -> None:
+        """Answer every waiting consumer now (204): the worker is stopping."""
+        self._waiters.stop()
+
+
 def create_app(
     config: Config,
     *,
     plugins: Plugins | None = None,
     storage: Storage | None = None,
-) -> falcon.App:
+) -> NaradApp:
     plugins = plugins or load_plugins(config)
     storage = storage or connect_storage(config, plugins)
     schemas = SchemaService(plugins, storage, capacity_for(config))
     topics = TopicService(storage, schemas)
+    waiters = Waiters(storage)
     messages = MessageService(
         storage,
         topics,
         schemas,
-        Waiters(storage),
+        waiters,
         max_wait_ms=config.get("broker.max_wait_ms"),
     )
 
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
-    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[WriteGuard(guard)])
+    app = NaradApp(
+        waiters, media_type=falcon.MEDIA_JSON, middleware=[WriteGuard(guard)]
+    )
     app.req_options.keep_blank_qs_values = True
     app.resp_options.default_media_type = falcon.MEDIA_JSON
     app.set_error_serializer(_serialize_http_error)
@@ -117,7 +133,7 @@ def create_app(
     return app
 
 
-def get_app() -> falcon.App:
+def get_app() -> NaradApp:
     """The gunicorn entry point: configuration from the environment."""
     return create_app(Config.load())
 

@@ -140,19 +140,34 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server", "workers", 4, _integer(1, 256), "worker processes"),
     Setting(
         "server",
-        "threads",
-        128,
-        _integer(1, 10_000),
-        "threads per worker: each long-polling consumer holds one while it waits",
+        "max_connections",
+        16_384,
+        _integer(1, 1_000_000),
+        "open client connections per node (split evenly across workers); past "
+        "it only /healthz and /readyz are answered, anything else gets 503",
     ),
     Setting("server", "keepalive", 30, _integer(0, 3600), "keep-alive seconds"),
     Setting(
         "server",
-        "client_timeout",
-        30,
+        "header_timeout",
+        10,
         _integer(1, 3600),
-        "seconds a client may pause while sending a request body (then 400) "
-        "and may take to receive a response",
+        "seconds a request's line and headers may take to arrive, else 408",
+    ),
+    Setting(
+        "server",
+        "body_timeout",
+        10,
+        _integer(1, 3600),
+        "seconds a request body may take, plus one per body_min_rate bytes "
+        "received, else 408; responses are held to the same pace",
+    ),
+    Setting(
+        "server",
+        "body_min_rate",
+        8192,
+        _integer(1, 1 << 30),
+        "bytes per second a body must keep up beyond body_timeout",
     ),
     Setting(
         "storage",
@@ -183,6 +198,13 @@ SETTINGS: tuple[Setting, ...] = (
         _choice("strict", "relaxed"),
         "strict: refuse to serve unless the storage fsyncs every write; "
         "relaxed: serve anyway",
+    ),
+    Setting(
+        "storage",
+        "pool_size",
+        32,
+        _integer(1, 10_000),
+        "storage connections per worker process; requests queue for a free one",
     ),
     Setting(
         "storage",

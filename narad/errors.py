@@ -73,6 +73,13 @@ class LeaseGone(NaradError):
     status = 410
 
 
+class RequestTimeout(NaradError):
+    """A client too slow sending its request (``server.*_timeout``); the
+    connection is closed after the 408."""
+
+    status = 408
+
+
 class PayloadTooLarge(NaradError):
     status = 413
 

@@ -31,7 +31,6 @@ class Node:
         *,
         storage_url: str = "",
         workers: int = 2,
-        threads: int = 32,
         env: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
@@ -43,7 +42,6 @@ class Node:
             **os.environ,
             "NARAD_SERVER_BIND": f"127.0.0.1:{self.port}",
             "NARAD_SERVER_WORKERS": str(workers),
-            "NARAD_SERVER_THREADS": str(threads),
             "NARAD_STORAGE_URL": storage_url,
             "NARAD_STORAGE_DATA_DIR": str(tmp / "data"),
             "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),

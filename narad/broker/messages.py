@@ -190,25 +190,49 @@ class MessageService:
         self._check_partition(meta, partition)
         wait_ms = min(wait_ms, self.max_wait_ms)
         deadline = time.monotonic() + wait_ms / 1000
+        waiters = self.waiters
         while True:
-            seen = self.waiters.generation(topic) if wait_ms else 0
-            result = self.storage.reserve(
-                meta, self._order(meta, partition), nonce=new_nonce(), now_ms=now_ms()
-            )
-            if result.status is Status.NO_TOPIC:
-                meta = self.topics.refresh(topic)
-                self._check_partition(meta, partition)
-                continue
-            if result.message is not None:
-                MESSAGES_CONSUMED.inc()
-                return result.message
+            key = (topic, meta.epoch, partition)
+            # A long poll on a topic just seen empty waits without looking
+            # again: thousands of idle consumers cost no storage calls.
+            note = waiters.known_empty(key, topic, now_ms()) if wait_ms else None
+            if note is not None:
+                seen, expiry = note
+            else:
+                seen = waiters.generation(topic) if wait_ms else 0
+                result = self.storage.reserve(
+                    meta,
+                    self._order(meta, partition),
+                    nonce=new_nonce(),
+                    now_ms=now_ms(),
+                )
+                if result.status is Status.NO_TOPIC:
+                    waiters.forget_empty(key)
+                    meta = self.topics.refresh(topic)
+                    self._check_partition(meta, partition)
+                    continue
+                if result.message is not None:
+                    waiters.forget_empty(key)
+                    MESSAGES_CONSUMED.inc()
+                    return result.message
+                expiry = result.next_lease_expiry_ms
+                if wait_ms:
+                    waiters.remember_empty(key, topic, seen, expiry, now_ms())
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            if result.next_lease_expiry_ms is not None:
-                until_expiry = (result.next_lease_expiry_ms - now_ms() + 1) / 1000
+            if expiry is not None:
+                until_expiry = (expiry - now_ms() + 1) / 1000
                 remaining = min(remaining, max(until_expiry, 0.001))
-            self.waiters.wait(topic, seen, remaining)
+            waiters.wait(topic, seen, remaining)
+            if waiters.stopped:
+                return None  # the worker is stopping: answer 204 now
+            if (
+                time.monotonic() >= deadline
+                and waiters.quiet(topic, seen)
+                and (expiry is None or now_ms() < expiry)
+            ):
+                return None  # nothing was published and no lease fell due
 
     def _order(self, meta: TopicMeta, partition: int | None) -> list[int]:
         if partition is not None:

@@ -6,6 +6,20 @@ per-topic generation counter; a consumer snapshots the counter before it
 looks for a message and sleeps only until the counter moves, so a message
 produced between its look and its sleep still wakes it. If the subscription
 is down, waits are cut to short slices until it is back.
+
+The same counters let a worker skip storage round trips while a topic stays
+empty, which is what thousands of idle long polls mostly see: a look that
+found nothing is remembered with its generation (:meth:`Waiters.remember_empty`)
+and a consume arriving while the generation has not moved and no lease has
+come due waits without looking again (:meth:`Waiters.known_empty`). Once a
+note is a second old, the next consume looks again while the others keep
+waiting on it, so a deleted topic (whose deletion publishes nothing) is
+noticed within a second, at the cost of one look a second, however many
+consumers poll.
+
+In a gevent worker (``narad.workers``) ``threading`` is monkey-patched: the
+listener is a greenlet and a waiting consumer costs a greenlet, not a thread.
+:meth:`Waiters.stop` (graceful shutdown) wakes every waiting consumer at once.
 """
 
 from __future__ import annotations
@@ -14,13 +28,19 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Hashable
 
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
 
+# Without the subscription, waiting consumers look again on their own; the
+# slices grow with their number so that a worker's looks stay near this rate.
+UNSUBSCRIBED_LOOKS_PER_S = 1000
 UNSUBSCRIBED_SLICE_S = 0.01
 RECONNECT_DELAY_S = 0.1
+EMPTY_NOTE_MS = 1000
+EMPTY_NOTES = 10_000
 
 
 class Waiters:
@@ -36,11 +56,59 @@ class Waiters:
         self._lost = False  # logged as lost; log again only once it is back
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._waiting = 0
+        # key -> (generation, lease expiry ms or None, noted at ms)
+        self._empty: dict[Hashable, tuple[int, int | None, int]] = {}
 
     def generation(self, topic: str) -> int:
         self._ensure_listener()
         with self._lock:
             return self._generation[topic]
+
+    def quiet(self, topic: str, seen: int) -> bool:
+        """Whether nothing was published on ``topic`` since generation ``seen``."""
+        with self._lock:
+            return self._subscribed and self._generation[topic] == seen
+
+    def remember_empty(
+        self, key: Hashable, topic: str, seen: int, expiry_ms: int | None, now_ms: int
+    ) -> None:
+        """Note that a look at ``key`` (of ``topic``) at generation ``seen``
+        found nothing, the next lease falling due at ``expiry_ms``."""
+        with self._lock:
+            if self._generation[topic] != seen:
+                return
+            if len(self._empty) >= EMPTY_NOTES:
+                self._empty.clear()
+            self._empty[key] = (seen, expiry_ms, now_ms)
+
+    def known_empty(
+        self, key: Hashable, topic: str, now_ms: int
+    ) -> tuple[int, int | None] | None:
+        """(generation, lease expiry) of an empty look still valid now.
+
+        None tells the caller to look itself: no valid note, or the note is
+        a second old (this caller refreshes it; the others keep using it).
+        """
+        with self._lock:
+            note = self._empty.get(key)
+            if note is None or not self._subscribed:
+                return None
+            seen, expiry_ms, noted_ms = note
+            if self._generation[topic] != seen or (
+                expiry_ms is not None and now_ms >= expiry_ms
+            ):
+                del self._empty[key]
+                return None
+            if now_ms - noted_ms >= EMPTY_NOTE_MS:
+                self._empty[key] = (seen, expiry_ms, now_ms)
+                return None
+            return seen, expiry_ms
+
+    def forget_empty(self, key: Hashable) -> None:
+        """Drop the note on ``key``: a look found a message or no topic."""
+        with self._lock:
+            self._empty.pop(key, None)
 
     def wait(self, topic: str, seen: int, timeout_s: float) -> None:
         """Sleep until ``topic`` is woken after generation ``seen``, or timeout."""
@@ -49,17 +117,31 @@ class Waiters:
             cond = self._conds.get(topic)
             if cond is None:
                 cond = self._conds[topic] = threading.Condition(self._lock)
-            while self._generation[topic] == seen:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                if not self._subscribed:
-                    cond.wait(min(remaining, UNSUBSCRIBED_SLICE_S))
-                    return
-                cond.wait(remaining)
+            self._waiting += 1
+            try:
+                while self._generation[topic] == seen:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return
+                    if not self._subscribed:
+                        slice_s = max(
+                            UNSUBSCRIBED_SLICE_S,
+                            self._waiting / UNSUBSCRIBED_LOOKS_PER_S,
+                        )
+                        cond.wait(min(remaining, slice_s))
+                        return
+                    cond.wait(remaining)
+            finally:
+                self._waiting -= 1
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     def stop(self) -> None:
+        """Stop listening and wake every waiting consumer (graceful shutdown)."""
         self._stopped = True
+        self._wake_all(subscribed=False)
 
     def _ensure_listener(self) -> None:
         if self._thread is None:

@@ -3,9 +3,10 @@
 A body is read through the WSGI input whatever the server or its worker
 class: with ``Transfer-Encoding: chunked`` until the server reports its end,
 otherwise exactly ``Content-Length`` bytes, counted. A body that stops short
-(the client closed, or paused longer than the server's client timeout) or a
-chunked body the server cannot decode is refused, so a 202 always stands for
-the whole body the client meant to send.
+(the client closed) or a chunked body the server cannot decode is refused
+(400), as is one slower than the worker's deadlines allow (408, raised by
+:class:`narad.workers.Connection`), so a 202 always stands for the whole body
+the client meant to send.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from urllib.parse import parse_qsl
 import falcon
 
 from narad.errors import InvalidArgument
+from narad.errors import NaradError
 from narad.errors import PayloadTooLarge
 from narad.quoting import QUOTE_LIMIT
 from narad.quoting import quote
@@ -104,6 +106,8 @@ def _read(stream: IO[bytes], size: int, what: str, end: str) -> bytes:
     """One read of the WSGI input, its failures turned into the client's."""
     try:
         return stream.read(size)
+    except NaradError:
+        raise  # the worker's own verdict on the connection (408)
     except TimeoutError:
         raise InvalidArgument(
             f"{what} stopped arriving before {end}; nothing was stored"

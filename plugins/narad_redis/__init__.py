@@ -20,6 +20,7 @@ def connect(url: str, config: Config) -> RedisStorage:
         backoff_s=config.get("storage.retry_backoff_ms") / 1000,
         backoff_max_s=config.get("storage.retry_backoff_max_ms") / 1000,
         socket_timeout_s=config.get("storage.socket_timeout_ms") / 1000,
+        pool_size=config.get("storage.pool_size"),
     )
     return RedisStorage(client)
 

@@ -52,6 +52,7 @@ class RetryingClient:
         backoff_s: float = 0.02,
         backoff_max_s: float = 1.0,
         socket_timeout_s: float = 15.0,
+        pool_size: int = 32,
         client: redis.Redis | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -67,10 +68,18 @@ class RetryingClient:
             "health_check_interval": 30,
             # RESP2: every RESP server speaks it (RedisRaft, older Redis).
             "protocol": 2,
+            # A gevent worker runs thousands of requests at once: without a
+            # bound, each concurrent storage call would open a connection.
+            # Callers queue for one of pool_size instead (as long as a
+            # command may take), and a waiting consumer holds none.
+            "max_connections": pool_size,
+            "timeout": socket_timeout_s,
         }
-        self.redis = (
-            client if client is not None else redis.Redis.from_url(url, **self._options)
-        )
+        self.redis = client if client is not None else self._connect(url)
+
+    def _connect(self, url: str) -> redis.Redis:
+        pool = redis.BlockingConnectionPool.from_url(url, **self._options)
+        return redis.Redis(connection_pool=pool)
 
     def call(self, fn: Callable[[redis.Redis], T]) -> T:
         """Run ``fn(client)``, following MOVED and retrying transient errors."""
@@ -102,7 +111,12 @@ class RetryingClient:
         kwargs = dict(self.redis.connection_pool.connection_kwargs)
         kwargs.pop("path", None)  # the leader is named by host:port
         kwargs.update(host=host, port=port)
-        pool = redis.ConnectionPool(connection_class=redis.Connection, **kwargs)
+        pool = redis.BlockingConnectionPool(
+            connection_class=redis.Connection,
+            max_connections=self._options["max_connections"],
+            timeout=self._options["timeout"],
+            **kwargs,
+        )
         old, self.redis = self.redis, redis.Redis(connection_pool=pool)
         old.close()
 

@@ -87,11 +87,25 @@ class RedisStorage:
 
     # -- health -------------------------------------------------------------
 
+    def _own_connection(self) -> redis.Redis:
+        """A client on a connection of its own, outside the bounded pool, to
+        the server the pool currently talks to."""
+        pool = self.client.redis.connection_pool
+        return redis.Redis(
+            connection_pool=redis.ConnectionPool(
+                connection_class=pool.connection_class, **pool.connection_kwargs
+            )
+        )
+
     def ping(self) -> bool:
+        # Readiness answers even while every pooled connection is busy.
+        probe = self._own_connection()
         try:
-            return bool(self.client.redis.ping())
+            return bool(probe.ping())
         except (redis.RedisError, OSError):
             return False
+        finally:
+            probe.connection_pool.disconnect()
 
     def server_status(self) -> ServerStatus | None:
         # One round trip, tried once: callers poll it and must not hang on
@@ -339,7 +353,9 @@ class RedisStorage:
         return message
 
     def listen(self, pattern: str) -> redis.client.PubSub:
-        pubsub = self.client.redis.pubsub()
+        # The subscription must come up even while every pooled connection
+        # is busy.
+        pubsub = self._own_connection().pubsub()
         pubsub.psubscribe(pattern)
         return pubsub
 

@@ -6,7 +6,7 @@ from tests.nodes import Node
 
 # Short, so a stalled body is refused quickly in tests; real clients that send
 # a whole request at once never come near it.
-EDGE_CLIENT_TIMEOUT = 2
+EDGE_BODY_TIMEOUT = 2
 
 
 @pytest.fixture(scope="session")
@@ -15,8 +15,7 @@ def edge_node(tmp_path_factory) -> Node:
     started = Node(
         tmp_path_factory.mktemp("edge"),
         workers=2,
-        threads=8,
-        env={"NARAD_SERVER_CLIENT_TIMEOUT": str(EDGE_CLIENT_TIMEOUT)},
+        env={"NARAD_SERVER_BODY_TIMEOUT": str(EDGE_BODY_TIMEOUT)},
     )
     started.start()
     yield started

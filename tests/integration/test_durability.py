@@ -471,7 +471,7 @@ def test_one_consumer_at_a_time_under_16_concurrent_consumers(node, topic):
 
 
 def test_hundreds_of_consumers_wait_at_once(valkey, tmp_path, topic):
-    node = Node(tmp_path, storage_url=tcp_url(valkey), workers=2, threads=128)
+    node = Node(tmp_path, storage_url=tcp_url(valkey), workers=2)
     waiters, answers = 200, []
     lock = threading.Lock()
     started = threading.Barrier(waiters + 1)

@@ -12,7 +12,7 @@ from urllib.parse import quote as urlquote
 
 import pytest
 
-from tests.integration.conftest import EDGE_CLIENT_TIMEOUT
+from tests.integration.conftest import EDGE_BODY_TIMEOUT
 from tests.rawhttp import RawResponse
 from tests.rawhttp import build
 from tests.rawhttp import exchange
@@ -184,17 +184,17 @@ def test_a_body_shorter_than_its_length_is_refused_and_not_stored(edge):
     assert edge.next_offset(topic) == 0
 
 
-def test_a_stalled_body_is_refused_after_the_client_timeout(edge):
+def test_a_stalled_body_is_refused_after_the_body_timeout(edge):
     topic = edge.topic()
     resp = edge.send(
         "POST",
         f"/v1/topics/{topic}/produce",
         b"0123456789",
         announced=100,
-        pause=EDGE_CLIENT_TIMEOUT + 1,
+        pause=EDGE_BODY_TIMEOUT + 1,
     )
-    assert resp.status == 400
-    assert "request body stopped arriving before the 100 bytes" in resp.error
+    assert resp.status == 408
+    assert "server.body_timeout" in resp.error
     assert edge.next_offset(topic) == 0
 
 

@@ -71,9 +71,9 @@ def test_bad_value_stops_the_cli(capsys):
 
     from narad.cli import main
 
-    os.environ["NARAD_SERVER_THREADS"] = "lots"
+    os.environ["NARAD_SERVER_MAX_CONNECTIONS"] = "lots"
     try:
         assert main(["config"]) == 2
     finally:
-        del os.environ["NARAD_SERVER_THREADS"]
-    assert "`server.threads`" in capsys.readouterr().err
+        del os.environ["NARAD_SERVER_MAX_CONNECTIONS"]
+    assert "`server.max_connections`" in capsys.readouterr().err

@@ -72,21 +72,6 @@ def test_handle_error_writes_a_json_response():
     }
 
 
-def test_narad_serve_uses_the_json_worker_and_the_client_timeout():
-    settings = gunicorn_settings(Config.load(env={"NARAD_SERVER_CLIENT_TIMEOUT": "7"}))
-    assert settings["worker_class"] == "narad.workers.ThreadWorker"
-
-    class Sock:
-        timeout = None
-
-        def settimeout(self, value):
-            self.timeout = value
-
-    class Unreader:
-        sock = Sock()
-
-    class Req:
-        unreader = Unreader()
-
-    settings["pre_request"](None, Req())
-    assert Req.unreader.sock.timeout == 7
+def test_narad_serve_uses_the_json_worker():
+    settings = gunicorn_settings(Config.load(env={}))
+    assert settings["worker_class"] == "narad.workers.NaradWorker"
