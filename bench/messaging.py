@@ -128,7 +128,7 @@ class Servers:
             "NARAD_SERVER_WORKERS": str(workers),
             "NARAD_STORAGE_URL": "",
             "NARAD_STORAGE_DATA_DIR": str(data),
-            "NARAD_STORAGE_EMBEDDED_PORT": str(valkey_port),
+            "NARAD_PLUGINS_REDIS_EMBEDDED_PORT": str(valkey_port),
             "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),
         }
         self.processes: list[subprocess.Popen] = []

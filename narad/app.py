@@ -16,12 +16,22 @@ from urllib.parse import urlsplit
 import falcon
 
 from narad.broker.messages import MessageService
+from narad.broker.notifications import Listener
+from narad.broker.records import TopicRecords
 from narad.broker.topics import TopicService
 from narad.broker.waiters import Waiters
 from narad.config import Config
+from narad.errors import Conflict
+from narad.errors import Forbidden
+from narad.errors import InvalidArgument
 from narad.errors import InvalidConfiguration
+from narad.errors import LeaseGone
 from narad.errors import NaradError
+from narad.errors import NotFound
+from narad.errors import PayloadTooLarge
 from narad.errors import StorageError
+from narad.errors import Unauthorized
+from narad.errors import Unavailable
 from narad.http import dumps
 from narad.http.health import Health
 from narad.http.health import Metrics
@@ -39,6 +49,28 @@ from narad.schema.service import SchemaService
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
+
+#: The HTTP status of every refusal, by error family: a named error
+#: (``TopicBudgetExceeded``) answers with its family's (``Conflict``) status.
+STATUS: dict[type[Exception], int] = {
+    InvalidArgument: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    LeaseGone: 410,
+    PayloadTooLarge: 413,
+    Unavailable: 503,
+    StorageError: 503,
+}
+
+
+def status_of(exc: Exception) -> int:
+    """The status :data:`STATUS` maps ``exc``'s class (or a base of it) to."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    raise LookupError(f"{type(exc).__name__} has no HTTP status in narad.app.STATUS")
 
 
 def connect_storage(config: Config, plugins: Plugins) -> Storage:
@@ -76,14 +108,17 @@ def create_app(
     storage: Storage | None = None,
 ) -> falcon.App:
     plugins = plugins or load_plugins(config)
+    config = plugins.configure(config)
     storage = storage or connect_storage(config, plugins)
-    schemas = SchemaService(plugins, storage, capacity_for(config))
-    topics = TopicService(storage, schemas)
+    listener = Listener(storage)
+    records = TopicRecords(storage, listener)
+    schemas = SchemaService(plugins, storage, records, capacity_for(config))
+    topics = TopicService(storage, records, schemas)
     messages = MessageService(
         storage,
-        topics,
+        records,
         schemas,
-        Waiters(storage),
+        Waiters(listener),
         max_wait_ms=config.get("broker.max_wait_ms"),
     )
 
@@ -93,8 +128,8 @@ def create_app(
     app.set_error_serializer(_serialize_http_error)
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPError, _http_error)
-    app.add_error_handler(StorageError, _storage_error)
-    app.add_error_handler(NaradError, _narad_error)
+    app.add_error_handler(StorageError, _refused)
+    app.add_error_handler(NaradError, _refused)
 
     produce = Produce(messages)
     app.add_route("/v1/topics", TopicCollection(topics))
@@ -123,13 +158,13 @@ def _json_error(resp: falcon.Response, status: int, message: str) -> None:
     resp.text = dumps({"error": message})
 
 
-def _narad_error(req, resp, exc: NaradError, params) -> None:
-    _json_error(resp, exc.status, exc.message)
-
-
-def _storage_error(req, resp, exc: StorageError, params) -> None:
-    log.warning("storage error: %s", exc)
-    _json_error(resp, 503, "storage unavailable, retry")
+def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
+    if isinstance(exc, StorageError):
+        # The details are the operator's business, not the client's.
+        log.warning("storage error: %s", exc)
+        _json_error(resp, status_of(exc), "storage unavailable, retry")
+    else:
+        _json_error(resp, status_of(exc), exc.message)
 
 
 def _http_error(req, resp, exc: falcon.HTTPError, params) -> None:

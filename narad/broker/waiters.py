@@ -1,43 +1,42 @@
 """Wake long-polling consumers as soon as their topic may have a message.
 
-Every append (and every give-back) publishes on ``narad:wake:<topic>``. One
-listener thread per worker process subscribes to them all and bumps a
-per-topic generation counter; a consumer snapshots the counter before it
-looks for a message and sleeps only until the counter moves, so a message
-produced between its look and its sleep still wakes it. If the subscription
-is down, waits are cut to short slices until it is back.
+Every append and every give-back publishes ``MESSAGES`` for its topic (see
+:class:`narad.storage.Event`); the worker's :class:`Listener` hands it here,
+and each topic's generation counter moves on. A consumer snapshots the
+counter before it looks for a message and sleeps only until the counter
+moves, so a message produced between its look and its sleep still wakes it.
+While the notification stream is down (or the backend has none), waits are
+cut to short slices: the consumer looks again instead of trusting a wake-up.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import defaultdict
 
-from narad.storage import Storage
-
-log = logging.getLogger(__name__)
+from narad.broker.notifications import Listener
+from narad.storage import Event
 
 UNSUBSCRIBED_SLICE_S = 0.01
-RECONNECT_DELAY_S = 0.1
 
 
 class Waiters:
-    def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-        self._prefix = storage.wake_channel("")
+    def __init__(self, listener: Listener) -> None:
+        self._listener = listener
         # One lock, one condition per topic: a wake-up disturbs only the
         # consumers of that topic.
         self._lock = threading.Lock()
         self._conds: dict[str, threading.Condition] = {}
         self._generation: defaultdict[str, int] = defaultdict(int)
-        self._subscribed = False
-        self._thread: threading.Thread | None = None
-        self._stopped = False
+        self._live = False
+        # A deleted topic wakes its consumers too: they look, and learn.
+        listener.on(Event.MESSAGES, self._wake)
+        listener.on(Event.TOPIC_CHANGED, self._wake)
+        listener.on_live(self._wake_all)
 
     def generation(self, topic: str) -> int:
-        self._ensure_listener()
+        self._listener.start()
         with self._lock:
             return self._generation[topic]
 
@@ -52,58 +51,24 @@ class Waiters:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
-                if not self._subscribed:
+                if not self._live:
                     cond.wait(min(remaining, UNSUBSCRIBED_SLICE_S))
                     return
                 cond.wait(remaining)
 
-    def stop(self) -> None:
-        self._stopped = True
-
-    def _ensure_listener(self) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._listen, name="narad-waiters", daemon=True
-                    )
-                    self._thread.start()
-
-    def _listen(self) -> None:
-        while not self._stopped:
-            try:
-                pubsub = self._storage.listen(self._prefix + "*")
-                try:
-                    self._pump(pubsub)
-                finally:
-                    pubsub.close()
-            except Exception as exc:  # any failure: resubscribe, never die
-                log.warning("wake-up subscription lost: %s", exc)
-            self._wake_all(subscribed=False)
-            time.sleep(RECONNECT_DELAY_S)
-
-    def _wake_all(self, *, subscribed: bool) -> None:
+    def _wake(self, topic: str) -> None:
         with self._lock:
-            self._subscribed = subscribed
+            self._generation[topic] += 1
+            cond = self._conds.get(topic)
+            if cond is not None:
+                cond.notify_all()
+
+    def _wake_all(self, live: bool) -> None:
+        # Going live: a publish before the subscription was confirmed could
+        # have been missed, so everyone looks again and then waits in earnest.
+        with self._lock:
+            self._live = live
             for topic in self._generation:
                 self._generation[topic] += 1
             for cond in self._conds.values():
                 cond.notify_all()
-
-    def _pump(self, pubsub) -> None:
-        # Until the server confirms the subscription, a publish could be
-        # missed; once it has, everyone looks again and waits in earnest.
-        if pubsub.get_message(timeout=5.0) is None:
-            raise ConnectionError("no subscription confirmation within 5 s")
-        self._wake_all(subscribed=True)
-        while not self._stopped:
-            message = pubsub.get_message(timeout=1.0)
-            if message is None or message["type"] != "pmessage":
-                continue
-            channel = message["channel"]
-            topic = channel.decode()[len(self._prefix) :]
-            with self._lock:
-                self._generation[topic] += 1
-                cond = self._conds.get(topic)
-                if cond is not None:
-                    cond.notify_all()

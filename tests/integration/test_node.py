@@ -122,7 +122,7 @@ def test_readiness_follows_storage(tmp_path):
         tmp_path,
         storage_url=tcp_url(storage),
         workers=1,
-        env={"NARAD_STORAGE_RETRY_ATTEMPTS": "1"},
+        env={"NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS": "1"},
     ).start()
     try:
         client = Client(node.base, timeout=10)

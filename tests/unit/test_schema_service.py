@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import falcon.testing
 import pytest
 
-from narad.app import create_app
+from narad import testing
+from narad.storage import SchemaLimits
 from narad.storage import SchemaVersion
 
 
 def app_over(config, **changes):
-    return falcon.testing.TestClient(create_app(config.replace(**changes)))
+    return testing.client(config.replace(**changes))
 
 
 @pytest.fixture
@@ -64,8 +64,7 @@ def test_history_already_over_the_topic_budget_takes_no_new_version(config):
         meta,
         SchemaVersion(2, big, False),
         expected_current=1,
-        budget=(1 << 40, 1 << 40),
-        max_versions=1000,
+        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
     )
     assert result.stored_bytes > 4 * 1024 * 1024
     resp = client.simulate_patch("/v1/topics/t", json={"schema": {"enum": [0, 1]}})
