@@ -16,6 +16,7 @@ its outcome to standard error.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import reprlib
 import sys
@@ -44,6 +45,8 @@ from narad.schema.drafts import Draft
 if TYPE_CHECKING:
     from narad.config import Config
     from narad.storage import Storage
+
+log = logging.getLogger(__name__)
 
 TRACE_ENV = "NARAD_TRACE_PLUGINS"
 
@@ -238,18 +241,23 @@ class Plugins:
         self.storage_backends()
         self.settings()
         defined = frozenset().union(*(draft.keywords for draft in by_uri.values()))
+        blocked = sorted(name for name, p in self.pm.list_name_plugin() if p is None)
         for plugin, rules in self._call("narad_compatibility_rules"):
             for keyword, rule in rules.items():
-                if keyword not in defined and not getattr(
-                    rule, "narad_extension", False
-                ):
-                    raise PluginError(
-                        f"plugin {plugin!r} has a compatibility rule for "
-                        f"{keyword!r}, a keyword no installed draft defines: the "
-                        "rule would never run; mark it with "
-                        "narad.compatibility.extension if it is the plugin's own "
-                        "keyword"
-                    )
+                if keyword in defined or getattr(rule, "narad_extension", False):
+                    continue
+                problem = (
+                    f"plugin {plugin!r} has a compatibility rule for {keyword!r}, "
+                    "a keyword no installed draft defines: the rule would never run"
+                )
+                if blocked:
+                    # Likely the keyword of a draft whose plugin is disabled.
+                    log.warning("%s (disabled plugins: %s)", problem, blocked)
+                    continue
+                raise PluginError(
+                    f"{problem}; mark it with narad.compatibility.extension if it "
+                    "is the plugin's own keyword"
+                )
 
     def configure(self, config: Config) -> Config:
         """``config`` with the plugins' settings resolved and checked."""

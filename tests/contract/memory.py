@@ -343,7 +343,11 @@ class MemoryStorage:
                 return Status.NO_TOPIC
             part = topic.partitions[partition]
             deadline = part.leases.get(offset)
-            if deadline is None or deadline <= now_ms or part.nonces.get(offset) != nonce:
+            if (
+                deadline is None
+                or deadline <= now_ms
+                or part.nonces.get(offset) != nonce
+            ):
                 return Status.GONE
             if action is Settle.EXTEND:
                 part.leases[offset] = now_ms + topic.meta.visibility_timeout_ms
