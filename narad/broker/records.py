@@ -3,9 +3,12 @@
 A produce costs one storage round trip because the record comes from here.
 The cache is never trusted for a write: every script checks the topic's
 epoch (and, for produce, its schema version), and the caller refreshes and
-retries when the record moved on. A ``TOPIC_CHANGED`` notification drops
-the topic's record on every worker; when the notification stream is lost or
-comes back, events may have been missed, so the whole cache is dropped.
+retries when the record moved on. While the worker's notification listener
+runs (it starts with the first long poll), a ``TOPIC_CHANGED`` notification
+drops the topic's record; when the stream is lost or comes back, events may
+have been missed, so the whole cache is dropped. The cache does not start the
+listener itself: a produce-only worker then pays nothing for events it would
+only use to save a refresh the epoch check already forces.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ MAX_CACHED = 10_000
 class TopicRecords:
     def __init__(self, storage: Storage, listener: Listener) -> None:
         self._storage = storage
-        self._listener = listener
         self._cache: dict[str, TopicMeta] = {}
         self._lock = threading.Lock()
         listener.on(Event.TOPIC_CHANGED, self.drop)
@@ -36,7 +38,6 @@ class TopicRecords:
         Raises:
             TopicNotFound: no such topic.
         """
-        self._listener.start()
         meta = self._cache.get(name)
         return meta if meta is not None else self.refresh(name)
 
