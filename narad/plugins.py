@@ -167,6 +167,10 @@ class PluginInfo:
     def describe(self) -> str:
         """One line: the plugin, its distribution, and what it claims."""
         origin = f"{self.distribution} {self.version}".strip() or "not installed"
+        sections: dict[str, list[str]] = {}
+        for key in self.settings:
+            section, _, name = key.rpartition(".")
+            sections.setdefault(section, []).append(name)
         claims = [
             f"{label} {', '.join(values)}"
             for label, values in (
@@ -174,10 +178,9 @@ class PluginInfo:
                 ("formats", self.formats),
                 ("rule keywords", self.keywords),
                 ("storage schemes", self.schemes),
-                ("settings", self.settings),
             )
             if values
-        ]
+        ] + [f"settings [{s}] {', '.join(names)}" for s, names in sections.items()]
         return f"{self.name} ({origin}): " + ("; ".join(claims) or "claims nothing")
 
 

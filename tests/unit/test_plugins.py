@@ -237,7 +237,7 @@ def test_describe_lists_each_plugin_its_distribution_and_claims():
     line = infos["acme"].describe()
     assert line.startswith("acme (not installed): drafts acme; formats acme-even;")
     assert "rule keywords x-acme-frozen; storage schemes memory;" in line
-    assert line.endswith("settings plugins.acme.greeting, plugins.acme.limit")
+    assert line.endswith("settings [plugins.acme] greeting, limit")
 
 
 def test_plugins_command_lists_the_loaded_plugins(capsys):
@@ -248,7 +248,7 @@ def test_plugins_command_lists_the_loaded_plugins(capsys):
     redis = next(line for line in lines if line.startswith("narad_redis "))
     assert re.fullmatch(
         r"narad_redis \(narad [\w.]+\): storage schemes redis, rediss, unix; "
-        r"settings plugins\.redis\.retry_attempts, .*",
+        r"settings \[plugins\.redis\] retry_attempts, .*",
         redis,
     )
     assert {line.split()[0] for line in lines} >= set(DEFAULT_PLUGINS)
