@@ -241,6 +241,7 @@ class Plugins:
         """
         by_uri, _ = self.drafts()
         self.format_checkers()
+        self.compatibility_rules()
         self.storage_backends()
         self.settings()
         defined = frozenset().union(*(draft.keywords for draft in by_uri.values()))
@@ -268,45 +269,42 @@ class Plugins:
 
     def describe(self) -> list[PluginInfo]:
         """Every registered plugin, its distribution, and what it claims."""
-        claims: dict[str, dict[str, list[str]]] = {}
-
-        def add(plugin: str, kind: str, values: Iterable[str]) -> None:
-            claims.setdefault(plugin, {}).setdefault(kind, []).extend(values)
-
+        claims: dict[tuple[str, str], list[str]] = {}
         for plugin, drafts in self._call("narad_json_schema_drafts"):
-            add(plugin, "drafts", (draft.name for draft in drafts))
+            claims[plugin, "drafts"] = [draft.name for draft in drafts]
         for hook, kind in (
             ("narad_format_checkers", "formats"),
             ("narad_compatibility_rules", "keywords"),
             ("narad_storage_backends", "schemes"),
         ):
             for plugin, answer in self._call(hook):
-                add(plugin, kind, answer)
+                claims[plugin, kind] = list(answer)
         for plugin, sections in self._call("narad_settings"):
-            for section, settings in sections.items():
-                add(
-                    plugin,
-                    "settings",
-                    (f"plugins.{section}.{s.name}" for s in settings),
-                )
+            claims[plugin, "settings"] = [
+                f"plugins.{section}.{setting.name}"
+                for section, settings in sections.items()
+                for setting in settings
+            ]
         infos = []
         for name, plugin in self.pm.list_name_plugin():
             if plugin is None:  # blocked
                 continue
-            distribution, version = _distribution(name, plugin)
-            mine = claims.get(name, {})
             hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
             infos.append(
                 PluginInfo(
-                    name=name,
-                    distribution=distribution,
-                    version=version,
+                    name,
+                    *_distribution(name, plugin),
                     hooks=tuple(hooks),
                     **{
-                        kind: tuple(mine.get(kind, ()))
-                        for kind in ("drafts", "formats", "keywords", "schemes")
+                        kind: tuple(claims.get((name, kind), ()))
+                        for kind in (
+                            "drafts",
+                            "formats",
+                            "keywords",
+                            "schemes",
+                            "settings",
+                        )
                     },
-                    settings=tuple(mine.get("settings", ())),
                 )
             )
         return infos
