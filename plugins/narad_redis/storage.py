@@ -381,8 +381,10 @@ class RedisStorage:
                 if message is None:
                     yield None
                 elif message["type"] == "message":
-                    event, _, topic = message["data"].decode().partition(" ")
-                    yield Notification(Event(event), topic)
+                    code, _, topic = message["data"].decode().partition(" ")
+                    event = _EVENTS.get(code)
+                    if event is not None:  # a newer node's event: not ours
+                        yield Notification(event, topic)
         finally:
             pubsub.close()
 
@@ -422,6 +424,7 @@ def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
 
 
 _KINDS = {kind.value.encode(): kind for kind in PayloadKind}
+_EVENTS = {event.value: event for event in Event}
 
 
 def _message(partition: int, offset: int, record: bytes, nonce: str) -> Message:
