@@ -30,12 +30,15 @@ from narad.errors import NaradError
 from narad.errors import NotFound
 from narad.errors import PayloadTooLarge
 from narad.errors import StorageError
+from narad.errors import StorageFull
 from narad.errors import Unauthorized
 from narad.errors import Unavailable
+from narad.guard import StorageGuard
 from narad.http import dumps
 from narad.http.health import Health
 from narad.http.health import Metrics
 from narad.http.health import Ready
+from narad.http.health import WriteGuard
 from narad.http.messages import Ack
 from narad.http.messages import Consume
 from narad.http.messages import Produce
@@ -61,6 +64,7 @@ STATUS: dict[type[Exception], int] = {
     LeaseGone: 410,
     PayloadTooLarge: 413,
     Unavailable: 503,
+    StorageFull: 507,
     StorageError: 503,
 }
 
@@ -122,7 +126,8 @@ def create_app(
         max_wait_ms=config.get("broker.max_wait_ms"),
     )
 
-    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[WriteGuard(guard)])
     app.req_options.keep_blank_qs_values = True
     app.resp_options.default_media_type = falcon.MEDIA_JSON
     app.set_error_serializer(_serialize_http_error)
@@ -142,8 +147,8 @@ def create_app(
     app.add_route("/v1/topics/{name}/schemas", history)
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")
     app.add_route("/healthz", Health())
-    app.add_route("/readyz", Ready(storage))
-    app.add_route("/metrics", Metrics())
+    app.add_route("/readyz", Ready(storage, guard))
+    app.add_route("/metrics", Metrics(guard))
     return app
 
 
@@ -159,12 +164,16 @@ def _json_error(resp: falcon.Response, status: int, message: str) -> None:
 
 
 def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
-    if isinstance(exc, StorageError):
+    if isinstance(exc, StorageFull):
+        # The gauges narad_storage_memory_* show it; no log line per refused write.
+        message = "storage full: nothing was stored"
+    elif isinstance(exc, StorageError):
         # The details are the operator's business, not the client's.
         log.warning("storage error: %s", exc)
-        _json_error(resp, status_of(exc), "storage unavailable, retry")
+        message = "storage unavailable, retry"
     else:
-        _json_error(resp, status_of(exc), exc.message)
+        message = exc.message
+    _json_error(resp, status_of(exc), message)
 
 
 def _http_error(req, resp, exc: falcon.HTTPError, params) -> None:

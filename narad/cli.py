@@ -21,9 +21,6 @@ from narad.plugins import load_plugins
 
 log = logging.getLogger("narad")
 
-#: The plugin section whose ``embedded_port`` the embedded Valkey listens on.
-EMBEDDED_SECTION = "redis"
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="narad", description=__doc__)
@@ -90,10 +87,17 @@ def print_plugins(plugins: Plugins, *, as_json: bool) -> None:
 
 
 def serve_forever(config: Config) -> int:
+    """Run a node until it is stopped; its exit status.
+
+    With no ``storage.url``, the node locks its data directory, starts the
+    embedded Valkey and supervises it: 1 if the server could not be kept up.
+    """
+    from narad.embedded import DataDirLock
     from narad.embedded import EmbeddedValkey
+    from narad.supervisor import Supervisor
 
     owner = os.getpid()
-    embedded = None
+    lock = supervisor = None
     # Before any plugin is imported: prometheus-client picks its multiprocess
     # mode when first imported, and plugins import narad.metrics.
     metrics_dir = tempfile.mkdtemp(prefix="narad-metrics-")
@@ -105,28 +109,43 @@ def serve_forever(config: Config) -> int:
         for info in plugins.describe():
             log.info("plugin %s", info.describe())
         if not config.storage_url:
-            settings = config.plugin(EMBEDDED_SECTION)
-            if not settings:
-                raise InvalidConfiguration(
-                    "`storage.url` is empty, which starts the embedded Valkey, but "
-                    "the plugin serving it (settings [plugins.redis]) is disabled"
-                )
-            embedded = EmbeddedValkey(config.data_dir, port=settings["embedded_port"])
-            url = embedded.start()
-            logging.info("embedded Valkey on %s (data in %s)", url, embedded.data_dir)
+            lock = DataDirLock.acquire(config.data_dir)
+            embedded = EmbeddedValkey(
+                config.data_dir, max_memory=config.get("storage.max_memory"), lock=lock
+            )
+            try:
+                url = embedded.start()
+            except BaseException:
+                embedded.stop()
+                raise
+            logging.info(
+                "embedded Valkey on %s (data in %s, maxmemory %d MiB)",
+                url,
+                embedded.data_dir,
+                embedded.max_memory >> 20,
+            )
             config = config.replace(storage__url=url)
+            supervisor = Supervisor(embedded)
+            supervisor.start()
         from narad.server import NaradApplication
         from narad.server import prepare_environment
 
         prepare_environment(config, metrics_dir)
         NaradApplication(config).run()
+    except SystemExit:
+        # gunicorn's master ends with sys.exit; so do its workers, which are
+        # forks of this process and unwind this same stack.
+        if os.getpid() != owner or supervisor is None or not supervisor.gave_up:
+            raise
+        return 1
     finally:
-        # gunicorn workers are forks of this process and unwind this same
-        # stack when they exit: only the master cleans up.
+        # Only the master cleans up.
         if os.getpid() == owner:
             shutil.rmtree(metrics_dir, ignore_errors=True)
-            if embedded is not None:
-                embedded.stop()
+            if supervisor is not None:
+                supervisor.stop()
+            if lock is not None:
+                lock.close()
     return 0
 
 

@@ -24,8 +24,10 @@ Rules every backend follows:
   :attr:`Status.NO_TOPIC` without changing anything.
 - **Statuses, not exceptions.** An expected refusal (a stale epoch, a full
   budget, a lapsed lease) is a :class:`Status` in the result. Exceptions are
-  for an unavailable backend: raise :class:`narad.errors.StorageError` once
-  retrying (if the backend retries) gave up; the node answers 503.
+  for the backend itself: raise :class:`narad.errors.StorageFull` when the
+  server refused a write for lack of memory having stored nothing (the node
+  answers 507), and :class:`narad.errors.StorageError` when it cannot answer
+  once retrying (if the backend retries) gave up (503).
 - **Nothing expires by itself.** Leases and retention are times compared
   with ``now_ms``; a backend must not rely on keys or rows expiring.
 """
@@ -55,6 +57,7 @@ __all__ = (
     "SchemaSize",
     "SchemaVersion",
     "SchemaWriteResult",
+    "ServerStatus",
     "Settle",
     "Status",
     "Storage",
@@ -284,6 +287,23 @@ class Page:
     next_token: str | None = None
 
 
+@dataclass(frozen=True)
+class ServerStatus:
+    """What the storage server reports about its durability and memory.
+
+    Attributes:
+        durable: Every write is on disk (or on a majority) before its reply.
+        detail: Why it is, or is not, in words for logs and error messages.
+        memory_used: Bytes the server uses.
+        memory_limit: Bytes it may use; 0 for no limit.
+    """
+
+    durable: bool
+    detail: str
+    memory_used: int
+    memory_limit: int
+
+
 # -- notifications ------------------------------------------------------------
 
 
@@ -352,6 +372,13 @@ class Storage(Protocol):
         backend answers ``True`` only while a node that accepts writes (a
         leader) answers.
         """
+        ...
+
+    def server_status(self) -> ServerStatus | None:
+        """Durability and memory as the server reports them, in one short
+        round trip without retries (the node polls it; with
+        ``storage.durability = "strict"`` it serves writes only while
+        ``durable``); ``None`` when the server does not answer."""
         ...
 
     def close(self) -> None:

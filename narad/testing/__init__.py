@@ -84,6 +84,8 @@ def make_config(directory: str | Path | None = None, **settings: Any) -> Config:
     base = Path(directory)
     overrides = {
         "storage.url": f"fakeredis://{uuid.uuid4().hex}",
+        # fakeredis keeps nothing on disk: strict durability would refuse it.
+        "storage.durability": "relaxed",
         "storage.data_dir": str(base / "data"),
         "validation.capacity_dir": str(base / "capacity"),
         **{key.replace("__", "."): value for key, value in settings.items()},

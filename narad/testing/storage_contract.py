@@ -41,6 +41,7 @@ from narad.storage import Notification
 from narad.storage import PayloadKind
 from narad.storage import SchemaLimits
 from narad.storage import SchemaVersion
+from narad.storage import ServerStatus
 from narad.storage import Settle
 from narad.storage import Status
 from narad.storage import Storage
@@ -124,6 +125,13 @@ class StorageContract:
 
     def test_ping_answers_while_the_backend_serves(self, storage):
         assert storage.ping() is True
+
+    def test_server_status_reports_durability_and_memory(self, storage):
+        status = storage.server_status()
+        assert isinstance(status, ServerStatus)
+        assert isinstance(status.durable, bool) and status.detail
+        assert status.memory_used >= 0
+        assert status.memory_limit >= 0
 
     def test_capabilities_are_the_declared_ones(self, storage):
         assert storage.capabilities == self.capabilities

@@ -36,12 +36,6 @@ SETTINGS = (
     Setting(
         "socket_timeout_ms", 15_000, integer(100, 600_000), "storage socket timeout"
     ),
-    Setting(
-        "embedded_port",
-        0,
-        integer(0, 65535),
-        "embedded Valkey's TCP port on 127.0.0.1; 0 picks a free one",
-    ),
 )
 
 

@@ -34,6 +34,7 @@ from narad.storage import SchemaLimits
 from narad.storage import SchemaSize
 from narad.storage import SchemaVersion
 from narad.storage import SchemaWriteResult
+from narad.storage import ServerStatus
 from narad.storage import Settle
 from narad.storage import Status
 from narad.storage import TopicChanges
@@ -120,6 +121,9 @@ class MemoryStorage:
 
     def ping(self) -> bool:
         return True
+
+    def server_status(self) -> ServerStatus | None:
+        return ServerStatus(False, "in process memory: nothing outlives it", 0, 0)
 
     def close(self) -> None:
         pass

@@ -190,7 +190,7 @@ def test_health_and_readiness(client):
 
 def test_readiness_is_503_when_storage_does_not_answer(config):
     from narad import testing
-    from narad.embedded import free_port
+    from tests.nodes import free_port
 
     dead = config.replace(
         storage__url=f"redis://127.0.0.1:{free_port()}/0",
