@@ -15,7 +15,7 @@ import time
 from functools import cache
 from pathlib import Path
 
-from narad.embedded import free_port
+from tests.nodes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -142,7 +142,7 @@ def test_scripts_over_the_limit_are_refused_before_they_write(over_limit):
 
 def test_under_the_limit_again_writes_resume(over_limit):
     backend, raw, meta = over_limit
-    entries = [Entry(0, b"", b"{}", "j")]
+    entries = [Entry(0, b"", b"{}", PayloadKind.JSON)]
     with pytest.raises(StorageFull):
         backend.append(meta, entries, schema_version=1, now_ms=2)
     raw.config_set("maxmemory", 0)
