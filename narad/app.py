@@ -34,7 +34,7 @@ from narad.errors import StorageFull
 from narad.errors import Unauthorized
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
-from narad.http import dumps
+from narad.http import error_body
 from narad.http.health import Health
 from narad.http.health import Metrics
 from narad.http.health import Ready
@@ -160,7 +160,7 @@ def get_app() -> falcon.App:
 def _json_error(resp: falcon.Response, status: int, message: str) -> None:
     resp.status = falcon.code_to_http_status(status)
     resp.content_type = falcon.MEDIA_JSON
-    resp.text = dumps({"error": message})
+    resp.data = error_body(message)
 
 
 def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
@@ -190,4 +190,4 @@ def _unexpected(req, resp, exc: Exception, params) -> None:
 
 def _serialize_http_error(req, resp, exc: falcon.HTTPError) -> None:
     resp.content_type = falcon.MEDIA_JSON
-    resp.text = dumps({"error": exc.description or exc.title})
+    resp.data = error_body(exc.description or exc.title)

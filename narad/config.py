@@ -186,6 +186,13 @@ SETTINGS: tuple[Setting, ...] = (
             "threads per worker: each long-polling consumer holds one while it waits",
         ),
         Setting("keepalive", 30, integer(0, 3600), "keep-alive seconds"),
+        Setting(
+            "client_timeout",
+            30,
+            integer(1, 3600),
+            "seconds a client may pause while sending a request body (then 400) "
+            "and may take to receive a response",
+        ),
     ),
     *_section(
         "storage",

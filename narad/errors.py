@@ -87,6 +87,22 @@ class IncompatibleSchema(InvalidArgument):
         super().__init__(f"schema: incompatible with version {version}: {listed}")
 
 
+class CompatibilityRuleFailed(InvalidArgument):
+    """A plugin's compatibility rule raised: the change is refused, not judged.
+
+    Attributes:
+        keyword: The keyword whose rule raised.
+        error: The name of the exception it raised.
+    """
+
+    def __init__(self, keyword: str, error: str) -> None:
+        self.keyword, self.error = keyword, error
+        super().__init__(
+            f"schema: the compatibility rule for {keyword!r} failed on this "
+            f"change ({error}), so the change is refused"
+        )
+
+
 class PartitionOutOfRange(InvalidArgument):
     def __init__(self, topic: str, partition: int, partitions: int) -> None:
         self.topic, self.partition, self.partitions = topic, partition, partitions

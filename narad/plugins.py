@@ -11,10 +11,17 @@ time, so each answer is credited to the plugin that gave it: conflicts name
 both plugins, a malformed answer names its plugin, and ``narad plugins`` lists
 what each plugin claims. ``NARAD_TRACE_PLUGINS=1`` writes every hook call and
 its outcome to standard error.
+
+What plugins hand back is called on clients' input (payload strings reach
+format checkers, proposed schemas reach compatibility rules), so the host
+contains their failures: an exception from a format checker means the value
+is not valid in that format, and one from a rule refuses the schema change
+(400, naming the keyword), instead of ending the request with a 500.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -25,7 +32,6 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from importlib.metadata import entry_points
 from importlib.metadata import packages_distributions
 from importlib.metadata import version as distribution_version
@@ -38,6 +44,8 @@ from narad import __version__
 from narad import hookspecs
 from narad.config import Setting
 from narad.config import valid_section
+from narad.errors import CompatibilityRuleFailed
+from narad.errors import NaradError
 from narad.errors import PluginConflict
 from narad.errors import PluginError
 from narad.schema.drafts import Draft
@@ -49,6 +57,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TRACE_ENV = "NARAD_TRACE_PLUGINS"
+
+# Format checkers that raised at least once in this process (logged once).
+_REPORTED: set[str] = set()
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "narad_redis",
@@ -219,10 +230,16 @@ class Plugins:
         return by_uri, default[1]
 
     def format_checkers(self) -> dict[str, Callable[[str], bool]]:
-        return self._merge("narad_format_checkers", "the format")
+        """Return checkers by format name; one that raises answers "not valid"."""
+        merged = self._merge("narad_format_checkers", "the format")
+        return {name: _contained_checker(name, check) for name, check in merged.items()}
 
     def compatibility_rules(self) -> dict[str, Callable[..., Any]]:
-        return self._merge("narad_compatibility_rules", "the keyword")
+        """Return rules by keyword; one that raises refuses the change (400)."""
+        merged = self._merge("narad_compatibility_rules", "the keyword")
+        return {
+            keyword: _contained_rule(keyword, rule) for keyword, rule in merged.items()
+        }
 
     def storage_backends(self) -> dict[str, Callable[[str, Config], Storage]]:
         return self._merge("narad_storage_backends", "the storage URL scheme")
@@ -343,6 +360,41 @@ class Plugins:
         return answers
 
 
+def _contained_checker(
+    name: str, check: Callable[[str], bool]
+) -> Callable[[str], bool]:
+    @functools.wraps(check)
+    def contained(value: str) -> bool:
+        try:
+            return bool(check(value))
+        except Exception:
+            # The client chose the string: log without it, once per process
+            # and checker, so hostile payloads cannot flood the log.
+            if name not in _REPORTED:
+                _REPORTED.add(name)
+                log.exception(
+                    "format checker %r raised; the value counts as invalid", name
+                )
+            return False
+
+    return contained
+
+
+def _contained_rule(keyword: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+    # wraps() copies the rule's marks (extension, document_keyword).
+    @functools.wraps(rule)
+    def contained(old: Any, new: Any, ctx: Any) -> list[Any]:
+        try:
+            return list(rule(old, new, ctx))
+        except NaradError:
+            raise  # a nested rule's refusal, already contained
+        except Exception as exc:
+            log.exception("compatibility rule for %r raised", keyword)
+            raise CompatibilityRuleFailed(keyword, type(exc).__name__) from None
+
+    return contained
+
+
 def _claim(owners: dict[str, str], key: str, plugin: str, what: str) -> None:
     if key in owners and owners[key] != plugin:
         raise PluginConflict(
@@ -459,7 +511,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
 }
 
 
-@cache
+@functools.cache
 def _top_level_distributions() -> Mapping[str, list[str]]:
     return packages_distributions()
 

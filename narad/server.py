@@ -13,6 +13,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from narad.config import Config
+from narad.workers import client_timeout_hook
 
 # Validating a payload recurses once per nesting level (at most 256) times the
 # schema's in-place steps; request threads get room for the deepest case the
@@ -41,8 +42,9 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
     return {
         "bind": [config.get("server.bind")],
         "workers": config.get("server.workers"),
-        # gthread: a long-polling consumer holds a thread, not a process.
-        "worker_class": "gthread",
+        # gthread: a long-polling consumer holds a thread, not a process;
+        # Narad's subclass answers gunicorn's own refusals in JSON.
+        "worker_class": "narad.workers.ThreadWorker",
         "threads": config.get("server.threads"),
         "keepalive": config.get("server.keepalive"),
         # Each worker gets its own listening socket and the kernel spreads
@@ -58,6 +60,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # stops the node here (see narad.guard).
         "on_starting": on_starting,
         "post_fork": post_fork,
+        "pre_request": client_timeout_hook(config.get("server.client_timeout")),
         "child_exit": child_exit,
         "accesslog": None,
         "proc_name": "narad",

@@ -17,6 +17,7 @@ import itertools
 import json
 import time
 import zlib
+from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -103,7 +104,10 @@ class MessageService:
         self.schemas = schemas
         self.waiters = waiters
         self.max_wait_ms = max_wait_ms
-        self._round_robin = itertools.count()
+        # One counter per topic incarnation (name, epoch): topics produced
+        # to in turn do not share ticks, so each spreads over all its
+        # partitions, and a new topic starts at partition 0 in every worker.
+        self._round_robin: dict[tuple[str, str], Iterator[int]] = {}
         self._consume_start = itertools.count()
 
     # -- produce -------------------------------------------------------------
@@ -144,7 +148,7 @@ class MessageService:
         self, meta: TopicMeta, outgoing: Sequence[Outgoing], batch: bool
     ) -> list[Entry]:
         validate = self.schemas.payload_check(meta) if meta.schema_version else None
-        entries = []
+        checked: list[tuple[int | None, Outgoing, PayloadKind]] = []
         for index, item in enumerate(outgoing):
             try:
                 partition = self._partition(meta, item)
@@ -155,16 +159,37 @@ class MessageService:
                     kind = PayloadKind.JSON
             except InvalidArgument as exc:
                 raise (exc.at_entry(index) if batch else exc) from None
-            entries.append(Entry(partition, item.key, item.payload, kind))
-        return entries
+            checked.append((partition, item, kind))
+        # Round-robin ticks are taken only once every entry passed: a refused
+        # produce must not move the next message to another partition.
+        ticks = self._ticks(meta)
+        return [
+            Entry(
+                next(ticks) % meta.partitions if partition is None else partition,
+                item.key,
+                item.payload,
+                kind,
+            )
+            for partition, item, kind in checked
+        ]
 
-    def _partition(self, meta: TopicMeta, item: Outgoing) -> int:
+    def _partition(self, meta: TopicMeta, item: Outgoing) -> int | None:
+        """The partition ``item`` must go to; None for round-robin."""
         if item.partition is not None:
             self._check_partition(meta, item.partition)
             return item.partition
         if item.key:
             return zlib.crc32(item.key) % meta.partitions
-        return next(self._round_robin) % meta.partitions
+        return None
+
+    def _ticks(self, meta: TopicMeta) -> Iterator[int]:
+        key = (meta.name, meta.epoch)
+        ticks = self._round_robin.get(key)
+        if ticks is None:
+            if len(self._round_robin) > 10_000:
+                self._round_robin.clear()
+            ticks = self._round_robin.setdefault(key, itertools.count())
+        return ticks
 
     # -- consume -------------------------------------------------------------
 

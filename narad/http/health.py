@@ -18,6 +18,8 @@ class Health:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.text = dumps({"status": "ok"})
 
+    on_head = on_get
+
 
 class Ready:
     """200 while the storage answers and may take writes; else 503 and why."""
@@ -36,6 +38,8 @@ class Ready:
         else:
             resp.text = dumps({"status": "ready"})
 
+    on_head = on_get
+
 
 class Metrics:
     def __init__(self, guard: StorageGuard) -> None:
@@ -44,6 +48,8 @@ class Metrics:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.guard.status()  # the storage gauges, fresh for this scrape
         resp.data, resp.content_type = metrics.render()
+
+    on_head = on_get
 
 
 class WriteGuard:

@@ -29,6 +29,7 @@ from typing import Any
 import re2
 from re2 import _re2
 
+from narad.quoting import QUOTE_LIMIT
 from narad.schema.jsontext import json_key
 
 if TYPE_CHECKING:
@@ -86,9 +87,16 @@ STATE = _State()
 
 
 def show(value: Any) -> str:
-    """A short JSON-like rendering of a value for messages."""
+    """A short JSON-like rendering of a value for messages.
+
+    Strings and numbers are cut after :data:`~narad.quoting.QUOTE_LIMIT`
+    characters, then ``…``: values often come from the payload, and a message
+    quotes at most that much of what a client sent.
+    """
     if isinstance(value, str):
-        text = "'" + value[:_SHOW_LIMIT] + "'"
+        if len(value) > QUOTE_LIMIT:
+            return "'" + value[:QUOTE_LIMIT] + "'…"
+        text = "'" + value + "'"
     elif value is True or value is False:
         text = "true" if value else "false"
     elif value is None:
@@ -99,7 +107,7 @@ def show(value: Any) -> str:
         text = "object"
     else:
         text = str(value)
-    return text if len(text) <= _SHOW_LIMIT else text[:_SHOW_LIMIT] + "..."
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT] + "…"
 
 
 def show_many(values: Any) -> str:

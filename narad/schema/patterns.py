@@ -92,12 +92,18 @@ def compile_pattern(pattern: str) -> Any:
     """Compile ``pattern`` with RE2.
 
     Raises:
-        PatternError: not RE2 syntax; a lookaround or a backreference is named.
+        PatternError: not RE2 syntax; a lookaround or a backreference is named;
+            or a lone surrogate (``"\\ud800"`` in JSON), which RE2's UTF-8
+            cannot hold.
     """
     try:
         return re2.compile(pattern, _OPTIONS)
     except re2.error:
         raise PatternError(_why_not_re2(pattern)) from None
+    except UnicodeEncodeError:
+        raise PatternError(
+            "holds a lone surrogate, which RE2 cannot take (patterns are UTF-8)"
+        ) from None
 
 
 def _why_not_re2(pattern: str) -> str:

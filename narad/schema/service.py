@@ -181,7 +181,12 @@ class SchemaService:
         return self.storage.schema_sizes(name)
 
     def _document(self, name: str, version: int) -> Any:
-        return jsontext.loads(self.stored(name, version).document, max_depth=64)
+        # A version stored before repeated keys were refused may hold one.
+        return jsontext.loads(
+            self.stored(name, version).document,
+            max_depth=64,
+            allow_duplicate_keys=True,
+        )
 
     def draft_of(self, document: Any) -> Draft:
         if isinstance(document, dict) and isinstance(document.get("$schema"), str):

@@ -22,6 +22,7 @@ from typing import Any
 
 from narad.errors import InvalidPayload
 from narad.errors import InvalidSchema
+from narad.quoting import QUOTE_LIMIT
 from narad.schema import keywords as kw
 from narad.schema.drafts import Draft
 from narad.schema.jsontext import JSONTextError
@@ -73,7 +74,11 @@ def pointer_of(path: Path) -> str:
     tokens: list[str] = []
     while path is not None:
         path, token = path
-        tokens.append(escape(str(token)))
+        token = escape(str(token))
+        # Keys come from the payload: quote at most so much of each.
+        if len(token) > QUOTE_LIMIT:
+            token = token[:QUOTE_LIMIT] + "…"
+        tokens.append(token)
     return "".join("/" + token for token in reversed(tokens))
 
 
@@ -610,7 +615,8 @@ class Validator:
 
 def _cut(message: str) -> str:
     limit = MESSAGE_LIMIT - len(InvalidPayload.prefix)
-    data = message.encode()
+    # A lone surrogate quoted from the payload shows as its escape (\ud800).
+    data = message.encode("utf-8", "backslashreplace")
     if len(data) <= limit:
-        return message
+        return data.decode()
     return data[:limit].decode(errors="ignore")

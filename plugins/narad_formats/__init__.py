@@ -258,7 +258,7 @@ def is_regex(value: str) -> bool:
         return False
     try:
         compile_pattern(value)
-    except re2.error:
+    except (re2.error, UnicodeEncodeError):  # a lone surrogate: RE2 is UTF-8
         return False
     return True
 

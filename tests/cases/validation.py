@@ -77,20 +77,21 @@ CASES: list[tuple[str, str, bytes, bool, str | None]] = [
     ("schema true accepts any JSON", "true", b'"text"', True, None),
     ("schema {} accepts any JSON", "{}", b"[1,2]", True, None),
     ("schema {} still needs JSON", "{}", b"[1,2", False, "not one JSON text"),
-    # Duplicate keys: the last value wins and is the one checked.
+    # Duplicate keys: the rulebook lets the last value win; issue 9 refuses
+    # them on every JSON body (I-JSON), so neither value is checked.
     (
-        "last duplicate wins (valid)",
+        "duplicate key refused even when the last value is valid",
         '{"properties": {"a": {"type": "integer"}}}',
         b'{"a": "x", "a": 1}',
-        True,
-        None,
+        False,
+        "has duplicate key 'a' in the object at ''",
     ),
     (
-        "last duplicate wins (invalid)",
+        "duplicate key refused, named with where it sits",
         '{"properties": {"a": {"type": "integer"}}}',
-        b'{"a": 1, "a": "x"}',
+        b'{"b": [{"a": 1, "a": "x"}]}',
         False,
-        "- at '/a'",
+        "has duplicate key 'a' in the object at '/b/0'",
     ),
     # Nesting: at most 256 levels, checked before validation.
     (
