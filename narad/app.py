@@ -17,13 +17,24 @@ from urllib.parse import urlsplit
 import falcon
 
 from narad.broker.messages import MessageService
+from narad.broker.notifications import Listener
+from narad.broker.records import TopicRecords
 from narad.broker.topics import TopicService
 from narad.broker.waiters import Waiters
 from narad.config import Config
+from narad.errors import Conflict
+from narad.errors import Forbidden
+from narad.errors import InvalidArgument
 from narad.errors import InvalidConfiguration
+from narad.errors import LeaseGone
 from narad.errors import NaradError
+from narad.errors import NotFound
+from narad.errors import PayloadTooLarge
+from narad.errors import RequestTimeout
 from narad.errors import StorageError
 from narad.errors import StorageFull
+from narad.errors import Unauthorized
+from narad.errors import Unavailable
 from narad.guard import StorageGuard
 from narad.http import error_body
 from narad.http.health import Health
@@ -43,6 +54,30 @@ from narad.schema.service import SchemaService
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
+
+#: The HTTP status of every refusal, by error family: a named error
+#: (``TopicBudgetExceeded``) answers with its family's (``Conflict``) status.
+STATUS: dict[type[Exception], int] = {
+    InvalidArgument: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    LeaseGone: 410,
+    RequestTimeout: 408,
+    PayloadTooLarge: 413,
+    Unavailable: 503,
+    StorageFull: 507,
+    StorageError: 503,
+}
+
+
+def status_of(exc: Exception) -> int:
+    """The status :data:`STATUS` maps ``exc``'s class (or a base of it) to."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    raise LookupError(f"{type(exc).__name__} has no HTTP status in narad.app.STATUS")
 
 
 def connect_storage(config: Config, plugins: Plugins) -> Storage:
@@ -92,13 +127,16 @@ def create_app(
     storage: Storage | None = None,
 ) -> NaradApp:
     plugins = plugins or load_plugins(config)
+    config = plugins.configure(config)
     storage = storage or connect_storage(config, plugins)
-    schemas = SchemaService(plugins, storage, capacity_for(config))
-    topics = TopicService(storage, schemas)
-    waiters = Waiters(storage)
+    listener = Listener(storage)
+    waiters = Waiters(listener)
+    records = TopicRecords(storage, listener)
+    schemas = SchemaService(plugins, storage, records, capacity_for(config))
+    topics = TopicService(storage, records, schemas)
     messages = MessageService(
         storage,
-        topics,
+        records,
         schemas,
         waiters,
         max_wait_ms=config.get("broker.max_wait_ms"),
@@ -113,9 +151,8 @@ def create_app(
     app.set_error_serializer(_serialize_http_error)
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPError, _http_error)
-    app.add_error_handler(StorageError, _storage_error)
-    app.add_error_handler(StorageFull, _storage_full)
-    app.add_error_handler(NaradError, _narad_error)
+    app.add_error_handler(StorageError, _refused)
+    app.add_error_handler(NaradError, _refused)
 
     produce = Produce(messages)
     app.add_route("/v1/topics", TopicCollection(topics))
@@ -144,18 +181,17 @@ def _json_error(resp: falcon.Response, status: int, message: str) -> None:
     resp.data = error_body(message)
 
 
-def _narad_error(req, resp, exc: NaradError, params) -> None:
-    _json_error(resp, exc.status, exc.message)
-
-
-def _storage_error(req, resp, exc: StorageError, params) -> None:
-    log.warning("storage error: %s", exc)
-    _json_error(resp, 503, "storage unavailable, retry")
-
-
-def _storage_full(req, resp, exc: StorageFull, params) -> None:
-    # The gauges narad_storage_memory_* show it; no log line per refused write.
-    _json_error(resp, 507, "storage full: nothing was stored")
+def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
+    if isinstance(exc, StorageFull):
+        # The gauges narad_storage_memory_* show it; no log line per refused write.
+        message = "storage full: nothing was stored"
+    elif isinstance(exc, StorageError):
+        # The details are the operator's business, not the client's.
+        log.warning("storage error: %s", exc)
+        message = "storage unavailable, retry"
+    else:
+        message = exc.message
+    _json_error(resp, status_of(exc), message)
 
 
 def _http_error(req, resp, exc: falcon.HTTPError, params) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import falcon
 
+from narad.broker.messages import Delivery
 from narad.broker.messages import MessageService
 from narad.broker.messages import Outgoing
-from narad.broker.receipts import Receipt
 from narad.errors import InvalidArgument
 from narad.http import dumps
 from narad.http import encode
@@ -23,7 +23,8 @@ from narad.http.body import query_int
 from narad.http.body import read_body
 from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
-from narad.storage import Message
+from narad.storage import PayloadKind
+from narad.storage import Settle
 
 MAX_BATCH = 1000
 BATCH_ENTRY_FIELDS = ("value", "value_base64", "key", "partition")
@@ -113,11 +114,11 @@ class Consume:
             self._replay(resp, name, partition, offset)
             return
         wait_ms = query_duration_ms(req, "wait")
-        message = self.messages.consume(name, wait_ms=wait_ms, partition=partition)
-        if message is None:
+        delivery = self.messages.consume(name, wait_ms=wait_ms, partition=partition)
+        if delivery is None:
             resp.status = falcon.HTTP_204
             return
-        resp.text = render(name, message, receipt=True)
+        resp.text = render(delivery)
 
     def on_head(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         """HEAD is safe: it may replay but never lease a message."""
@@ -136,8 +137,8 @@ class Consume:
     ) -> None:
         if partition is None:
             raise InvalidArgument("offset needs partition")
-        message = self.messages.replay(name, partition=partition, offset=offset)
-        resp.text = render(name, message, receipt=False)
+        delivery = self.messages.replay(name, partition=partition, offset=offset)
+        resp.text = render(delivery)
 
 
 class Ack:
@@ -151,11 +152,11 @@ class Ack:
             raise InvalidArgument("receipt_handle is required")
         extend = param(req, "extend")
         if extend in (None, "", "false"):
-            action = "ack"
+            action = Settle.ACK
         elif extend == "true":
-            action = "extend"
+            action = Settle.EXTEND
         elif extend == "0":
-            action = "release"
+            action = Settle.RELEASE
         else:
             raise InvalidArgument(
                 "extend must be true (renew the lease) or 0 (give the message back)"
@@ -164,22 +165,21 @@ class Ack:
         resp.status = falcon.HTTP_204
 
 
-def render(topic: str, message: Message, *, receipt: bool) -> str:
+def render(delivery: Delivery) -> str:
     """The consume response; a JSON payload is embedded verbatim."""
+    message = delivery.message
     head: dict[str, Any] = {
-        "topic": topic,
+        "topic": delivery.topic,
         "partition": message.partition,
         "offset": message.offset,
         "key": message.key.decode("utf-8", "replace") if message.key else None,
         "timestamp": message.timestamp,
     }
-    if receipt:
-        head["receipt_handle"] = Receipt(
-            message.partition, message.offset, message.nonce
-        ).encode()
-    if message.kind == "j":
+    if delivery.receipt_handle is not None:
+        head["receipt_handle"] = delivery.receipt_handle
+    if message.kind is PayloadKind.JSON:
         payload = message.payload.decode("utf-8")
-    elif message.kind == "t":
+    elif message.kind is PayloadKind.TEXT:
         payload = json.dumps(message.payload.decode("utf-8"), ensure_ascii=False)
     else:
         head["payload_encoding"] = "base64"

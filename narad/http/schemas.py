@@ -27,7 +27,7 @@ class SchemaHistory:
                 "topic": meta.name,
                 "current_version": meta.schema_version or None,
                 "total_bytes": meta.schema_bytes,
-                "versions": [{"version": v, "size": n} for v, n in sizes],
+                "versions": [{"version": s.version, "size": s.size} for s in sizes],
             }
         )
 

@@ -20,6 +20,7 @@ from narad.http.body import refuse_unknown
 from narad.quoting import quote
 from narad.schema import jsontext
 from narad.storage import PartitionStats
+from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 
 NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -145,7 +146,8 @@ class TopicItem:
         if base is not None:
             base = integer(base, "schema_base_version", low=0)
         schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
-        meta, _ = self.topics.alter(name, _settings(body, ALTERABLE), schema_raw, base)
+        changes = TopicChanges(**_settings(body, ALTERABLE))
+        meta, _ = self.topics.alter(name, changes, schema_raw, base)
         resp.text = dumps(topic_record(meta))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:

@@ -1,5 +1,10 @@
 """The schema service: registration, histories, and validation on produce.
 
+It owns every schema write: version 1 when a topic is created with a schema
+(one step with the topic record), each later version, and the settings of a
+PATCH that come with one (one step with the version). It reads topic records
+through the topic records cache, never from storage directly.
+
 Compiled validators are cached per process by (topic, epoch, version): a
 produce neither re-reads the schema document nor recompiles it, and a topic
 deleted and created again under the same name (new epoch) never reuses the
@@ -15,14 +20,19 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from narad import offload
-from narad.errors import Conflict
+from narad.broker.records import TopicRecords
+from narad.errors import ClusterBudgetExceeded
 from narad.errors import IncompatibleSchema
 from narad.errors import InvalidSchema
-from narad.errors import NotFound
 from narad.errors import SchemaVersionConflict
+from narad.errors import SchemaVersionNotFound
+from narad.errors import TooManyVersions
+from narad.errors import TopicBudgetExceeded
+from narad.errors import TopicExists
 from narad.errors import TopicNotFound
 from narad.plugins import Plugins
 from narad.schema import compatibility
@@ -32,10 +42,13 @@ from narad.schema.drafts import Draft
 from narad.schema.registration import RegisteredSchema
 from narad.schema.registration import register
 from narad.schema.validator import Validator
+from narad.storage import SchemaLimits
+from narad.storage import SchemaSize
 from narad.storage import SchemaVersion
 from narad.storage import SchemaWriteResult
 from narad.storage import Status
 from narad.storage import Storage
+from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 
 MIB = 1024 * 1024
@@ -52,12 +65,14 @@ class SchemaService:
         self,
         plugins: Plugins,
         storage: Storage,
+        records: TopicRecords,
         capacity: ValidationCapacity,
         *,
         topic_budget: int = TOPIC_BUDGET,
         cluster_budget: int = CLUSTER_BUDGET,
     ) -> None:
         self.storage = storage
+        self.records = records
         self.capacity = capacity
         self.drafts, self.default_draft = plugins.drafts()
         self.formats = plugins.format_checkers()
@@ -73,33 +88,45 @@ class SchemaService:
             register, raw, drafts=self.drafts, default_draft=self.default_draft
         )
 
-    def budgets(self) -> tuple[int, int]:
-        return self.topic_budget, self.cluster_budget
+    def limits(self) -> SchemaLimits:
+        return SchemaLimits(self.topic_budget, self.cluster_budget, MAX_VERSIONS)
 
-    def raise_for_budget(self, result: SchemaWriteResult, topic: str) -> None:
+    def _raise_for_budget(self, result: SchemaWriteResult, topic: str) -> None:
         if result.status is Status.TOPIC_BUDGET:
-            message = (
-                f"schema: topic budget exceeded: topic {topic} stores "
-                f"{result.stored_bytes} bytes of schema versions and may store at "
-                f"most {self.topic_budget} bytes"
-            )
-            if result.stored_bytes > self.topic_budget:
-                message += (
-                    "; the history is already over the budget, so smaller "
-                    "versions cannot help: put the new schema on a new topic"
-                )
-            raise Conflict(message)
+            raise TopicBudgetExceeded(topic, result.stored_bytes, self.topic_budget)
         if result.status is Status.CLUSTER_BUDGET:
-            raise Conflict(
-                f"schema: cluster budget exceeded: the cluster stores "
-                f"{result.cluster_bytes} bytes of schemas and may store at most "
-                f"{self.cluster_budget} bytes; delete topics to make room"
-            )
+            raise ClusterBudgetExceeded(result.cluster_bytes, self.cluster_budget)
 
-    # -- changes -------------------------------------------------------------
+    # -- writes --------------------------------------------------------------
 
-    def change(self, meta: TopicMeta, raw: bytes, base_version: int | None) -> bool:
-        """Register ``raw`` as the next version; False when it is no change."""
+    def create_topic(self, meta: TopicMeta, raw: bytes) -> TopicMeta:
+        """Create the topic ``meta`` with ``raw`` as version 1, in one step.
+
+        Returns:
+            The record as written.
+        """
+        registered = self.register(raw)
+        first = SchemaVersion(1, registered.compact, registered.high_cost)
+        result = self.storage.create_topic(meta, first, limits=self.limits())
+        if result.status is Status.EXISTS:
+            raise TopicExists(meta.name)
+        self._raise_for_budget(result, meta.name)
+        return replace(
+            meta,
+            schema_version=result.version,
+            schema_high_cost=registered.high_cost,
+            schema_bytes=result.stored_bytes,
+        )
+
+    def change(
+        self,
+        meta: TopicMeta,
+        raw: bytes,
+        base_version: int | None,
+        changes: TopicChanges,
+    ) -> bool:
+        """Register ``raw`` as the next version, with ``changes`` in the same
+        step; False when it is no change (and nothing was written)."""
         if raw == b"null":
             raise InvalidSchema(
                 "schema: a schema cannot be removed (null); it can only be widened"
@@ -115,21 +142,18 @@ class SchemaService:
                 meta,
                 SchemaVersion(current + 1, new.compact, new.high_cost),
                 expected_current=current,
-                budget=self.budgets(),
-                max_versions=MAX_VERSIONS,
+                limits=self.limits(),
+                changes=changes,
             )
             if result.status is Status.OK:
                 return True
             if result.status is Status.TOO_MANY_VERSIONS:
-                raise Conflict(
-                    f"schema: topic {meta.name} holds {MAX_VERSIONS} versions, "
-                    "the most a topic may hold"
-                )
+                raise TooManyVersions(meta.name, MAX_VERSIONS)
             if result.status is Status.NO_TOPIC:
                 raise TopicNotFound(meta.name)
-            self.raise_for_budget(result, meta.name)
+            self._raise_for_budget(result, meta.name)
             # BASE_MISMATCH: another change landed first; check against it.
-            meta = self._reload(meta.name)
+            meta = self.records.refresh(meta.name)
         raise SchemaVersionConflict()
 
     def _is_change(self, meta: TopicMeta, current: int, new: RegisteredSchema) -> bool:
@@ -138,10 +162,7 @@ class SchemaService:
         if problems is None:
             return False
         if problems:
-            listed = "; ".join(str(p) for p in problems[:8])
-            raise IncompatibleSchema(
-                f"schema: incompatible with version {current}: {listed}"
-            )
+            raise IncompatibleSchema(current, problems)
         return True
 
     def _compare(self, old_doc: Any, new: RegisteredSchema) -> list | None:
@@ -161,22 +182,16 @@ class SchemaService:
             rules=self.rules,
         )
 
-    def _reload(self, name: str) -> TopicMeta:
-        meta = self.storage.get_topic(name)
-        if meta is None:
-            raise TopicNotFound(name)
-        return meta
-
     # -- reading histories ---------------------------------------------------
 
     def stored(self, name: str, version: int) -> SchemaVersion:
         found = self.storage.get_schema(name, version)
         if found is None:
-            raise NotFound(f"topic {name} has no schema version {version}")
+            raise SchemaVersionNotFound(name, version)
         return found
 
-    def sizes(self, name: str) -> list[tuple[int, int]]:
-        """(version, stored bytes) for every version of ``name``'s history."""
+    def sizes(self, name: str) -> list[SchemaSize]:
+        """Every version of ``name``'s history with its stored bytes."""
         return self.storage.schema_sizes(name)
 
     def _document(self, name: str, version: int) -> Any:

@@ -89,7 +89,7 @@ class RetryingClient:
                 return fn(self.redis)
             except MovedError as exc:
                 STORAGE_RETRIES.labels(reason="moved").inc()
-                self._move_to(exc.host, exc.port)
+                self.move_to(exc.host, exc.port)
                 last: Exception = exc
                 continue  # the leader is named: no need to wait
             except OutOfMemoryError as exc:
@@ -107,7 +107,8 @@ class RetryingClient:
             f"storage unavailable after {self.attempts} retries: {last}"
         ) from last
 
-    def _move_to(self, host: str, port: int) -> None:
+    def move_to(self, host: str, port: int) -> None:
+        """Talk to ``host:port`` from now on (the leader a MOVED named)."""
         kwargs = dict(self.redis.connection_pool.connection_kwargs)
         kwargs.pop("path", None)  # the leader is named by host:port
         kwargs.update(host=host, port=port)

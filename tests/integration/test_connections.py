@@ -87,7 +87,7 @@ def strict_node(valkey, tmp_path_factory):
             "NARAD_SERVER_BODY_MIN_RATE": "1000",
             "NARAD_SERVER_KEEPALIVE": "5",
             "NARAD_SERVER_MAX_CONNECTIONS": "600",
-            "NARAD_STORAGE_POOL_SIZE": "8",
+            "NARAD_PLUGINS_REDIS_POOL_SIZE": "8",
         },
     ).start()
     yield node

@@ -258,7 +258,7 @@ def stack(tmp_path):
         tmp_path,
         storage_url=tcp_url(servers[0]),
         # Fail fast during an outage (503) instead of retrying through it.
-        env={"NARAD_STORAGE_RETRY_ATTEMPTS": "2"},
+        env={"NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS": "2"},
     )
 
     def restart_valkey(down_s: float) -> None:

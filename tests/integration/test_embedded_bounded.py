@@ -14,6 +14,8 @@ from narad.config import Config
 from narad.embedded import socket_path
 from narad.errors import StorageFull
 from narad.storage import Entry
+from narad.storage import PayloadKind
+from narad.storage import SchemaLimits
 from narad.storage import SchemaVersion
 from narad.storage import Status
 from narad.storage import TopicMeta
@@ -24,7 +26,7 @@ from tests.nodes import start_valkey
 pytestmark = pytest.mark.slow
 
 FULL = {"error": "storage full: nothing was stored"}
-BUDGET = (4 << 20, 256 << 20)
+LIMITS = SchemaLimits(4 << 20, 256 << 20, 100)
 USED = "narad_storage_memory_used_bytes"
 LIMIT = "narad_storage_memory_limit_bytes"
 
@@ -95,9 +97,9 @@ def over_limit(tmp_path):
     name = f"t-{uuid.uuid4().hex[:8]}"
     meta = TopicMeta(name, uuid.uuid4().hex, 2, 0, 1000, 100, 100, 0)
     schema = SchemaVersion(1, b'{"type":"object"}', False)
-    assert backend.create_topic(meta, schema, budget=BUDGET).status is Status.OK
+    assert backend.create_topic(meta, schema, limits=LIMITS).status is Status.OK
     meta = backend.get_topic(name)
-    entries = [Entry(p, b"k", b"{}", "j") for p in (0, 1, 0)]
+    entries = [Entry(p, b"k", b"{}", PayloadKind.JSON) for p in (0, 1, 0)]
     assert backend.append(meta, entries, schema_version=1, now_ms=1).status is Status.OK
     used = raw.info("memory")["used_memory"]
     raw.config_set("maxmemory", used // 2)
@@ -117,18 +119,17 @@ def test_scripts_over_the_limit_are_refused_before_they_write(over_limit):
     fails whole or runs whole. Every writing script, on the real server."""
     backend, raw, meta = over_limit
     before = snapshot(raw)
-    entries = [Entry(p, b"", b"{}", "j") for p in (1, 0)]
+    entries = [Entry(p, b"", b"{}", PayloadKind.JSON) for p in (1, 0)]
     refused = {
         "append": lambda: backend.append(meta, entries, schema_version=1, now_ms=2),
         "create_topic": lambda: backend.create_topic(
-            TopicMeta("other", "e", 1, 0, 1000, 100, 100, 0), None, budget=BUDGET
+            TopicMeta("other", "e", 1, 0, 1000, 100, 100, 0), None, limits=LIMITS
         ),
         "append_schema": lambda: backend.append_schema(
             meta,
             SchemaVersion(2, b"{}", False),
             expected_current=1,
-            budget=BUDGET,
-            max_versions=100,
+            limits=LIMITS,
         ),
         "reserve": lambda: backend.reserve(meta, [0, 1], nonce="n", now_ms=2),
         "delete_topic": lambda: backend.delete_topic(meta),
@@ -141,7 +142,7 @@ def test_scripts_over_the_limit_are_refused_before_they_write(over_limit):
 
 def test_under_the_limit_again_writes_resume(over_limit):
     backend, raw, meta = over_limit
-    entries = [Entry(0, b"", b"{}", "j")]
+    entries = [Entry(0, b"", b"{}", PayloadKind.JSON)]
     with pytest.raises(StorageFull):
         backend.append(meta, entries, schema_version=1, now_ms=2)
     raw.config_set("maxmemory", 0)

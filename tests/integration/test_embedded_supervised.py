@@ -27,7 +27,7 @@ def test_kill_9_of_the_embedded_server_under_load_loses_nothing(tmp_path, topic)
         workers=2,
         # No retry through the outage: a retried ack that the dead server had
         # applied would answer 410 and the ledger could not account for it.
-        env={"NARAD_STORAGE_RETRY_ATTEMPTS": "0"},
+        env={"NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS": "0"},
     ).start()
     data = tmp_path / "data"
     try:
@@ -48,7 +48,7 @@ def test_kill_9_of_the_embedded_server_under_load_loses_nothing(tmp_path, topic)
         drain_and_check(node, topic, load.ledger, visibility)
         assert node.process.poll() is None
         assert node.worker_pids() == workers
-        # The workers' wake-up subscriptions came back with it.
+        # The workers' notification streams came back with it.
         assert_wakes_promptly(node, http, topic)
         http.close()
         probe.close()
@@ -65,9 +65,9 @@ def test_kill_9_of_the_embedded_server_under_load_loses_nothing(tmp_path, topic)
     )
     assert log.count("restarting embedded Valkey") == 1
     assert log.count("embedded Valkey is back") == 1
-    assert log.count("wake-up subscription lost") <= len(workers)
-    assert log.count("wake-up subscription lost") == log.count(
-        "wake-up subscription back"
+    assert log.count("storage notifications lost") <= len(workers)
+    assert log.count("storage notifications lost") == log.count(
+        "storage notifications are back"
     )
 
 

@@ -57,6 +57,20 @@ def test_concurrent_creates_of_one_name_yield_exactly_one_201(node, topic):
     assert sorted(statuses) == [201] + [409] * 23
 
 
+def test_the_node_logs_its_plugins_once_at_start(node):
+    log = node.log.read_text()
+    assert log.count("plugin narad_redis (narad ") == 1
+    assert "storage schemes redis, rediss, unix; settings [plugins.redis] " in log
+    assert log.count("plugin narad_draft202012 (narad ") == 1
+
+
+def test_a_plugin_setting_of_the_wrong_shape_stops_start_up(tmp_path):
+    node = Node(tmp_path, env={"NARAD_PLUGINS_REDIS_SOCKET_TIMEOUT_MS": "soon"})
+    with pytest.raises(RuntimeError):
+        node.start(timeout=10)
+    assert "`plugins.redis.socket_timeout_ms`" in node.log.read_text()
+
+
 def test_topics_api_over_http(http, topic):
     resp = http.post("/v1/topics", {"name": topic, "partitions": 2})
     assert resp.status == 201
@@ -120,7 +134,7 @@ def test_readiness_follows_storage(tmp_path):
         tmp_path,
         storage_url=tcp_url(storage),
         workers=1,
-        env={"NARAD_STORAGE_RETRY_ATTEMPTS": "1"},
+        env={"NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS": "1"},
     ).start()
     try:
         client = Client(node.base, timeout=10)

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from narad import guard
+from narad import testing
 from narad.config import Config
 from narad.errors import InvalidConfiguration
 from narad.guard import StorageGuard
@@ -98,7 +99,13 @@ def fakeredis_config(**overrides) -> Config:
     return Config.load(env={}, overrides=values)
 
 
-def test_a_storage_that_is_not_durable_stops_the_start_unless_relaxed(caplog):
+def test_a_storage_that_is_not_durable_stops_the_start_unless_relaxed(
+    caplog, monkeypatch
+):
+    # The master loads the production plugins; the test adds fakeredis.
+    monkeypatch.setattr(
+        "narad.plugins.load_plugins", lambda config: testing.load_plugins(config=config)
+    )
     # fakeredis answers neither INFO nor CONFIG: nothing proves it durable.
     with pytest.raises(InvalidConfiguration) as info:
         check_at_start(fakeredis_config())
@@ -118,12 +125,8 @@ def test_logged_urls_hide_the_password():
 
 
 def test_writes_wait_for_a_durable_storage_and_reads_do_not():
-    import falcon.testing
-
-    from narad.app import create_app
-
     # fakeredis proves nothing durable: strict refuses its writes.
-    client = falcon.testing.TestClient(create_app(fakeredis_config()))
+    client = testing.client(fakeredis_config())
     refused = client.simulate_post("/v1/topics", json={"name": "t"})
     assert refused.status_code == 503
     assert refused.json["error"].startswith("storage is not durable (INFO refused:")

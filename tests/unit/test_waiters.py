@@ -7,13 +7,14 @@ import time
 
 import pytest
 
-from narad.app import create_app
+from narad import testing
 from narad.broker.waiters import EMPTY_NOTE_MS
+from narad.storage import Event
 
 
 @pytest.fixture
 def app(config):
-    return create_app(config)
+    return testing.make_app(config)
 
 
 @pytest.fixture
@@ -33,7 +34,8 @@ def test_an_empty_look_is_remembered_until_the_topic_is_woken(waiters):
     waiters.remember_empty(("t", "e", None), "t", seen, None, 1000)
     assert waiters.known_empty(("t", "e", None), "t", 1500) == (seen, None)
     assert waiters.known_empty(("t", "e", 0), "t", 1500) is None  # other key
-    waiters._storage.client.redis.publish(waiters._storage.wake_channel("t"), "1")
+    storage = waiters._listener._storage
+    storage.client.redis.publish(storage.EVENTS, f"{Event.MESSAGES.value} t")
     deadline = time.monotonic() + 5
     while waiters.generation("t") == seen:
         assert time.monotonic() < deadline
@@ -69,7 +71,7 @@ def test_repeated_long_polls_on_an_empty_topic_look_once(app, waiters):
 
     client = falcon.testing.TestClient(app)
     assert client.simulate_post("/v1/topics", json={"name": "t"}).status_code == 201
-    storage = app._waiters._storage
+    storage = app._waiters._listener._storage
     looks = []
     reserve = storage.reserve
 

@@ -9,12 +9,9 @@ from __future__ import annotations
 import base64
 import json
 
-import falcon.testing
 import pytest
 
-from narad.app import create_app
-from narad.plugins import Plugins
-from narad.plugins import get_plugin_manager
+from narad import testing
 from tests.plugins import raising_plugin
 
 SURROGATE = '"\\ud800"'
@@ -287,9 +284,7 @@ def test_batch_entries_with_a_lone_surrogate_are_refused(client):
 
 @pytest.fixture
 def raising_client(config):
-    pm = get_plugin_manager(load_entry_points=False)
-    pm.register(raising_plugin, name="raising_plugin")
-    return falcon.testing.TestClient(create_app(config, plugins=Plugins(pm)))
+    return testing.client(config, plugins={"raising_plugin": raising_plugin})
 
 
 def test_a_format_checker_that_raises_refuses_the_value(raising_client):

@@ -1,5 +1,6 @@
 -- Append the next schema version to a topic's history, iff it was checked
--- against the current version and both byte budgets and the version cap hold.
+-- against the current version and both byte budgets and the version cap hold,
+-- and apply the settings changes of the same PATCH with it: all or nothing.
 -- KEYS[1] = narad:{<topic>}:meta
 -- KEYS[2] = narad:{<topic>}:schemas   (hash: version -> document, hc:<version>)
 -- KEYS[3] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
@@ -10,6 +11,8 @@
 -- ARGV[5] = most versions a topic may hold
 -- ARGV[6] = per-topic schema byte budget
 -- ARGV[7] = cluster schema byte budget
+-- ARGV[8] = events channel; ARGV[9] = the "topic_changed" event for this topic
+-- ARGV[10..] = settings to change with it: field, value, field, value, ...
 -- returns {"ok", version, stored, cluster} | {"no_topic"}
 --         | {"base_mismatch", current} | {"too_many_versions", current}
 --         | {"topic_budget", stored, cluster} | {"cluster_budget", stored, cluster}
@@ -38,5 +41,13 @@ local version = current + 1
 redis.call('HSET', schemas, version, ARGV[3], 'hc:' .. version, ARGV[4])
 redis.call('HSET', meta, 'schema_version', version, 'schema_high_cost', ARGV[4],
   'schema_bytes', stored + size)
+local fields = {}
+for i = 10, #ARGV do
+  fields[#fields + 1] = ARGV[i]
+end
+if #fields > 0 then
+  redis.call('HSET', meta, unpack(fields))
+end
 cluster = redis.call('INCRBY', cluster_key, size)
+redis.call('PUBLISH', ARGV[8], ARGV[9])
 return {'ok', version, stored + size, cluster}

@@ -1,8 +1,10 @@
-"""The ``fakeredis`` storage backend, for fast unit tests only.
+"""The ``fakeredis`` storage backend, for fast in-process tests only.
 
 ``fakeredis://<name>`` gives an in-process server shared by every client of
-the same name (Lua runs on lupa). Nothing is persisted and nothing crosses a
-process: never configure it for a real node.
+the same name (Lua runs on lupa), served by the reference Redis backend.
+Nothing is persisted and nothing crosses a process, so it is no entry point
+of the shipped distribution: :func:`narad.testing.load_plugins` registers it
+(as plugin ``narad_fakeredis``). Needs the test extra (``narad[test]``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from narad import hookimpl
 from narad.config import Config
 from narad_redis import RedisStorage
 from narad_redis import RetryingClient
+
+NAME = "narad_fakeredis"
 
 _servers: dict[str, object] = {}
 
