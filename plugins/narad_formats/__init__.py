@@ -13,11 +13,11 @@ import ipaddress
 from collections.abc import Callable
 
 import idna
-import re2
 
 from narad import hookimpl
-from narad.schema.keywords import compile_pattern
-from narad.schema.keywords import regex_search
+from narad.schema.patterns import PatternError
+from narad.schema.patterns import compile_pattern
+from narad.schema.patterns import regex_search
 
 __all__ = ("CHECKERS", "narad_format_checkers")
 
@@ -258,7 +258,7 @@ def is_regex(value: str) -> bool:
         return False
     try:
         compile_pattern(value)
-    except re2.error:
+    except PatternError:
         return False
     return True
 
