@@ -11,6 +11,13 @@ and whose edges say how the validator moves between them:
   name, a pattern, "other properties" of a parent, an array index, every item,
   or a property's name (``propertyNames``).
 
+``unevaluatedProperties`` and ``unevaluatedItems`` are child edges too ("other
+properties", every item). The annotations they read come from the same single
+pass that gives the verdict (:meth:`narad.schema.keywords.Keyword.evaluate`),
+so no keyword re-applies a subschema to the same value beyond the in-place
+edges above, and those are all counted, as if every branch of a union ran
+(they do, where annotations are collected).
+
 Two child edges can reach the same value only if their labels can name one
 child: ``properties/a`` and ``properties/b`` cannot, ``properties/a`` and a
 ``patternProperties`` pattern matching ``a`` can, ``items`` and any index can.
@@ -776,6 +783,9 @@ def _check_path_counts(
 def _applies_many(
     graph: _Graph, order: list[int], forward: list[Sequence[Edge]]
 ) -> bool:
+    """Whether some value gets more than 64 subschemas applied to it: every
+    subschema its in-place edges reach from one subschema, counted along
+    every path (the high-cost class of "Validation capacity")."""
     applied = [1] * len(graph.out)  # what a node without edges applies
     for node in reversed(order):
         if not forward[node]:
