@@ -65,6 +65,10 @@ def _fails(x: Any) -> kw.Marks | None:
     return None
 
 
+# In Node.by_type: this kind of value is checked through Node.evaluate.
+_EVALUATE: tuple[Any, ...] = (None,)  # never a tuple of checks
+
+
 class Node:
     """One compiled subschema.
 
@@ -108,16 +112,19 @@ class Node:
             checks = [k for k in keywords if k.types is None or kind in k.types]
             last = tuple(f for f in finals if kind in f.types)
             self.evaluating[kind] = (tuple(k.evaluate for k in checks), last)
-            if last:
-                self.by_type[kind] = (self._passes,)
-            else:
-                self.by_type[kind] = tuple(k.valid for k in checks)
+            # A value a final keyword looks at needs its siblings' marks.
+            self.by_type[kind] = _EVALUATE if last else tuple(k.valid for k in checks)
+        only = keywords[0] if len(keywords) == 1 and not finals else None
         if self.schema is False:
             self.valid, self.evaluate = _never, _fails
         elif not keywords and not finals:
             self.valid, self.evaluate = _always, _nothing_evaluated
         elif resource:
             self.valid, self.evaluate = self._valid_in_scope, self._evaluate_in_scope
+        elif only is not None and only.types is None:
+            # One keyword for every kind of value (a bare $ref, an anyOf):
+            # the node is that keyword, a call less per value.
+            self.valid, self.evaluate = only.valid, only.evaluate
         else:
             self.valid, self.evaluate = self._valid, self._evaluate
 
@@ -125,14 +132,12 @@ class Node:
         checks = self.by_type.get(type(x))
         if checks is None:
             checks = self.by_type[_kind(x)]
+        if checks is _EVALUATE:
+            return self._evaluate(x) is not None
         for check in checks:  # noqa: SIM110
             if not check(x):
                 return False
         return True
-
-    def _passes(self, x: Any) -> bool:
-        # A check in by_type: the scope, if any, is already entered.
-        return self._evaluate(x) is not None
 
     def _evaluate(self, x: Any) -> kw.Marks | None:
         found = self.evaluating.get(type(x))

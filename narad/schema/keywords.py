@@ -153,6 +153,14 @@ def union(a: Marks, b: Marks) -> Marks:
     return a | b  # type: ignore[operator]
 
 
+def complete(marks: Marks, x: Any) -> bool:
+    """Whether ``marks`` holds every property (or index) of ``x`` (they only
+    ever hold ``x``'s own); always, for a value that has none."""
+    if marks is ALL or not isinstance(x, dict | list):
+        return True
+    return len(marks) >= len(x)  # type: ignore[arg-type]
+
+
 def both(a: Marks | None, b: Marks | None) -> Marks | None:
     """What two keywords evaluated together, None if either failed."""
     return None if a is None or b is None else union(a, b)
@@ -849,12 +857,15 @@ class anyOf(allOf):
         return False
 
     def evaluate(self, x: Any) -> Marks | None:
-        # Every branch runs: each one that passes adds what it evaluated.
+        # Each branch that passes adds what it evaluated, until nothing of x
+        # is left to add.
         marks: Marks | None = None
         for node in self.nodes:
             found = node.evaluate(x)
             if found is not None:
                 marks = found if marks is None else union(marks, found)
+                if complete(marks, x):
+                    break
         return marks
 
     def report(self, x: Any, path: Path, out: Report) -> Marks | None:
@@ -886,8 +897,17 @@ class oneOf(anyOf):
         return matched
 
     def evaluate(self, x: Any) -> Marks | None:
-        matched = self._matches(x)
-        return matched[0][1] if len(matched) == 1 else None
+        marks: Marks | None = None
+        nodes = self.nodes
+        for i, node in enumerate(nodes):
+            marks = node.evaluate(x)
+            if marks is not None:
+                # The others only need to fail: the fast path tells.
+                for other in nodes[i + 1 :]:
+                    if other.valid(x):
+                        return None
+                return marks
+        return None
 
     def report(self, x: Any, path: Path, out: Report) -> Marks | None:
         matched = self._matches(x)
@@ -959,20 +979,21 @@ class if_(Keyword):
 class ref(Keyword):
     """``$ref``: apply the target, failing a cycle that revisits it in place."""
 
-    __slots__ = ("dynamic", "node", "ref")
+    __slots__ = ("dynamic", "node", "ref", "static")
     name = "$ref"
 
     def __init__(self, ref: str, node: Node, dynamic: bool) -> None:
         self.ref = ref
         self.node = node
         self.dynamic = dynamic  # push the target's resource on the dynamic scope
+        self.static = True  # the target is node (no pick() call on the hot path)
 
     def pick(self) -> Node:
         return self.node
 
     def valid(self, x: Any) -> bool:
         # The hot path of recursive schemas: written out, no helper call.
-        node = self.pick()
+        node = self.node if self.static else self.pick()
         key = (id(node), id(x))
         active = STATE.active
         if key in active:
@@ -993,7 +1014,7 @@ class ref(Keyword):
 
     def evaluate(self, x: Any) -> Marks | None:
         # As valid, for the annotation path (one frame less than a helper).
-        node = self.pick()
+        node = self.node if self.static else self.pick()
         key = (id(node), id(x))
         active = STATE.active
         if key in active:
@@ -1010,7 +1031,7 @@ class ref(Keyword):
                 scope.pop()
 
     def report(self, x: Any, path: Path, out: Report) -> Marks | None:
-        node = self.pick()
+        node = self.node if self.static else self.pick()
         key = (id(node), id(x))
         active = STATE.active
         if key in active:
@@ -1040,6 +1061,7 @@ class dynamicRef(ref):
     def __init__(self, ref: str, node: Node, by_uri: dict[str, Node]) -> None:
         super().__init__(ref, node, True)
         self.by_uri = by_uri
+        self.static = False
 
     def pick(self) -> Node:
         for uri in STATE.scope:
@@ -1139,6 +1161,8 @@ class unevaluatedItems(Final):
     types = ARRAY
 
     def rest(self, x: Any, marks: Marks) -> list[Any]:
+        if complete(marks, x):
+            return []
         return [i for i in range(len(x)) if i not in marks]  # type: ignore[operator]
 
     def refusal(self, rest: list[Any]) -> str:
