@@ -54,17 +54,14 @@ def run(seconds: float, drafts: list[str]) -> Tally:
 def report(tally: Tally, elapsed: float) -> None:
     compared = sum(tally.schemas.values())
     refused = sum(tally.refused.values())
-    print(f"{elapsed:.0f} s: {compared} schemas compared, {refused} refused at")
-    print(f"  registration (not compared), {tally.instances} instances, ")
-    print(f"  {tally.accepted} accepted by both, {tally.instances - tally.accepted}")
-    print("  refused by both; no disagreement")
-    print("schemas compared per draft:")
+    rejected = tally.instances - tally.accepted
+    print(f"{elapsed:.0f} s, no disagreement:")
+    print(f"  {compared} schemas compared ({refused} more refused at registration)")
+    print(f"  {tally.instances} instances: {tally.accepted} valid, {rejected} invalid")
+    print("schemas compared (refused) per draft:")
     for name in ORDER:
         if tally.schemas[name] or tally.refused[name]:
-            print(
-                f"  {name:8} {tally.schemas[name]:8} compared"
-                f" {tally.refused[name]:7} refused"
-            )
+            print(f"  {name:8} {tally.schemas[name]:8} ({tally.refused[name]})")
     print("keywords in compared schemas (occurrences):")
     for keyword, count in sorted(tally.keywords.items()):
         print(f"  {keyword:24} {count:9}")

@@ -180,7 +180,7 @@ class Validator:
         try:
             self.root.report(value, None, report)
         except _Enough:
-            return f"{self._header}\n- {TOO_MANY}"
+            return printable(f"{self._header}\n- {TOO_MANY}")
         lines = report.lines or ["- at '': value does not match the schema"]
         return _cut("\n".join([printable(self._header), *lines]))
 
