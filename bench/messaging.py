@@ -40,8 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
-from narad.embedded import EmbeddedValkey  # noqa: E402
-from narad.embedded import free_port  # noqa: E402
+from narad.embedded import socket_path  # noqa: E402
 
 CLIENTS = 32
 BATCH = 100
@@ -56,6 +55,12 @@ _HANDLE = re.compile(rb'"receipt_handle":"([^"]+)"')
 # A driver gets the previous response (status, body), or None to open, and
 # returns (next request bytes, messages the previous response accounts for).
 Driver = Callable[[tuple[int, bytes] | None], tuple[bytes, int]]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def request(method: str, path: str, body: bytes = b"") -> bytes:
@@ -117,18 +122,14 @@ class Servers:
         self.tmp = tmp
         self.workers = workers
         self.port, self.floor_port = free_port(), free_port()
-        valkey_port = free_port()
-        data = tmp / "data"
-        # The URL narad serve will give its workers (unix socket when it fits).
-        self.storage_url = EmbeddedValkey(data, port=valkey_port).url
+        self.data = tmp / "data"
         self.env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
             "NARAD_SERVER_BIND": f"127.0.0.1:{self.port}",
             "NARAD_SERVER_WORKERS": str(workers),
             "NARAD_STORAGE_URL": "",
-            "NARAD_STORAGE_DATA_DIR": str(data),
-            "NARAD_STORAGE_EMBEDDED_PORT": str(valkey_port),
+            "NARAD_STORAGE_DATA_DIR": str(self.data),
             "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),
         }
         self.processes: list[subprocess.Popen] = []
@@ -150,6 +151,8 @@ class Servers:
         log = self.tmp / "narad.log"
         self.narad = self._spawn([sys.executable, "-m", "narad.cli", "serve"], log)
         wait_ready(self.port, "/readyz", self.narad, log)
+        # The floor app shares narad's embedded Valkey (same user: its socket).
+        self.storage_url = f"unix://{socket_path(self.data)}"
         log = self.tmp / "floor.log"
         self.floor = self._spawn(
             [

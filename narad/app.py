@@ -22,10 +22,13 @@ from narad.config import Config
 from narad.errors import InvalidConfiguration
 from narad.errors import NaradError
 from narad.errors import StorageError
+from narad.errors import StorageFull
+from narad.guard import StorageGuard
 from narad.http import dumps
 from narad.http.health import Health
 from narad.http.health import Metrics
 from narad.http.health import Ready
+from narad.http.health import WriteGuard
 from narad.http.messages import Ack
 from narad.http.messages import Consume
 from narad.http.messages import Produce
@@ -87,13 +90,15 @@ def create_app(
         max_wait_ms=config.get("broker.max_wait_ms"),
     )
 
-    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[WriteGuard(guard)])
     app.req_options.keep_blank_qs_values = True
     app.resp_options.default_media_type = falcon.MEDIA_JSON
     app.set_error_serializer(_serialize_http_error)
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPError, _http_error)
     app.add_error_handler(StorageError, _storage_error)
+    app.add_error_handler(StorageFull, _storage_full)
     app.add_error_handler(NaradError, _narad_error)
 
     produce = Produce(messages)
@@ -107,8 +112,8 @@ def create_app(
     app.add_route("/v1/topics/{name}/schemas", history)
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")
     app.add_route("/healthz", Health())
-    app.add_route("/readyz", Ready(storage))
-    app.add_route("/metrics", Metrics())
+    app.add_route("/readyz", Ready(storage, guard))
+    app.add_route("/metrics", Metrics(guard))
     return app
 
 
@@ -130,6 +135,11 @@ def _narad_error(req, resp, exc: NaradError, params) -> None:
 def _storage_error(req, resp, exc: StorageError, params) -> None:
     log.warning("storage error: %s", exc)
     _json_error(resp, 503, "storage unavailable, retry")
+
+
+def _storage_full(req, resp, exc: StorageFull, params) -> None:
+    # The gauges narad_storage_memory_* show it; no log line per refused write.
+    _json_error(resp, 507, "storage full: nothing was stored")
 
 
 def _http_error(req, resp, exc: falcon.HTTPError, params) -> None:

@@ -49,17 +49,37 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve_forever(config: Config) -> int:
+    """Run a node until it is stopped; its exit status.
+
+    With no ``storage.url``, the node locks its data directory, starts the
+    embedded Valkey and supervises it: 1 if the server could not be kept up.
+    """
+    from narad.embedded import DataDirLock
     from narad.embedded import EmbeddedValkey
+    from narad.supervisor import Supervisor
 
     owner = os.getpid()
-    embedded = None
+    lock = supervisor = None
     if not config.storage_url:
+        lock = DataDirLock.acquire(config.data_dir)
         embedded = EmbeddedValkey(
-            config.data_dir, port=config.get("storage.embedded_port")
+            config.data_dir, max_memory=config.get("storage.max_memory"), lock=lock
         )
-        url = embedded.start()
-        logging.info("embedded Valkey on %s (data in %s)", url, embedded.data_dir)
+        try:
+            url = embedded.start()
+        except BaseException:
+            embedded.stop()
+            lock.close()
+            raise
+        logging.info(
+            "embedded Valkey on %s (data in %s, maxmemory %d MiB)",
+            url,
+            embedded.data_dir,
+            embedded.max_memory >> 20,
+        )
         config = config.replace(storage__url=url)
+        supervisor = Supervisor(embedded)
+        supervisor.start()
     metrics_dir = tempfile.mkdtemp(prefix="narad-metrics-")
     try:
         from narad.server import NaradApplication
@@ -68,13 +88,20 @@ def serve_forever(config: Config) -> int:
         prepare_environment(config, metrics_dir)
         _check_app(config)
         NaradApplication(config).run()
+    except SystemExit:
+        # gunicorn's master ends with sys.exit; so do its workers, which are
+        # forks of this process and unwind this same stack.
+        if os.getpid() != owner or supervisor is None or not supervisor.gave_up:
+            raise
+        return 1
     finally:
-        # gunicorn workers are forks of this process and unwind this same
-        # stack when they exit: only the master cleans up.
+        # Only the master cleans up.
         if os.getpid() == owner:
             shutil.rmtree(metrics_dir, ignore_errors=True)
-            if embedded is not None:
-                embedded.stop()
+            if supervisor is not None:
+                supervisor.stop()
+            if lock is not None:
+                lock.close()
     return 0
 
 

@@ -11,6 +11,7 @@ setting in backticks.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -51,6 +52,50 @@ def _url(value: Any) -> str:
     if value and "://" not in value:
         raise ValueError(f"expected a URL such as redis://host:6379/0, got {value!r}")
     return value
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        value = _text(value).strip()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    return parse
+
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"(\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+MIN_MEMORY = 1 << 20
+
+
+def _memory_size(value: Any) -> int:
+    """Bytes: an integer, a size with a unit (``512mb``, ``2GiB``), or a
+    share of the machine's memory (``25%``); 0 means the default."""
+    text = value.strip() if isinstance(value, str) else ""
+    share = text.removesuffix("%").strip()
+    if text.endswith("%") and share.isdigit() and 0 < int(share) <= 100:
+        value = physical_memory() * int(share) // 100
+    elif match := _SIZE.fullmatch(text):
+        value = int(match[1]) * _UNITS[match[2].lower()]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected bytes, a size such as 512mb, or 25%; got {value!r}")
+    if value and value < MIN_MEMORY:
+        raise ValueError(f"must be 0 (the default) or at least 1mb, got {value}")
+    return value
+
+
+def physical_memory() -> int:
+    """The machine's memory in bytes, or its cgroup's limit when that is lower."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        # cgroup v2: "0::/<path>" names this process's group.
+        group = Path("/proc/self/cgroup").read_text().split("::", 1)[1].strip()
+        limit = (Path("/sys/fs/cgroup") / group.lstrip("/") / "memory.max").read_text()
+    except (OSError, IndexError):
+        return total
+    limit = limit.strip()
+    return min(total, int(limit)) if limit.isdigit() else total
 
 
 def _bind(value: Any) -> str:
@@ -117,10 +162,19 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "storage",
-        "embedded_port",
+        "max_memory",
         0,
-        _integer(0, 65535),
-        "embedded Valkey's TCP port on 127.0.0.1; 0 picks a free one",
+        _memory_size,
+        "embedded Valkey's memory limit: bytes, or a size such as 512mb or 2gb, "
+        "or a share of RAM such as 25%; 0 = a quarter of RAM",
+    ),
+    Setting(
+        "storage",
+        "durability",
+        "strict",
+        _choice("strict", "relaxed"),
+        "strict: refuse to serve unless the storage fsyncs every write; "
+        "relaxed: serve anyway",
     ),
     Setting(
         "storage",

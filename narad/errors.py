@@ -103,3 +103,7 @@ class PluginConflict(PluginError):
 
 class StorageError(Exception):
     """The storage server could not be reached, even after retrying."""
+
+
+class StorageFull(StorageError):
+    """The storage refused a write for memory (over ``maxmemory``): nothing stored."""

@@ -31,6 +31,13 @@ def child_exit(server: Any, worker: Any) -> None:
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:
+    def on_starting(server: Any) -> None:
+        # Imported here: metrics must not load before the CLI has set
+        # PROMETHEUS_MULTIPROC_DIR.
+        from narad.guard import check_at_start
+
+        check_at_start(config)
+
     return {
         "bind": [config.get("server.bind")],
         "workers": config.get("server.workers"),
@@ -47,6 +54,9 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "control_socket_disable": True,
         "timeout": 60,
         "graceful_timeout": 20,
+        # In the master, before any worker: a storage that is not durable
+        # stops the node here (see narad.guard).
+        "on_starting": on_starting,
         "post_fork": post_fork,
         "child_exit": child_exit,
         "accesslog": None,

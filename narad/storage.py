@@ -108,10 +108,24 @@ class Page:
     next_token: str | None = None
 
 
+@dataclass(frozen=True)
+class ServerStatus:
+    """What the storage server reports about its durability and memory."""
+
+    durable: bool  # every write is on disk (or on a majority) before its reply
+    detail: str  # why it is, or is not, in words for logs and error messages
+    memory_used: int
+    memory_limit: int  # 0: no limit
+
+
 class Storage(Protocol):
     """The storage backend interface; see ``narad_redis`` for the reference."""
 
     def ping(self) -> bool: ...
+
+    def server_status(self) -> ServerStatus | None:
+        """Durability and memory as the server reports them; None if unreachable."""
+        ...
 
     def close(self) -> None: ...
 

@@ -18,6 +18,8 @@ def config(tmp_path) -> Config:
         env={},
         overrides={
             "storage.url": f"fakeredis://{uuid.uuid4().hex}",
+            # fakeredis keeps nothing on disk: strict durability would refuse it.
+            "storage.durability": "relaxed",
             "storage.data_dir": str(tmp_path / "data"),
             "validation.capacity_dir": str(tmp_path / "capacity"),
         },

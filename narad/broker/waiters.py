@@ -33,6 +33,7 @@ class Waiters:
         self._conds: dict[str, threading.Condition] = {}
         self._generation: defaultdict[str, int] = defaultdict(int)
         self._subscribed = False
+        self._lost = False  # logged as lost; log again only once it is back
         self._thread: threading.Thread | None = None
         self._stopped = False
 
@@ -78,7 +79,9 @@ class Waiters:
                 finally:
                     pubsub.close()
             except Exception as exc:  # any failure: resubscribe, never die
-                log.warning("wake-up subscription lost: %s", exc)
+                if not self._lost:
+                    log.warning("wake-up subscription lost: %s", exc)
+                    self._lost = True
             self._wake_all(subscribed=False)
             time.sleep(RECONNECT_DELAY_S)
 
@@ -96,6 +99,9 @@ class Waiters:
         if pubsub.get_message(timeout=5.0) is None:
             raise ConnectionError("no subscription confirmation within 5 s")
         self._wake_all(subscribed=True)
+        if self._lost:
+            log.info("wake-up subscription back")
+            self._lost = False
         while not self._stopped:
             message = pubsub.get_message(timeout=1.0)
             if message is None or message["type"] != "pmessage":

@@ -19,10 +19,12 @@ import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import ClusterDownError
 from redis.exceptions import MovedError
+from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TryAgainError
 from redis.retry import Retry
 
 from narad.errors import StorageError
+from narad.errors import StorageFull
 from narad.metrics import STORAGE_RETRIES
 
 T = TypeVar("T")
@@ -81,6 +83,10 @@ class RetryingClient:
                 self._move_to(exc.host, exc.port)
                 last: Exception = exc
                 continue  # the leader is named: no need to wait
+            except OutOfMemoryError as exc:
+                # -OOM: over maxmemory, the server refused the write before it
+                # changed anything (a script is refused at its first write).
+                raise StorageFull(str(exc)) from exc
             except _TRANSIENT as exc:
                 reason = _REASONS.get(type(exc), "connection")
                 STORAGE_RETRIES.labels(reason=reason).inc()

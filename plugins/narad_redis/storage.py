@@ -33,6 +33,7 @@ from narad.storage import PartitionStats
 from narad.storage import ReserveResult
 from narad.storage import SchemaVersion
 from narad.storage import SchemaWriteResult
+from narad.storage import ServerStatus
 from narad.storage import Status
 from narad.storage import TopicMeta
 from narad_redis.client import RetryingClient
@@ -91,6 +92,27 @@ class RedisStorage:
             return bool(self.client.redis.ping())
         except (redis.RedisError, OSError):
             return False
+
+    def server_status(self) -> ServerStatus | None:
+        # One round trip, tried once: callers poll it and must not hang on
+        # retries. INFO works for a user without CONFIG; RedisRaft answers
+        # INFO raft, other servers an empty section.
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for section in ("memory", "persistence", "raft"):
+                pipe.info(section)
+            pipe.config_get("appendfsync")
+            return pipe.execute(raise_on_error=False)
+
+        try:
+            memory, persistence, raft, fsync = read(self.client.redis)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return None
+        if isinstance(memory, Exception):
+            return ServerStatus(False, f"INFO refused: {memory}", 0, 0)
+        used, limit = int(memory["used_memory"]), int(memory["maxmemory"])
+        durable, detail = _durability(memory, persistence, raft, fsync)
+        return ServerStatus(durable, detail, used, limit)
 
     def close(self) -> None:
         self.client.close()
@@ -320,6 +342,32 @@ class RedisStorage:
         pubsub = self.client.redis.pubsub()
         pubsub.psubscribe(pattern)
         return pubsub
+
+
+def _durability(
+    memory: dict[str, Any], persistence: Any, raft: Any, fsync: Any
+) -> tuple[bool, str]:
+    """Whether a reply means "on disk": AOF with fsync always, or a Raft commit."""
+    policy = memory.get("maxmemory_policy", "noeviction")
+    if policy != "noeviction":
+        return False, f"maxmemory-policy is {policy}: the server may evict messages"
+    if isinstance(raft, dict) and raft:
+        return True, "RedisRaft: a write is answered once a majority has logged it"
+    if isinstance(persistence, Exception):
+        return False, f"INFO persistence refused: {persistence}"
+    if persistence.get("aof_enabled") != 1:
+        return False, "appendonly is off"
+    if persistence.get("aof_last_write_status", "ok") != "ok":
+        return False, "the last write to the append-only file failed"
+    if isinstance(fsync, Exception):
+        return False, (
+            f"appendfsync cannot be read ({fsync}): allow Narad's user CONFIG GET "
+            "(+config|get)"
+        )
+    policy = fsync.get("appendfsync", "unknown")
+    if policy != "always":
+        return False, f"appendfsync is {policy}, not always"
+    return True, "appendonly yes, appendfsync always"
 
 
 def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:

@@ -24,10 +24,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from narad.embedded import free_port
 from tests.httpclient import Client
 from tests.httpclient import Response
 from tests.nodes import Node
+from tests.nodes import free_port
 from tests.nodes import start_valkey
 from tests.nodes import tcp_url
 

@@ -10,22 +10,20 @@ import time
 
 import pytest
 
+from narad.embedded import socket_path
 from tests.httpclient import Client
 from tests.nodes import Node
 
 
 def valkey_pids_under(directory) -> list[int]:
-    """PIDs of the valkey-server configured by ``directory``/valkey.conf.
+    """PIDs of the embedded valkey-server of the data directory ``directory``.
 
-    Valkey retitles itself ``valkey-server 127.0.0.1:<port>``, so find it by
-    the port its config names.
+    Valkey retitles itself ``valkey-server unixsocket:<path>``, so find it by
+    the socket its config names.
     """
-    conf = (directory / "valkey.conf").read_text()
-    port = next(
-        line.split()[1] for line in conf.splitlines() if line.startswith("port ")
-    )
+    sock = socket_path(directory)
     out = subprocess.run(
-        ["pgrep", "-f", f"valkey-server 127.0.0.1:{port}"],
+        ["pgrep", "-f", f"valkey-server unixsocket:{sock}$"],
         capture_output=True,
         text=True,
     ).stdout

@@ -192,7 +192,7 @@ def test_readiness_is_503_when_storage_does_not_answer(config):
     import falcon.testing
 
     from narad.app import create_app
-    from narad.embedded import free_port
+    from tests.nodes import free_port
 
     dead = config.replace(
         storage__url=f"redis://127.0.0.1:{free_port()}/0", storage__retry_attempts=0
