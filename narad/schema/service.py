@@ -39,6 +39,7 @@ from narad.schema import compatibility
 from narad.schema import jsontext
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.drafts import Draft
+from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.registration import RegisteredSchema
 from narad.schema.registration import register
 from narad.schema.validator import Validator
@@ -198,7 +199,7 @@ class SchemaService:
         # A version stored before repeated keys were refused may hold one.
         return jsontext.loads(
             self.stored(name, version).document,
-            max_depth=64,
+            max_depth=SCHEMA_DEPTH,
             allow_duplicate_keys=True,
         )
 

@@ -70,7 +70,13 @@ def test_repeated_long_polls_on_an_empty_topic_look_once(app, waiters):
     import falcon.testing
 
     client = falcon.testing.TestClient(app)
+    before = waiters.generation("t")
     assert client.simulate_post("/v1/topics", json={"name": "t"}).status_code == 201
+    # The create's own notification must land before the looks are counted.
+    deadline = time.monotonic() + 5
+    while waiters.generation("t") == before:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     storage = app._waiters._listener._storage
     looks = []
     reserve = storage.reserve
