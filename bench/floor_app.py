@@ -45,7 +45,9 @@ class FloorApplication(BaseApplication):
             overrides={"server.bind": self.bind, "server.workers": self.workers},
         )
         settings = gunicorn_settings(config)
-        settings.pop("child_exit")  # Narad's metrics hook; nothing to clean here
+        # Narad's hooks: its metrics and its storage check; nothing to do here.
+        settings.pop("child_exit")
+        settings.pop("on_starting")
         settings["proc_name"] = "narad-floor"
         for key, value in settings.items():
             self.cfg.set(key, value)

@@ -1,19 +1,32 @@
-"""Messaging figures: produce, batch produce, consume+ack, produce-to-consume.
+"""Messaging figures: produce, batch produce, consume+ack, produce-to-consume,
+and the same node holding thousands of idle long polls or slow clients.
 
 Run from a checkout: ``PYTHONPATH=.:plugins python bench/messaging.py``
-(``--seconds N`` per phase, default 6; ``--workers N``, default 4).
+(``--seconds N`` per phase, default 6; ``--workers N``, default 4;
+``--waiters N``, default 10,000; ``--slowloris N``, default 2,000).
 
-Starts ``narad serve`` as a user would (gunicorn gthread workers, the
-embedded Valkey: append-only, fsync always) and, for the floor,
+Starts ``narad serve`` as a user would (gunicorn with Narad's gevent worker
+class, the embedded Valkey: append-only, fsync always) and, for the floor,
 ``bench/floor_app.py`` (a bare falcon endpoint doing one EVALSHA per request)
-under the same gunicorn settings against the same Valkey. Prints each figure
-beside its target, and where the CPU went in each phase (gunicorn workers,
-Valkey, this load generator), since all share the machine's cores.
+under the same gunicorn settings and worker class against the same Valkey.
+Prints each figure beside its target, and where the CPU went in each phase
+(gunicorn workers, Valkey, the load generators), since all share the
+machine's cores.
 
-The load generator is this process: one thread, non-blocking sockets on an
-epoll loop, one keep-alive HTTP/1.1 connection per client with one request
-outstanding at a time, requests prebuilt as bytes. Its own CPU use is printed
-so it can be ruled out (or not) as the bottleneck.
+The produce/consume load generator is this process: one thread,
+non-blocking sockets on an epoll loop, one keep-alive HTTP/1.1 connection per
+client with one request outstanding at a time, requests prebuilt as bytes.
+Its own CPU use is printed so it can be ruled out (or not) as the
+bottleneck. The idle waiters, the slowloris connections and the ``/healthz``
+prober are separate processes (``bench/loadgen.py``), so none of them slows
+another down or skews its timings.
+
+Phases: floor; single produce (with the prober: the no-waiter figures);
+batch produce; consume+ack; latency; then N idle consumers long-polling
+``wait=10s`` (memory per waiter measured once they all wait) while single
+produce, the prober and the latency phase run again; then, once their last
+polls ran out, the slowloris connections while single produce and the
+prober run again.
 """
 
 from __future__ import annotations
@@ -40,8 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
-from narad.embedded import EmbeddedValkey  # noqa: E402
-from narad.embedded import free_port  # noqa: E402
+from narad.embedded import socket_path  # noqa: E402
 
 CLIENTS = 32
 BATCH = 100
@@ -56,6 +68,12 @@ _HANDLE = re.compile(rb'"receipt_handle":"([^"]+)"')
 # A driver gets the previous response (status, body), or None to open, and
 # returns (next request bytes, messages the previous response accounts for).
 Driver = Callable[[tuple[int, bytes] | None], tuple[bytes, int]]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def request(method: str, path: str, body: bytes = b"") -> bytes:
@@ -117,18 +135,14 @@ class Servers:
         self.tmp = tmp
         self.workers = workers
         self.port, self.floor_port = free_port(), free_port()
-        valkey_port = free_port()
-        data = tmp / "data"
-        # The URL narad serve will give its workers (unix socket when it fits).
-        self.storage_url = EmbeddedValkey(data, port=valkey_port).url
+        self.data = tmp / "data"
         self.env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
             "NARAD_SERVER_BIND": f"127.0.0.1:{self.port}",
             "NARAD_SERVER_WORKERS": str(workers),
             "NARAD_STORAGE_URL": "",
-            "NARAD_STORAGE_DATA_DIR": str(data),
-            "NARAD_STORAGE_EMBEDDED_PORT": str(valkey_port),
+            "NARAD_STORAGE_DATA_DIR": str(self.data),
             "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),
         }
         self.processes: list[subprocess.Popen] = []
@@ -150,6 +164,8 @@ class Servers:
         log = self.tmp / "narad.log"
         self.narad = self._spawn([sys.executable, "-m", "narad.cli", "serve"], log)
         wait_ready(self.port, "/readyz", self.narad, log)
+        # The floor app shares narad's embedded Valkey (same user: its socket).
+        self.storage_url = f"unix://{socket_path(self.data)}"
         log = self.tmp / "floor.log"
         self.floor = self._spawn(
             [
@@ -317,6 +333,7 @@ class Usage:
         self.t0 = time.monotonic()
         self.before = {g: sum(map(cpu_seconds, ps)) for g, ps in self.groups.items()}
         self.self0 = resource.getrusage(resource.RUSAGE_SELF)
+        self.children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.busy0 = machine_busy_seconds()
         return self
 
@@ -324,10 +341,20 @@ class Usage:
         wall = time.monotonic() - self.t0
         after = {g: sum(map(cpu_seconds, ps)) for g, ps in self.groups.items()}
         me = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         used = {g: after[g] - self.before[g] for g in self.groups}
         used["load generator"] = (
             me.ru_utime - self.self0.ru_utime + me.ru_stime - self.self0.ru_stime
         )
+        # The /healthz prober, a child of this process done within the phase.
+        prober = (
+            children.ru_utime
+            - self.children0.ru_utime
+            + children.ru_stime
+            - self.children0.ru_stime
+        )
+        if prober:
+            used["prober"] = prober
         # Anything else running on the machine competes for the same cores.
         used["other processes"] = max(
             machine_busy_seconds() - self.busy0 - sum(used.values()), 0.0
@@ -382,34 +409,76 @@ def latency(port: int, topic: str, seconds: float) -> list[float]:
     return samples
 
 
+class Background:
+    """A ``bench/loadgen.py`` process: started, waited for, stopped for results."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "loadgen.py"), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self.process.stdout.readline()
+        if not line:
+            sys.exit(f"load generator {args} failed to start")
+        self.ready = json.loads(line)["ready"]
+        self.started = time.monotonic()
+
+    def stop(self) -> dict:
+        self.process.stdin.close()
+        out = self.process.stdout.readline()
+        self.process.wait(60)
+        return json.loads(out)
+
+
+def memory(pids: list[int]) -> tuple[int, int]:
+    """(total resident bytes, largest virtual size) of these processes."""
+    rss, vsz = 0, 0
+    for pid in pids:
+        fields = dict(
+            line.split(":", 1)
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+        rss += int(fields["VmRSS"].split()[0]) * 1024
+        vsz = max(vsz, int(fields["VmSize"].split()[0]) * 1024)
+    return rss, vsz
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=6.0, help="per phase")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--waiters", type=int, default=10_000)
+    parser.add_argument("--slowloris", type=int, default=2_000)
     args = parser.parse_args()
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the children too
     tmp = Path(tempfile.mkdtemp(prefix="narad-bench-"))
     servers = Servers(tmp, args.workers)
     try:
         servers.start()
-        report(servers, args.seconds)
+        report(servers, args.seconds, args.waiters, args.slowloris)
     finally:
         servers.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def report(servers: Servers, seconds: float) -> None:
+def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> None:
     port = servers.port
     narad = {"gunicorn workers": servers.narad_workers, "valkey": servers.valkey}
     floor = {"gunicorn workers": servers.floor_workers, "valkey": servers.valkey}
     print(
-        f"narad serve: {servers.workers} gthread workers x 128 threads, "
-        f"reuse_port, embedded Valkey (appendonly, fsync always) at "
+        f"narad serve: {servers.workers} workers (narad.workers.NaradWorker, "
+        f"gevent), reuse_port, embedded Valkey (appendonly, fsync always) at "
         f"{servers.storage_url}"
     )
     print(
         f"load generator: this process, one epoll thread, {CLIENTS} keep-alive "
         f"HTTP/1.1 connections, 1 request in flight each, {seconds:g} s per "
-        f"phase after {WARMUP_S:g} s warm-up; {os.cpu_count()} cores shared"
+        f"phase after {WARMUP_S:g} s warm-up; waiters, slowloris and the "
+        f"/healthz prober (one new connection every 20 ms) are separate "
+        f"processes; {os.cpu_count()} cores shared"
     )
     print()
     rows = []
@@ -419,6 +488,19 @@ def report(servers: Servers, seconds: float) -> None:
             result = fn()
         rows.append((name, usage.text))
         return result
+
+    def produce_load(topic: str, duration: float = seconds):
+        body = request("POST", f"/v1/topics/{topic}/produce", BODY)
+        return lambda: run_load(port, CLIENTS, duration, constant(body, 202, 1))
+
+    def probed(fn):
+        """Run ``fn`` while the prober probes; return (its result, probe report)."""
+        prober = Background("probe", str(port))
+        try:
+            result = fn()
+        finally:
+            probes = prober.stop()
+        return result, probes
 
     floor_rate, st = phase(
         "floor",
@@ -433,15 +515,8 @@ def report(servers: Servers, seconds: float) -> None:
     check(st, {202})
 
     create_topic(port, "bench-single")
-    single, st = phase(
-        "single produce",
-        narad,
-        lambda: run_load(
-            port,
-            CLIENTS,
-            seconds,
-            constant(request("POST", "/v1/topics/bench-single/produce", BODY), 202, 1),
-        ),
+    (single, st), idle_probes = phase(
+        "single produce", narad, lambda: probed(produce_load("bench-single"))
     )
     check(st, {202})
 
@@ -473,20 +548,74 @@ def report(servers: Servers, seconds: float) -> None:
 
     create_topic(port, "bench-latency")
     samples = phase("latency", narad, lambda: latency(port, "bench-latency", seconds))
-    samples.sort()
-    p50 = statistics.median(samples) * 1000
-    p99 = samples[int(len(samples) * 0.99) - 1] * 1000
+
+    # -- N idle long polls -----------------------------------------------------
+    for i in range(10):
+        create_topic(port, f"bench-wait-{i}")
+    workers = servers.narad_workers
+    rss_before, _ = memory(workers)
+    # The waiters connect over 10 s (their wait), so that from then on their
+    # polls come evenly, count/10 a second, as from consumers started apart.
+    crowd = Background("waiters", str(port), "--count", str(waiters))
+    time.sleep(1.0)  # the last ones reach their long poll
+    rss_waiting, vsz_waiting = memory(workers)
+    create_topic(port, "bench-single-w")
+    # A whole wait period, so every waiter polls again during the phase.
+    with_crowd = {**narad, "waiters' client": [crowd.process.pid]}
+    (single_w, st), wait_probes = phase(
+        f"produce+{waiters // 1000}k waiters",
+        with_crowd,
+        lambda: probed(produce_load("bench-single-w", max(seconds, 10.0))),
+    )
+    check(st, {202})
+    create_topic(port, "bench-latency-w")
+    samples_w = phase(
+        f"latency+{waiters // 1000}k waiters",
+        with_crowd,
+        lambda: latency(port, "bench-latency-w", seconds),
+    )
+    crowd_result = crowd.stop()
+    # The server learns of a closed connection only when it answers: let the
+    # long polls the waiters left behind run out before the next phase.
+    time.sleep(11.0)
+
+    # -- slowloris ---------------------------------------------------------------
+    create_topic(port, "bench-slow")
+    loris = Background("slowloris", str(port), "--count", str(slowloris))
+    create_topic(port, "bench-single-s")
+    # Longer than server.header_timeout, so the server closes each slow
+    # connection at least once and the load generator opens another.
+    (single_s, st), slow_probes = phase(
+        f"produce+{slowloris // 1000}k slowloris",
+        {**narad, "slowloris client": [loris.process.pid]},
+        lambda: probed(produce_load("bench-single-s", max(seconds, 12.0))),
+    )
+    check(st, {202})
+    loris_result = loris.stop()
+    _, data = call(port, "GET", "/v1/topics/bench-slow")
+    slow_stored = sum(p["next_offset"] for p in json.loads(data)["partition_stats"])
+    _, vsz_end = memory(workers)
 
     def verdict(ok: bool) -> str:
         return "PASS" if ok else "MISS"
 
+    def lat(samples: list[float]) -> tuple[float, float]:
+        samples = sorted(samples)
+        return (
+            statistics.median(samples) * 1000,
+            samples[max(0, int(len(samples) * 0.99) - 1)] * 1000,
+        )
+
+    p50, p99 = lat(samples)
+    p50_w, p99_w = lat(samples_w)
+    per_waiter = (rss_waiting - rss_before) / max(crowd.ready, 1)
     table = [
         ("floor: falcon + 1 EVALSHA", f"{floor_rate:9,.0f} req/s", ""),
         (
             "single produce (1 KiB)",
             f"{single:9,.0f} msgs/s",
-            f">= 70% of floor: {100 * single / floor_rate:.0f}% "
-            f"{verdict(single >= 0.7 * floor_rate)}",
+            f">= 80% of floor: {100 * single / floor_rate:.0f}% "
+            f"{verdict(single >= 0.8 * floor_rate)}",
         ),
         (
             f"batch produce ({BATCH}/req, {BATCH_CLIENTS} conns)",
@@ -504,14 +633,83 @@ def report(servers: Servers, seconds: float) -> None:
             f"p50 {p50:.2f} ms, p99 {p99:.2f} ms",
             f"p50 < 5 ms: {verdict(p50 < 5)} ({len(samples)} samples)",
         ),
+        (
+            "/healthz, no waiters",
+            probe_figure(idle_probes),
+            f"p99 < 100 ms: {verdict(idle_probes['p99_ms'] < 100)}",
+        ),
+        (f"{crowd.ready:,} idle waiters (wait=10s)", "", ""),
+        (
+            "  memory per idle waiter",
+            f"{per_waiter / 1024:9.1f} KiB",
+            f"< 64 KiB: {verdict(per_waiter < 64 * 1024)} (workers' RSS "
+            f"{rss_before / 2**20:.0f} -> {rss_waiting / 2**20:.0f} MiB)",
+        ),
+        (
+            "  single produce",
+            f"{single_w:9,.0f} msgs/s",
+            f">= 80% of no waiters: {100 * single_w / single:.0f}% "
+            f"{verdict(single_w >= 0.8 * single)}",
+        ),
+        (
+            "  /healthz",
+            probe_figure(wait_probes),
+            f"p99 < 100 ms: {verdict(wait_probes['p99_ms'] < 100)}",
+        ),
+        (
+            "  produce->consume latency",
+            f"p50 {p50_w:.2f} ms, p99 {p99_w:.2f} ms",
+            f"p50 < 5 ms: {verdict(p50_w < 5)} ({len(samples_w)} samples)",
+        ),
+        (
+            "  answers to the waiters",
+            answers_figure(crowd_result["statuses"]),
+            f"all 204: {verdict(set(crowd_result['statuses']) == {'204'})}; "
+            f"204 after {crowd_result['wait_204_s']['min']:.2f}.."
+            f"{crowd_result['wait_204_s']['max']:.2f} s; "
+            f"errors {crowd_result['errors'] or 'none'}",
+        ),
+        (f"{slowloris:,} slowloris connections", "", ""),
+        (
+            "  single produce",
+            f"{single_s:9,.0f} msgs/s",
+            f">= 80% of no waiters: {100 * single_s / single:.0f}% "
+            f"{verdict(single_s >= 0.8 * single)}",
+        ),
+        (
+            "  /healthz",
+            probe_figure(slow_probes),
+            f"p99 < 100 ms: {verdict(slow_probes['p99_ms'] < 100)}",
+        ),
+        (
+            "  closed by the server",
+            answers_figure(loris_result["closed_by_server"]),
+            f"after {loris_result['lifetime_s']['p50']:.1f} s (p50); "
+            f"stored {slow_stored}: {verdict(slow_stored == 0)}",
+        ),
+        (
+            "virtual memory per worker",
+            f"{max(vsz_waiting, vsz_end) / 2**20:9,.0f} MiB",
+            f"< 1 GiB: {verdict(max(vsz_waiting, vsz_end) < 2**30)}",
+        ),
     ]
     width = max(len(r[0]) for r in table)
     for name, figure, target in table:
-        print(f"{name:<{width}}  {figure:<30} {target}")
+        print(f"{name:<{width}}  {figure:<30} {target}".rstrip())
     print()
     print("CPU per phase (100% = one core):")
     for name, text in rows:
-        print(f"  {name:<15} {text}")
+        print(f"  {name:<22} {text}")
+
+
+def probe_figure(probes: dict) -> str:
+    failed = sum(probes["failures"].values())
+    text = f"p50 {probes['p50_ms']:.1f} ms, p99 {probes['p99_ms']:.1f} ms"
+    return text + (f", {failed} failed" if failed else "")
+
+
+def answers_figure(counts: dict) -> str:
+    return ", ".join(f"{n:,} x {status}" for status, n in sorted(counts.items()))
 
 
 def check(statuses: Counter, allowed: set[int]) -> None:

@@ -149,6 +149,39 @@ def deep(copies: int) -> object:
     return {"properties": {f"p{i}": inner for i in range(copies)}}
 
 
+def unevaluated_ring(n: int, branches: int = 4) -> object:
+    """A ring of definitions, each a union of branches recursing to the next
+    under their own names (and by position), beside unevaluatedProperties and
+    unevaluatedItems: issue 19's shape, as large as 256 KiB holds."""
+
+    def following(i: int) -> dict[str, str]:
+        return {"$ref": f"#/$defs/u{(i + 1) % n}"}
+
+    defs = {
+        f"u{i}": {
+            "anyOf": [{"properties": {f"p{j}": following(i)}} for j in range(branches)]
+            + [{"prefixItems": [following(i)]}],
+            "unevaluatedProperties": False,
+            "unevaluatedItems": False,
+        }
+        for i in range(n)
+    }
+    return {"$ref": "#/$defs/u0", "$defs": defs}
+
+
+def unevaluated_chain(n: int) -> object:
+    """The same ring with one branch a link: the largest the analysis takes."""
+    return unevaluated_ring(n, branches=0)
+
+
+def unevaluated_union(branches: int) -> object:
+    """A union of recursive branches beside unevaluatedProperties."""
+    return {
+        "anyOf": [{"properties": {f"p{i}": {"$ref": "#"}}} for i in range(branches)],
+        "unevaluatedProperties": False,
+    }
+
+
 def many_empty(n: int) -> object:
     """The most subschemas 256 KiB holds: an allOf of empty schemas."""
     return {"allOf": [{}] * n}
@@ -160,8 +193,8 @@ def _time(raw: bytes) -> tuple[str, float]:
     for _ in range(5):
         started = time.perf_counter()
         try:
-            register(raw, drafts=DRAFTS, default_draft=DEFAULT)
-            verdict = "accepted"
+            registered = register(raw, drafts=DRAFTS, default_draft=DEFAULT)
+            verdict = "accepted, high cost" if registered.high_cost else "accepted"
         except InvalidSchema as exc:
             verdict = "refused: " + exc.message.removeprefix("invalid argument: ")[:60]
         best = min(best, time.perf_counter() - started)
@@ -183,6 +216,10 @@ def main() -> None:
         ("10,000 properties", _text(wide(10_000))),
         ("64-level nesting, repeated", _largest(deep)),
         ("allOf of empty schemas", _largest(many_empty)),
+        ("unevaluated* beside unions, ring", _largest(unevaluated_ring)),
+        ("unevaluated* beside anyOf, ring", _largest(unevaluated_chain)),
+        ("unevaluated* beside 63 branches", _text(unevaluated_union(63))),
+        ("unevaluated* beside 64 branches", _text(unevaluated_union(64))),
     ]
     for name, raw in documents:
         verdict, ms = _time(raw)

@@ -161,6 +161,82 @@ def adversarial() -> None:
         print(f"  {name:40s} {elapsed * 1e3:9.1f} ms {peak:8.1f} MiB  {verdict}")
 
 
+MIB = 1 << 20
+
+
+def _fill(head: bytes, item: bytes, tail: bytes) -> bytes:
+    """``head`` + items joined by commas + ``tail``, as near 1 MiB as fits."""
+    count = (MIB - len(head) - len(tail)) // (len(item) + 1)
+    return head + b",".join([item] * count) + tail
+
+
+def _union_tree() -> bytes:
+    """A binary tree of objects keyed by the union's last two names: each
+    passes every branch before the two that evaluate its properties."""
+    tree = b"{}"
+    while len(tree) * 2 + 16 <= MIB:
+        tree = b'{"p61":' + tree + b',"p62":' + tree + b"}"
+    return tree
+
+
+def _distinct_keys(head: bytes, tail: bytes) -> bytes:
+    """``head`` + members "k0": 1, "k1": 1... + ``tail``, near 1 MiB."""
+    members = []
+    size = len(head) + len(tail)
+    while size < MIB - 16:
+        member = f'"k{len(members)}":1'.encode()
+        members.append(member)
+        size += len(member) + 1
+    return head + b",".join(members) + tail
+
+
+def unevaluated() -> None:
+    """Issue 19: unevaluated* beside an applicator that recurses, on the
+    worst 1 MiB payloads for each (each level used to double the work)."""
+    print("unevaluated* beside applicators, 1 MiB payloads (target < 1 s)")
+    items = {"anyOf": [{"prefixItems": [{"$ref": "#"}]}], "unevaluatedItems": False}
+    by_c = {"properties": {"c": {"$ref": "#"}}}
+    deep_c = b'{"c":' * 254
+    wide_object = _distinct_keys(b'{"x":{', b"}}")
+    branches = [{"properties": {f"p{i}": {"$ref": "#"}}} for i in range(63)]
+    union = {"anyOf": branches, "unevaluatedProperties": False}
+    every = {"allOf": branches}
+    cases = [
+        (
+            "anyOf+prefixItems, 256 deep, 1 MiB left over",
+            items,
+            _fill(b"[" * 256 + b"]" * 255 + b",", b"1", b"]"),
+        ),
+        (
+            "anyOf+properties, 256 deep, 1 MiB at the bottom",
+            {"anyOf": [by_c], "unevaluatedProperties": False},
+            deep_c + wide_object + b"}" * 254,
+        ),
+        (
+            "oneOf+properties, 256 deep, 1 MiB at the bottom",
+            {"oneOf": [by_c], "unevaluatedProperties": False},
+            deep_c + wide_object + b"}" * 254,
+        ),
+        (
+            "if+properties, 256 deep, 1 MiB at the bottom",
+            {"if": by_c, "unevaluatedProperties": False},
+            deep_c + wide_object + b"}" * 254,
+        ),
+        (
+            "anyOf+contains, 1 MiB of nested arrays",
+            {"anyOf": [{"contains": {"$ref": "#"}}], "unevaluatedItems": False},
+            _fill(b"[", b"[[1,1],[1]]", b"]"),
+        ),
+        # The most a union below the high-cost class applies to one value,
+        # and the same work on the fast path (an allOf), for comparison.
+        ("63-branch recursive anyOf, 1 MiB tree", union, _union_tree()),
+        ("  the same as allOf, no unevaluated*", every, _union_tree()),
+    ]
+    for name, schema, payload in cases:
+        elapsed, peak, verdict = _measure(schema, payload)
+        print(f"  {name:48s} {elapsed * 1e3:9.1f} ms {peak:8.1f} MiB  {verdict}")
+
+
 def produce_ratio(seconds: float = 5.0, rounds: int = 2) -> None:
     """End to end: produce of the typical order with its schema vs without.
 
@@ -215,6 +291,8 @@ def main() -> None:
     typical_order()
     print()
     adversarial()
+    print()
+    unevaluated()
     print()
     produce_ratio()
 

@@ -11,21 +11,36 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import falcon
 
 from narad.broker.messages import MessageService
+from narad.broker.notifications import Listener
+from narad.broker.records import TopicRecords
 from narad.broker.topics import TopicService
 from narad.broker.waiters import Waiters
 from narad.config import Config
+from narad.errors import Conflict
+from narad.errors import Forbidden
+from narad.errors import InvalidArgument
 from narad.errors import InvalidConfiguration
+from narad.errors import LeaseGone
 from narad.errors import NaradError
+from narad.errors import NotFound
+from narad.errors import PayloadTooLarge
+from narad.errors import RequestTimeout
 from narad.errors import StorageError
-from narad.http import dumps
+from narad.errors import StorageFull
+from narad.errors import Unauthorized
+from narad.errors import Unavailable
+from narad.guard import StorageGuard
+from narad.http import error_body
 from narad.http.health import Health
 from narad.http.health import Metrics
 from narad.http.health import Ready
+from narad.http.health import WriteGuard
 from narad.http.messages import Ack
 from narad.http.messages import Consume
 from narad.http.messages import Produce
@@ -39,6 +54,30 @@ from narad.schema.service import SchemaService
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
+
+#: The HTTP status of every refusal, by error family: a named error
+#: (``TopicBudgetExceeded``) answers with its family's (``Conflict``) status.
+STATUS: dict[type[Exception], int] = {
+    InvalidArgument: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    LeaseGone: 410,
+    RequestTimeout: 408,
+    PayloadTooLarge: 413,
+    Unavailable: 503,
+    StorageFull: 507,
+    StorageError: 503,
+}
+
+
+def status_of(exc: Exception) -> int:
+    """The status :data:`STATUS` maps ``exc``'s class (or a base of it) to."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    raise LookupError(f"{type(exc).__name__} has no HTTP status in narad.app.STATUS")
 
 
 def connect_storage(config: Config, plugins: Plugins) -> Storage:
@@ -69,32 +108,51 @@ def capacity_for(config: Config) -> ValidationCapacity:
     )
 
 
+class NaradApp(falcon.App):
+    """The falcon app, plus the hook the worker calls when it starts to stop."""
+
+    def __init__(self, waiters: Waiters, **options: Any) -> None:
+        super().__init__(**options)
+        self._waiters = waiters
+
+    def drain(self) -> None:
+        """Answer every waiting consumer now (204): the worker is stopping."""
+        self._waiters.stop()
+
+
 def create_app(
     config: Config,
     *,
     plugins: Plugins | None = None,
     storage: Storage | None = None,
-) -> falcon.App:
+) -> NaradApp:
     plugins = plugins or load_plugins(config)
+    config = plugins.configure(config)
     storage = storage or connect_storage(config, plugins)
-    schemas = SchemaService(plugins, storage, capacity_for(config))
-    topics = TopicService(storage, schemas)
+    listener = Listener(storage)
+    waiters = Waiters(listener)
+    records = TopicRecords(storage, listener)
+    schemas = SchemaService(plugins, storage, records, capacity_for(config))
+    topics = TopicService(storage, records, schemas)
     messages = MessageService(
         storage,
-        topics,
+        records,
         schemas,
-        Waiters(storage),
+        waiters,
         max_wait_ms=config.get("broker.max_wait_ms"),
     )
 
-    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
+    app = NaradApp(
+        waiters, media_type=falcon.MEDIA_JSON, middleware=[WriteGuard(guard)]
+    )
     app.req_options.keep_blank_qs_values = True
     app.resp_options.default_media_type = falcon.MEDIA_JSON
     app.set_error_serializer(_serialize_http_error)
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPError, _http_error)
-    app.add_error_handler(StorageError, _storage_error)
-    app.add_error_handler(NaradError, _narad_error)
+    app.add_error_handler(StorageError, _refused)
+    app.add_error_handler(NaradError, _refused)
 
     produce = Produce(messages)
     app.add_route("/v1/topics", TopicCollection(topics))
@@ -107,12 +165,12 @@ def create_app(
     app.add_route("/v1/topics/{name}/schemas", history)
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")
     app.add_route("/healthz", Health())
-    app.add_route("/readyz", Ready(storage))
-    app.add_route("/metrics", Metrics())
+    app.add_route("/readyz", Ready(storage, guard))
+    app.add_route("/metrics", Metrics(guard))
     return app
 
 
-def get_app() -> falcon.App:
+def get_app() -> NaradApp:
     """The gunicorn entry point: configuration from the environment."""
     return create_app(Config.load())
 
@@ -120,16 +178,20 @@ def get_app() -> falcon.App:
 def _json_error(resp: falcon.Response, status: int, message: str) -> None:
     resp.status = falcon.code_to_http_status(status)
     resp.content_type = falcon.MEDIA_JSON
-    resp.text = dumps({"error": message})
+    resp.data = error_body(message)
 
 
-def _narad_error(req, resp, exc: NaradError, params) -> None:
-    _json_error(resp, exc.status, exc.message)
-
-
-def _storage_error(req, resp, exc: StorageError, params) -> None:
-    log.warning("storage error: %s", exc)
-    _json_error(resp, 503, "storage unavailable, retry")
+def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
+    if isinstance(exc, StorageFull):
+        # The gauges narad_storage_memory_* show it; no log line per refused write.
+        message = "storage full: nothing was stored"
+    elif isinstance(exc, StorageError):
+        # The details are the operator's business, not the client's.
+        log.warning("storage error: %s", exc)
+        message = "storage unavailable, retry"
+    else:
+        message = exc.message
+    _json_error(resp, status_of(exc), message)
 
 
 def _http_error(req, resp, exc: falcon.HTTPError, params) -> None:
@@ -146,4 +208,4 @@ def _unexpected(req, resp, exc: Exception, params) -> None:
 
 def _serialize_http_error(req, resp, exc: falcon.HTTPError) -> None:
     resp.content_type = falcon.MEDIA_JSON
-    resp.text = dumps({"error": exc.description or exc.title})
+    resp.data = error_body(exc.description or exc.title)

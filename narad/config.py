@@ -1,29 +1,56 @@
 """Settings: defaults, then a TOML file, then ``NARAD_*`` environment variables.
 
-Every setting is declared once in :data:`SETTINGS` with its default, its
-parser and a one-line description; ``conf/narad.toml`` is the commented
-example of all of them (a test keeps the two in step). A setting ``x`` in
-section ``[s]`` is overridden by ``NARAD_S_X``. A value that does not parse
-stops start-up with :class:`~narad.errors.InvalidConfiguration` naming the
-setting in backticks.
+Every core setting is declared once in :data:`SETTINGS` with its default, its
+parser and a one-line description; a plugin declares its own through the
+``narad_settings`` hook, under ``[plugins.<section>]``. ``conf/narad.toml`` is
+the commented example of all of them, the built-in plugins' included (a test
+keeps the two in step). A setting ``x`` in section ``[s]`` is overridden by
+``NARAD_S_X``, and one in ``[plugins.p]`` by ``NARAD_PLUGINS_P_X``. A value
+that does not parse stops start-up with
+:class:`~narad.errors.InvalidConfiguration` naming the setting in backticks.
+
+Core settings are resolved by :meth:`Config.load`; plugin settings once the
+plugins are known, by :meth:`Config.with_plugin_settings` (the plugin host
+calls it), since which plugins load is itself a setting (``plugins.disabled``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from narad.errors import InvalidConfiguration
 
+__all__ = (
+    "SETTINGS",
+    "Config",
+    "Setting",
+    "integer",
+    "names",
+    "text",
+    "url",
+)
+
 CONFIG_ENV = "NARAD_CONFIG"
+PLUGINS = "plugins"
+_SECTION_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
-def _integer(low: int, high: int | None = None) -> Callable[[Any], int]:
+# -- parsers: each takes a TOML or environment value and returns it parsed, or
+# raises ValueError saying what was expected ------------------------------------
+
+
+def integer(low: int, high: int | None = None) -> Callable[[Any], int]:
+    """A parser of whole numbers from ``low`` to ``high`` (inclusive)."""
+
     def parse(value: Any) -> int:
         if isinstance(value, str):
             value = value.strip()
@@ -40,30 +67,67 @@ def _integer(low: int, high: int | None = None) -> Callable[[Any], int]:
     return parse
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """A parser of strings."""
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
     return value
 
 
-def _url(value: Any) -> str:
-    value = _text(value).strip()
+def url(value: Any) -> str:
+    """A parser of URLs (``scheme://...``) or the empty string."""
+    value = text(value).strip()
     if value and "://" not in value:
         raise ValueError(f"expected a URL such as redis://host:6379/0, got {value!r}")
     return value
 
 
-def _bind(value: Any) -> str:
-    value = _text(value).strip()
-    host, sep, port = value.rpartition(":")
-    if value.startswith("unix:"):
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        value = text(value).strip()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}; got {value!r}")
         return value
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"expected HOST:PORT or unix:PATH, got {value!r}")
+
+    return parse
+
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"(\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+MIN_MEMORY = 1 << 20
+
+
+def _memory_size(value: Any) -> int:
+    """Bytes: an integer, a size with a unit (``512mb``, ``2GiB``), or a
+    share of the machine's memory (``25%``); 0 means the default."""
+    written = value.strip() if isinstance(value, str) else ""
+    share = written.removesuffix("%").strip()
+    if written.endswith("%") and share.isdigit() and 0 < int(share) <= 100:
+        value = physical_memory() * int(share) // 100
+    elif match := _SIZE.fullmatch(written):
+        value = int(match[1]) * _UNITS[match[2].lower()]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected bytes, a size such as 512mb, or 25%; got {value!r}")
+    if value and value < MIN_MEMORY:
+        raise ValueError(f"must be 0 (the default) or at least 1mb, got {value}")
     return value
 
 
-def _names(value: Any) -> tuple[str, ...]:
+def physical_memory() -> int:
+    """The machine's memory in bytes, or its cgroup's limit when that is lower."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        # cgroup v2: "0::/<path>" names this process's group.
+        group = Path("/proc/self/cgroup").read_text().split("::", 1)[1].strip()
+        limit = (Path("/sys/fs/cgroup") / group.lstrip("/") / "memory.max").read_text()
+    except (OSError, IndexError):
+        return total
+    limit = limit.strip()
+    return min(total, int(limit)) if limit.isdigit() else total
+
+
+def names(value: Any) -> tuple[str, ...]:
+    """A parser of name lists: a TOML array, or a comma-separated string."""
     if isinstance(value, str):
         value = [part for part in value.split(",") if part.strip()]
     if isinstance(value, tuple):
@@ -73,13 +137,29 @@ def _names(value: Any) -> tuple[str, ...]:
     return tuple(v.strip() for v in value)
 
 
+def _bind(value: Any) -> str:
+    value = text(value).strip()
+    host, sep, port = value.rpartition(":")
+    if value.startswith("unix:"):
+        return value
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT or unix:PATH, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Setting:
-    section: str
+    """One setting: its name, default, parser and a one-line description.
+
+    A plugin declares its settings without ``section``; the host places them
+    under ``plugins.<the section the plugin claims>``.
+    """
+
     name: str
     default: Any
     parse: Callable[[Any], Any]
     doc: str
+    section: str = ""
 
     @property
     def key(self) -> str:
@@ -87,108 +167,133 @@ class Setting:
 
     @property
     def env(self) -> str:
-        return f"NARAD_{self.section}_{self.name}".upper()
+        return f"NARAD_{self.section}_{self.name}".replace(".", "_").upper()
+
+
+def _section(section: str, *settings: Setting) -> tuple[Setting, ...]:
+    return tuple(replace(s, section=section) for s in settings)
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("server", "bind", "127.0.0.1:7942", _bind, "address gunicorn listens on"),
-    Setting("server", "workers", 4, _integer(1, 256), "worker processes"),
-    Setting(
+    *_section(
         "server",
-        "threads",
-        128,
-        _integer(1, 10_000),
-        "threads per worker: each long-polling consumer holds one while it waits",
+        Setting("bind", "127.0.0.1:7942", _bind, "address gunicorn listens on"),
+        Setting("workers", 4, integer(1, 256), "worker processes"),
+        Setting(
+            "max_connections",
+            16_384,
+            integer(1, 1_000_000),
+            "open client connections per node (split evenly across workers); "
+            "past it only /healthz and /readyz are answered, anything else 503",
+        ),
+        Setting("keepalive", 30, integer(0, 3600), "keep-alive seconds"),
+        Setting(
+            "header_timeout",
+            10,
+            integer(1, 3600),
+            "seconds a request's line and headers may take to arrive, else 408",
+        ),
+        Setting(
+            "body_timeout",
+            10,
+            integer(1, 3600),
+            "seconds a request body may take, plus one per body_min_rate bytes "
+            "received, else 408; responses are held to the same pace",
+        ),
+        Setting(
+            "body_min_rate",
+            8192,
+            integer(1, 1 << 30),
+            "bytes per second a body must keep up beyond body_timeout",
+        ),
     ),
-    Setting("server", "keepalive", 30, _integer(0, 3600), "keep-alive seconds"),
-    Setting(
+    *_section(
         "storage",
-        "url",
-        "",
-        _url,
-        "redis://, rediss:// or unix:// URL; empty starts the embedded Valkey",
+        Setting(
+            "url",
+            "",
+            url,
+            "storage URL, served by the plugin claiming its scheme; empty "
+            "starts the embedded Valkey",
+        ),
+        Setting(
+            "data_dir",
+            "narad-data",
+            text,
+            "embedded Valkey's data directory (relative to the working directory)",
+        ),
+        Setting(
+            "max_memory",
+            0,
+            _memory_size,
+            "embedded Valkey's memory limit: bytes, or a size such as 512mb or "
+            "2gb, or a share of RAM such as 25%; 0 = a quarter of RAM",
+        ),
+        Setting(
+            "durability",
+            "strict",
+            _choice("strict", "relaxed"),
+            "strict: refuse to serve unless the storage fsyncs every write; "
+            "relaxed: serve anyway",
+        ),
     ),
-    Setting(
-        "storage",
-        "data_dir",
-        "narad-data",
-        _text,
-        "embedded Valkey's data directory (relative to the working directory)",
-    ),
-    Setting(
-        "storage",
-        "embedded_port",
-        0,
-        _integer(0, 65535),
-        "embedded Valkey's TCP port on 127.0.0.1; 0 picks a free one",
-    ),
-    Setting(
-        "storage",
-        "retry_attempts",
-        8,
-        _integer(0, 100),
-        "retries after MOVED, CLUSTERDOWN, TRYAGAIN or a lost connection",
-    ),
-    Setting(
-        "storage",
-        "retry_backoff_ms",
-        20,
-        _integer(1, 60_000),
-        "first retry delay; doubles each attempt",
-    ),
-    Setting(
-        "storage",
-        "retry_backoff_max_ms",
-        1000,
-        _integer(1, 600_000),
-        "cap on one retry delay",
-    ),
-    Setting(
-        "storage",
-        "socket_timeout_ms",
-        15_000,
-        _integer(100, 600_000),
-        "storage socket timeout",
-    ),
-    Setting(
+    *_section(
         "broker",
-        "max_wait_ms",
-        10_000,
-        _integer(0, 600_000),
-        "cap on a consume's ?wait=",
+        Setting(
+            "max_wait_ms", 10_000, integer(0, 600_000), "cap on a consume's ?wait="
+        ),
     ),
-    Setting(
+    *_section(
         "validation",
-        "capacity_slots",
-        0,
-        _integer(0, 4096),
-        "validations at once per node for large payloads/high-cost schemas; "
-        "0 = one per CPU core",
+        Setting(
+            "capacity_slots",
+            0,
+            integer(0, 4096),
+            "validations at once per node for large payloads/high-cost schemas; "
+            "0 = one per CPU core",
+        ),
+        Setting(
+            "capacity_wait_ms",
+            5000,
+            integer(0, 600_000),
+            "how long a produce waits for a validation slot before 503",
+        ),
+        Setting(
+            "capacity_dir",
+            "",
+            text,
+            "node-local directory of the slot lock files; empty = <data_dir>/capacity",
+        ),
     ),
-    Setting(
-        "validation",
-        "capacity_wait_ms",
-        5000,
-        _integer(0, 600_000),
-        "how long a produce waits for a validation slot before 503",
-    ),
-    Setting(
-        "validation",
-        "capacity_dir",
-        "",
-        _text,
-        "node-local directory of the slot lock files; empty = <data_dir>/capacity",
-    ),
-    Setting("plugins", "disabled", (), _names, "plugin names never to load"),
+    *_section(PLUGINS, Setting("disabled", (), names, "plugin names never to load")),
 )
 
 
-class Config:
-    """Resolved settings. Read them as ``config.get("storage.url")`` or via
-    the typed properties for the common ones."""
+@dataclass(frozen=True)
+class _Sources:
+    """Where values come from, kept to resolve plugin settings later."""
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
+    path: str | None
+    tables: Mapping[str, Mapping[str, Any]]  # [plugins.<section>] tables of the file
+    env: Mapping[str, str]
+    overrides: Mapping[str, Any]
+
+
+class Config:
+    """Resolved settings. Read them as ``config.get("storage.url")``, a
+    plugin's as ``config.plugin("redis")["retry_attempts"]``, or via the typed
+    properties for the common ones."""
+
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        *,
+        settings: Iterable[Setting] = SETTINGS,
+        sources: _Sources | None = None,
+    ) -> None:
         self._values = dict(values)
+        self.settings: tuple[Setting, ...] = tuple(settings)
+        self._sources = sources or _Sources(None, {}, {}, {})
 
     @classmethod
     def load(
@@ -199,43 +304,95 @@ class Config:
         overrides: Mapping[str, Any] | None = None,
     ) -> Config:
         """Defaults, then the TOML file (``path`` or ``$NARAD_CONFIG``), then
-        environment variables, then ``overrides`` (``"section.name"`` keys)."""
-        env = os.environ if env is None else env
+        environment variables, then ``overrides`` (``"section.name"`` keys).
+
+        Plugin sections are kept unresolved for :meth:`with_plugin_settings`.
+        """
+        env = dict(os.environ if env is None else env)
         path = path or env.get(CONFIG_ENV)
         from_file = _read_toml(Path(path)) if path else {}
+        tables = {
+            name: table
+            for name, table in from_file.get(PLUGINS, {}).items()
+            if isinstance(table, dict)
+        }
+        core_file = {
+            section: (
+                {k: v for k, v in table.items() if k not in tables}
+                if section == PLUGINS and isinstance(table, dict)
+                else table
+            )
+            for section, table in from_file.items()
+        }
         unknown = {
             f"{section}.{name}"
-            for section, table in from_file.items()
+            for section, table in core_file.items()
             for name in (table if isinstance(table, dict) else {"": None})
         } - {s.key for s in SETTINGS}
         if unknown:
             raise InvalidConfiguration(f"unknown setting `{sorted(unknown)[0]}`")
-        values = {}
-        for setting in SETTINGS:
-            raw, origin = setting.default, "default"
-            if setting.name in from_file.get(setting.section, {}):
-                raw, origin = from_file[setting.section][setting.name], str(path)
-            if setting.env in env:
-                raw, origin = env[setting.env], f"${setting.env}"
-            if overrides and setting.key in overrides:
-                raw, origin = overrides[setting.key], "override"
-            try:
-                values[setting.key] = setting.parse(raw)
-            except ValueError as exc:
-                raise InvalidConfiguration(
-                    f"`{setting.key}` ({origin}): {exc}"
-                ) from None
-        return cls(values)
+        _refuse_unknown_env(env, {s.env for s in SETTINGS}, _CORE_ENV_PREFIXES)
+        sources = _Sources(
+            str(path) if path else None, tables, env, dict(overrides or {})
+        )
+        values = {s.key: _resolve(s, core_file, sources) for s in SETTINGS}
+        return cls(values, sources=sources)
+
+    def with_plugin_settings(self, declared: Mapping[str, Iterable[Setting]]) -> Config:
+        """This configuration with the plugins' settings resolved.
+
+        Args:
+            declared: Settings by the section each plugin claims (the
+                ``plugins.<section>`` it reads).
+
+        Raises:
+            InvalidConfiguration: a value does not parse, or the file has a
+                ``[plugins.<section>]`` table or key no loaded plugin declares.
+        """
+        placed = [
+            replace(setting, section=f"{PLUGINS}.{section}")
+            for section, settings in declared.items()
+            for setting in settings
+        ]
+        known = {s.key for s in placed}
+        for section, table in self._sources.tables.items():
+            for name in table:
+                key = f"{PLUGINS}.{section}.{name}"
+                if key not in known:
+                    raise InvalidConfiguration(
+                        f"unknown setting `{key}`: no loaded plugin declares it"
+                    )
+        known_env = {s.env for s in (*SETTINGS, *placed)}
+        _refuse_unknown_env(self._sources.env, known_env, (_PLUGINS_ENV_PREFIX,))
+        core = [s for s in self.settings if not s.section.startswith(PLUGINS + ".")]
+        values = {s.key: self._values[s.key] for s in core}
+        file = {f"{PLUGINS}.{k}": v for k, v in self._sources.tables.items()}
+        for setting in placed:
+            # A value already here was resolved before, or set by replace().
+            if setting.key in self._values:
+                values[setting.key] = self._values[setting.key]
+            else:
+                values[setting.key] = _resolve(setting, file, self._sources)
+        return Config(values, settings=[*core, *placed], sources=self._sources)
 
     def get(self, key: str) -> Any:
         return self._values[key]
+
+    def plugin(self, section: str) -> dict[str, Any]:
+        """The settings of ``[plugins.<section>]`` by name (empty if none)."""
+        prefix = f"{PLUGINS}.{section}."
+        return {
+            key.removeprefix(prefix): value
+            for key, value in self._values.items()
+            if key.startswith(prefix)
+        }
 
     def replace(self, **changes: Any) -> Config:
         """A copy with ``section__name=value`` changes (already parsed)."""
         values = dict(self._values)
         for name, value in changes.items():
             values[name.replace("__", ".")] = value
-        return Config(values)
+        return Config(values, settings=self.settings, sources=self._sources)
 
     @property
     def storage_url(self) -> str:
@@ -252,12 +409,56 @@ class Config:
     def as_env(self) -> dict[str, str]:
         """The settings as ``NARAD_*`` variables, to hand to worker processes."""
         out = {}
-        for setting in SETTINGS:
+        for setting in self.settings:
             value = self._values[setting.key]
             out[setting.env] = (
                 ",".join(value) if isinstance(value, tuple) else str(value)
             )
         return out
+
+
+def valid_section(name: str) -> bool:
+    """Whether a plugin may claim ``[plugins.<name>]``."""
+    return bool(_SECTION_NAME.fullmatch(name)) and name not in {
+        s.name for s in SETTINGS if s.section == PLUGINS
+    }
+
+
+# A NARAD_<SECTION>_ variable that names no setting is a typo or a setting
+# that moved (the Redis ones went to [plugins.redis]): refused, not ignored.
+_CORE_ENV_PREFIXES = tuple(
+    f"NARAD_{section.upper()}_"
+    for section in sorted({s.section for s in SETTINGS} - {PLUGINS})
+)
+_PLUGINS_ENV_PREFIX = f"NARAD_{PLUGINS.upper()}_"
+
+
+def _refuse_unknown_env(
+    env: Mapping[str, str], known: set[str], prefixes: tuple[str, ...]
+) -> None:
+    for name in sorted(env):
+        if name.startswith(prefixes) and name not in known:
+            raise InvalidConfiguration(
+                f"unknown setting `${name}`: no setting of that name is declared "
+                "(`narad config` lists them)"
+            )
+
+
+def _resolve(
+    setting: Setting, file: Mapping[str, Mapping[str, Any]], sources: _Sources
+) -> Any:
+    raw, origin = setting.default, "default"
+    table = file.get(setting.section, {})
+    if isinstance(table, dict) and setting.name in table:
+        raw, origin = table[setting.name], str(sources.path)
+    if setting.env in sources.env:
+        raw, origin = sources.env[setting.env], f"${setting.env}"
+    if setting.key in sources.overrides:
+        raw, origin = sources.overrides[setting.key], "override"
+    try:
+        return setting.parse(raw)
+    except ValueError as exc:
+        raise InvalidConfiguration(f"`{setting.key}` ({origin}): {exc}") from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -1,34 +1,64 @@
 """Narad's exceptions.
 
-Errors a client can cause subclass :class:`NaradError`; each carries the HTTP
-status it maps to, and the HTTP layer turns it into ``{"error": message}``
-with a single error handler. Errors of the operator's making (configuration,
-plugins) and of the infrastructure (storage) stand apart: they are not the
-client's fault and never become a 4xx.
+Errors a client can cause subclass :class:`NaradError`. Each is a named class
+carrying the data of the refusal (``TopicBudgetExceeded(topic, stored,
+limit)``), and its message is built from that data in one place, here. The
+HTTP status each maps to lives in one table (:data:`narad.app.STATUS`), keyed
+by the families below (``InvalidArgument`` 400, ``NotFound`` 404, ``Conflict``
+409, ...); a named class takes its family's status.
+
+Errors of the operator's making (configuration, plugins) and of the
+infrastructure (storage) stand apart: they are not the client's fault and
+never become a 4xx.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
+from typing import Self
 
-if TYPE_CHECKING:
-    from narad.compatibility import Violation
+#: How many violations an incompatible change names.
+LISTED_VIOLATIONS = 8
 
 
 class NaradError(Exception):
-    """A request Narad refuses; ``str(error)`` is the message clients see."""
+    """A request Narad refuses; ``str(error)`` is the message clients see.
 
-    status = 400
+    Attributes:
+        prefix: The family's lead-in (``"invalid argument: "``).
+        detail: What is wrong, without the prefix.
+        entry: The index of the batch entry at fault, if any; the message
+            then names it (``messages[3]: ...``).
+    """
+
     prefix = ""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(self.prefix + message)
-        self.message = self.prefix + message
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.entry: int | None = None
+
+    def at_entry(self, index: int) -> Self:
+        """This error, blamed on entry ``index`` of a batch."""
+        self.entry = index
+        return self
+
+    @property
+    def message(self) -> str:
+        where = "" if self.entry is None else f"messages[{self.entry}]: "
+        return self.prefix + where + self.detail
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# -- 400 ----------------------------------------------------------------------
 
 
 class InvalidArgument(NaradError):
-    status = 400
+    """A request whose parameters or body break the API's rules."""
+
     prefix = "invalid argument: "
 
 
@@ -45,63 +75,203 @@ class IncompatibleSchema(InvalidArgument):
 
     Attributes:
         version: The version the change was checked against.
-        violations: The :class:`narad.compatibility.Violation` s found (the
-            message names the first ones).
+        violations: Every way the change narrows it (each ``str()``-able, as
+            :class:`narad.compatibility.Violation` is); the message
+            names the first :data:`LISTED_VIOLATIONS`.
     """
 
-    def __init__(self, version: int, violations: Sequence[Violation]) -> None:
-        listed = "; ".join(str(v) for v in violations[:8])
-        super().__init__(f"schema: incompatible with version {version}: {listed}")
+    def __init__(self, version: int, violations: Sequence[Any]) -> None:
         self.version = version
         self.violations = tuple(violations)
+        listed = "; ".join(str(v) for v in self.violations[:LISTED_VIOLATIONS])
+        super().__init__(f"schema: incompatible with version {version}: {listed}")
+
+
+class CompatibilityRuleFailed(InvalidArgument):
+    """A plugin's compatibility rule raised: the change is refused, not judged.
+
+    Attributes:
+        keyword: The keyword whose rule raised.
+        error: The name of the exception it raised.
+    """
+
+    def __init__(self, keyword: str, error: str) -> None:
+        self.keyword, self.error = keyword, error
+        super().__init__(
+            f"schema: the compatibility rule for {keyword!r} failed on this "
+            f"change ({error}), so the change is refused"
+        )
+
+
+class PartitionOutOfRange(InvalidArgument):
+    def __init__(self, topic: str, partition: int, partitions: int) -> None:
+        self.topic, self.partition, self.partitions = topic, partition, partitions
+        super().__init__(
+            f"partition {partition} is out of range: topic {topic} has partitions "
+            f"0..{partitions - 1}"
+        )
+
+
+class MalformedReceipt(InvalidArgument):
+    def __init__(self) -> None:
+        super().__init__("receipt_handle is malformed")
+
+
+# -- 401, 403 -----------------------------------------------------------------
 
 
 class Unauthorized(NaradError):
-    status = 401
+    """No credentials, or wrong ones."""
 
 
 class Forbidden(NaradError):
-    status = 403
+    """Credentials that do not allow the request."""
+
+
+# -- 404 ----------------------------------------------------------------------
 
 
 class NotFound(NaradError):
-    status = 404
+    """What the request names does not exist."""
 
 
 class TopicNotFound(NotFound):
     def __init__(self, topic: str) -> None:
+        self.topic = topic
         super().__init__(f"topic {topic} not found")
 
 
+class SchemaVersionNotFound(NotFound):
+    def __init__(self, topic: str, version: int) -> None:
+        self.topic, self.version = topic, version
+        super().__init__(f"topic {topic} has no schema version {version}")
+
+
+class MessageNotFound(NotFound):
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+        super().__init__(
+            f"no message at offset {offset} of partition {partition} of topic {topic}"
+        )
+
+
+# -- 409 ----------------------------------------------------------------------
+
+
 class Conflict(NaradError):
-    status = 409
+    """The request conflicts with the current state."""
 
 
 class TopicExists(Conflict):
     def __init__(self, topic: str) -> None:
+        self.topic = topic
         super().__init__(f"topic {topic} already exists")
 
 
 class SchemaVersionConflict(Conflict):
+    """The history moved on from the ``schema_base_version`` the client gave,
+    or kept moving while the change was checked."""
+
     def __init__(self) -> None:
         super().__init__("schema version conflict")
 
 
+class BaseVersionWithoutSchema(Conflict):
+    def __init__(self) -> None:
+        super().__init__("schema_base_version given without a schema")
+
+
+class TooManyVersions(Conflict):
+    def __init__(self, topic: str, limit: int) -> None:
+        self.topic, self.limit = topic, limit
+        super().__init__(
+            f"schema: topic {topic} holds {limit} versions, the most a topic may hold"
+        )
+
+
+class TopicBudgetExceeded(Conflict):
+    """A schema write would pass the topic's byte budget.
+
+    Attributes:
+        topic: The topic.
+        stored: Bytes its history holds before the write.
+        limit: Bytes it may hold.
+    """
+
+    def __init__(self, topic: str, stored: int, limit: int) -> None:
+        self.topic, self.stored, self.limit = topic, stored, limit
+        detail = (
+            f"schema: topic budget exceeded: topic {topic} stores {stored} bytes "
+            f"of schema versions and may store at most {limit} bytes"
+        )
+        if stored > limit:
+            detail += (
+                "; the history is already over the budget, so smaller versions "
+                "cannot help: put the new schema on a new topic"
+            )
+        super().__init__(detail)
+
+
+class ClusterBudgetExceeded(Conflict):
+    """A schema write would pass the cluster's byte budget.
+
+    Attributes:
+        stored: Bytes all histories hold before the write.
+        limit: Bytes they may hold.
+    """
+
+    def __init__(self, stored: int, limit: int) -> None:
+        self.stored, self.limit = stored, limit
+        super().__init__(
+            f"schema: cluster budget exceeded: the cluster stores {stored} bytes of "
+            f"schemas and may store at most {limit} bytes; delete topics to make room"
+        )
+
+
+# -- 410, 413 -----------------------------------------------------------------
+
+
 class LeaseGone(NaradError):
-    status = 410
+    """The receipt handle's lease lapsed, was settled, or never existed."""
+
+    def __init__(self) -> None:
+        super().__init__("lease unknown or lapsed")
+
+
+class RequestTimeout(NaradError):
+    """A client too slow sending its request (``server.*_timeout``); the
+    connection is closed after the 408."""
 
 
 class PayloadTooLarge(NaradError):
-    status = 413
+    """A request body over its limit."""
+
+
+# -- 503 ----------------------------------------------------------------------
 
 
 class Unavailable(NaradError):
-    status = 503
+    """Refused for now; the same request may succeed later."""
 
 
 class CapacityBusy(Unavailable):
     def __init__(self) -> None:
         super().__init__("schema: validation capacity busy, retry")
+
+
+class AckedAheadFull(Unavailable):
+    def __init__(self, partition: int, limit: int) -> None:
+        self.partition, self.limit = partition, limit
+        super().__init__(
+            f"partition {partition} holds {limit} out-of-order acks; ack the oldest "
+            "unacked message first, then retry"
+        )
+
+
+class TopicKeptChanging(Unavailable):
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        super().__init__(f"topic {topic} kept changing during the produce; retry")
 
 
 # -- Not the client's doing ---------------------------------------------------
@@ -112,7 +282,7 @@ class InvalidConfiguration(Exception):
 
 
 class PluginError(Exception):
-    """A plugin that cannot be loaded or that conflicts with another."""
+    """A plugin that cannot be loaded, gives a malformed answer, or conflicts."""
 
 
 class PluginConflict(PluginError):
@@ -121,3 +291,7 @@ class PluginConflict(PluginError):
 
 class StorageError(Exception):
     """The storage server could not be reached, even after retrying."""
+
+
+class StorageFull(StorageError):
+    """The storage refused a write for memory (over ``maxmemory``): nothing stored."""

@@ -7,14 +7,19 @@ keyword, a URL scheme). The host (:mod:`narad.plugins`) merges the answers and
 refuses two plugins claiming the same key, naming both, so a hook never returns
 a winner silently.
 
-Hooks are called with keyword arguments only. Adding an argument to a spec
-later is safe for existing plugins; removing one is not.
+Hooks are called through pluggy with keyword arguments only, one plugin at a
+time so that every answer is credited to its plugin (``narad plugins`` lists
+the claims; ``NARAD_TRACE_PLUGINS=1`` logs every call). Adding an argument to
+a spec later is safe for existing plugins; removing one is not. What a hook
+returns is checked when the node starts: a malformed answer stops start-up
+with a :class:`~narad.errors.PluginError` naming the plugin.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -22,6 +27,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from narad.config import Config
+    from narad.config import Setting
     from narad.schema.drafts import Draft
     from narad.storage import Storage
 
@@ -44,7 +50,9 @@ def narad_json_schema_drafts() -> list[Draft]:
     the compatibility checker. A ``$schema`` no plugin claims is refused.
 
     Key claimed: every URI in ``Draft.uris``; the default draft is the one
-    with ``default=True`` (exactly one plugin may claim it).
+    with ``default=True`` (exactly one plugin may claim it). An answer that
+    is not a list of ``Draft`` records with URIs and a keyword set stops
+    start-up.
     """
 
 
@@ -60,7 +68,8 @@ def narad_format_checkers() -> Mapping[str, Callable[[str], bool]]:
     and must run in time linear in the string's length: payloads reach it.
     A format no plugin claims is ignored by validation, as the rulebook says.
 
-    Key claimed: each format name.
+    Key claimed: each format name. A checker that is not callable stops
+    start-up.
     """
 
 
@@ -93,7 +102,9 @@ def narad_compatibility_rules() -> Mapping[str, Callable[..., Any]]:
     :func:`~narad.compatibility.changes_freely` is the rule of a keyword that
     can change freely.
 
-    Key claimed: each keyword.
+    Key claimed: each keyword. A rule that is not callable, or a rule for a
+    keyword no installed draft defines that is not marked as an extension
+    (it would never run), stops start-up naming the plugin and the keyword.
     """
 
 
@@ -109,5 +120,26 @@ def narad_storage_backends() -> Mapping[str, Callable[[str, Config], Storage]]:
     :class:`~narad.storage.Storage`. It should not talk to the server yet:
     factories run in every worker process at start-up.
 
+    The object must meet the contract documented in :mod:`narad.storage`
+    (:mod:`narad.testing.storage_contract` checks it).
+
     Key claimed: each URL scheme (``redis``, ``unix``, ...).
+    """
+
+
+# -- Settings ----------------------------------------------------------------
+
+
+@hookspec
+def narad_settings() -> Mapping[str, Sequence[Setting]]:
+    """Return the settings this plugin reads, keyed by their section name.
+
+    A section ``"redis"`` is the TOML table ``[plugins.redis]``; each
+    :class:`~narad.config.Setting` (name, default, parser, one-line doc) is
+    overridden by ``NARAD_PLUGINS_<SECTION>_<NAME>``. ``narad config`` shows
+    them, and a value its parser refuses stops start-up naming the setting
+    (``plugins.redis.retry_attempts``). Read them from the resolved
+    :class:`~narad.config.Config` with ``config.plugin("redis")``.
+
+    Key claimed: each section name (lowercase letters, digits and ``_``).
     """

@@ -41,6 +41,25 @@ STORAGE_RETRIES = Counter(
     ["reason"],
 )
 
+# Each worker refreshes these from the storage every few seconds while it
+# serves requests (and on every scrape); the freshest value wins.
+STORAGE_DURABLE = Gauge(
+    "narad_storage_durable",
+    "1 while the storage has every write on disk (AOF, fsync always) or on a "
+    "Raft majority before it answers; else 0.",
+    multiprocess_mode="mostrecent",
+)
+STORAGE_MEMORY_USED = Gauge(
+    "narad_storage_memory_used_bytes",
+    "Memory the storage server uses (INFO used_memory).",
+    multiprocess_mode="mostrecent",
+)
+STORAGE_MEMORY_LIMIT = Gauge(
+    "narad_storage_memory_limit_bytes",
+    "The storage server's maxmemory; writes over it answer 507. 0: no limit.",
+    multiprocess_mode="mostrecent",
+)
+
 
 def render() -> tuple[bytes, str]:
     """The exposition text for ``/metrics`` and its content type."""

@@ -7,21 +7,24 @@
 from __future__ import annotations
 
 import os
-import threading
+import resource
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
 from narad.config import Config
 
-# Validating a payload recurses once per nesting level (at most 256) times the
-# schema's in-place steps; request threads get room for the deepest case the
-# validator admits instead of the platform's default stack.
-THREAD_STACK_BYTES = 64 * 1024 * 1024
 
+def raise_open_files_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to the hard limit; return it.
 
-def post_fork(server: Any, worker: Any) -> None:
-    threading.stack_size(THREAD_STACK_BYTES)
+    Every client connection is a descriptor, and the default soft limit (often
+    1024) is far below ``server.max_connections``. Workers inherit the limit.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
 
 
 def child_exit(server: Any, worker: Any) -> None:
@@ -31,12 +34,19 @@ def child_exit(server: Any, worker: Any) -> None:
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:
+    def on_starting(server: Any) -> None:
+        raise_open_files_limit()
+        # Imported here: metrics must not load before the CLI has set
+        # PROMETHEUS_MULTIPROC_DIR.
+        from narad.guard import check_at_start
+
+        check_at_start(config)
+
     return {
         "bind": [config.get("server.bind")],
         "workers": config.get("server.workers"),
-        # gthread: a long-polling consumer holds a thread, not a process.
-        "worker_class": "gthread",
-        "threads": config.get("server.threads"),
+        # gevent: a long-polling consumer holds a greenlet, not a thread.
+        "worker_class": "narad.workers.NaradWorker",
         "keepalive": config.get("server.keepalive"),
         # Each worker gets its own listening socket and the kernel spreads
         # connections across them; with one shared socket, keep-alive
@@ -47,7 +57,9 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "control_socket_disable": True,
         "timeout": 60,
         "graceful_timeout": 20,
-        "post_fork": post_fork,
+        # In the master, before any worker: a storage that is not durable
+        # stops the node here (see narad.guard).
+        "on_starting": on_starting,
         "child_exit": child_exit,
         "accesslog": None,
         "proc_name": "narad",

@@ -1,23 +1,97 @@
-"""What the broker asks of a storage backend, and the values it gets back.
+"""The storage contract: what the broker asks of a backend, and what it gets back.
 
-A backend plugin (``narad_storage_backends``) returns an object with these
-methods. Every method that changes state is one atomic step on the server
-(a Lua script for Redis), takes "now" from the caller, and checks the topic's
-``epoch`` (a token minted at create) so that a write meant for a deleted topic
-never lands in one created again under the same name.
+A backend plugin (hook ``narad_storage_backends``) returns a factory that
+builds an object with the methods of :class:`Storage`. This module is public
+and covered by the compatibility promise in the README: its names and the
+meaning of every method stay as documented here within a major version.
+:mod:`narad.testing.storage_contract` is the executable form of this page;
+a backend is conforming when it passes that suite.
+
+Rules every backend follows:
+
+- **One step per write.** Every method that changes state applies all of its
+  changes or none, as one step no other call can observe half-done (one Lua
+  script on Redis, one transaction on a SQL database). Reads need no
+  atomicity unless their docstring says so.
+- **"Now" is an argument.** Time-dependent methods take ``now_ms`` from the
+  caller (wall-clock milliseconds of the node that serves the request) and
+  never read a clock of their own, so every replica of a replicated backend
+  computes the same result.
+- **Epochs fence recreated topics.** A topic's ``epoch`` is a token minted
+  when it is created. A write naming a topic also passes the epoch the
+  caller knows; when the topic was deleted, or deleted and created again
+  under the same name, the epochs differ and the write answers
+  :attr:`Status.NO_TOPIC` without changing anything.
+- **Statuses, not exceptions.** An expected refusal (a stale epoch, a full
+  budget, a lapsed lease) is a :class:`Status` in the result. Exceptions are
+  for the backend itself: raise :class:`narad.errors.StorageFull` when the
+  server refused a write for lack of memory having stored nothing (the node
+  answers 507), and :class:`narad.errors.StorageError` when it cannot answer
+  once retrying (if the backend retries) gave up (503).
+- **Nothing expires by itself.** Leases and retention are times compared
+  with ``now_ms``; a backend must not rely on keys or rows expiring.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import fields
 from enum import Enum
 from typing import Protocol
+
+__all__ = (
+    "AppendResult",
+    "Capabilities",
+    "Entry",
+    "Event",
+    "Message",
+    "Notification",
+    "Page",
+    "PartitionStats",
+    "PayloadKind",
+    "ReserveResult",
+    "SchemaLimits",
+    "SchemaSize",
+    "SchemaVersion",
+    "SchemaWriteResult",
+    "ServerStatus",
+    "Settle",
+    "Status",
+    "Storage",
+    "TopicChanges",
+    "TopicMeta",
+)
+
+
+# -- values -------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class TopicMeta:
+    """A topic's record, as stored.
+
+    Attributes:
+        name: The topic's name (1 to 249 of ``A-Za-z0-9._-``).
+        epoch: Token minted at create; fences writes meant for an earlier
+            topic of the same name.
+        partitions: Number of partitions, fixed at create (1 to 108).
+        retention_ms: How long a message is kept after its timestamp; 0 keeps
+            messages forever.
+        visibility_timeout_ms: Length of a lease, from reserve or extend.
+        max_in_flight_per_partition: Most leased, unacked messages a
+            partition may have at once.
+        max_acked_ahead_per_partition: Most messages acked out of order above
+            a partition's lowest unacked offset.
+        created_ms: When the topic was created (the caller's "now").
+        schema_version: Current schema version; 0 when the topic has none.
+        schema_high_cost: Whether the current version was judged costly to
+            validate (the schema service then bounds its validations).
+        schema_bytes: Bytes of every stored version of the topic's history.
+    """
+
     name: str
     epoch: str
     partitions: int
@@ -32,11 +106,50 @@ class TopicMeta:
 
 
 @dataclass(frozen=True)
+class TopicChanges:
+    """Settings a PATCH changes; ``None`` leaves a setting as it is."""
+
+    retention_ms: int | None = None
+    visibility_timeout_ms: int | None = None
+    max_in_flight_per_partition: int | None = None
+    max_acked_ahead_per_partition: int | None = None
+
+    def items(self) -> list[tuple[str, int]]:
+        """The settings that change, as ``(TopicMeta field, new value)``."""
+        return [
+            (f.name, getattr(self, f.name))
+            for f in fields(self)
+            if getattr(self, f.name) is not None
+        ]
+
+    def __bool__(self) -> bool:
+        return bool(self.items())
+
+
+@dataclass(frozen=True)
 class PartitionStats:
+    """One partition's positions.
+
+    Attributes:
+        index: The partition.
+        oldest_offset: Lowest offset still retained.
+        next_offset: The offset the next appended message gets.
+        in_flight: Messages delivered and not yet acked, whether their lease
+            is held, lapsed or given back.
+    """
+
     index: int
     oldest_offset: int
     next_offset: int
     in_flight: int
+
+
+class PayloadKind(Enum):
+    """What a message's bytes are; the consume response encodes each its way."""
+
+    JSON = "j"  # one JSON text: served verbatim
+    TEXT = "t"  # other UTF-8 text: served as a JSON string
+    BINARY = "b"  # anything else: served base64-encoded
 
 
 @dataclass(frozen=True)
@@ -46,42 +159,88 @@ class Entry:
     partition: int
     key: bytes
     payload: bytes
-    kind: str  # "j" JSON text, "t" other UTF-8 text, "b" binary
+    kind: PayloadKind
 
 
 @dataclass(frozen=True)
 class Message:
+    """A stored message.
+
+    ``timestamp`` is the commit time in milliseconds: the ``now_ms`` of the
+    append, raised where needed so that timestamps never decrease within a
+    partition. ``nonce`` is the reservation's nonce for a reserved message
+    and empty for one read by offset.
+    """
+
     partition: int
     offset: int
     timestamp: int
     key: bytes
     payload: bytes
-    kind: str
+    kind: PayloadKind
     nonce: str = ""
 
 
 @dataclass(frozen=True)
 class SchemaVersion:
+    """One version of a topic's schema history: the compact document bytes."""
+
     version: int
     document: bytes
     high_cost: bool
 
 
+@dataclass(frozen=True)
+class SchemaSize:
+    """A stored version and the bytes its document takes."""
+
+    version: int
+    size: int
+
+
+@dataclass(frozen=True)
+class SchemaLimits:
+    """The bounds a schema write must keep, checked in the same step.
+
+    Attributes:
+        topic_bytes: Most bytes of documents one topic's history may hold.
+        cluster_bytes: Most bytes of documents all topics together may hold.
+        max_versions: Most versions one topic's history may hold.
+    """
+
+    topic_bytes: int
+    cluster_bytes: int
+    max_versions: int
+
+
+class Settle(Enum):
+    """What to do with a leased message."""
+
+    ACK = "ack"  # done: never deliver it again
+    EXTEND = "extend"  # keep it: the lease runs a full visibility timeout from now
+    RELEASE = "release"  # give it back: the next reserve may take it at once
+
+
 class Status(Enum):
+    """The outcome of a write. Each method lists the ones it can return."""
+
     OK = "ok"
     NO_TOPIC = "no_topic"  # missing, or recreated since the caller's epoch
-    EXISTS = "exists"
+    EXISTS = "exists"  # a topic of that name exists
     STALE_SCHEMA = "stale_schema"  # schema version moved on since validation
-    BASE_MISMATCH = "base_mismatch"
+    BASE_MISMATCH = "base_mismatch"  # history moved on since the compatibility check
     TOO_MANY_VERSIONS = "too_many_versions"
-    TOPIC_BUDGET = "topic_budget"
-    CLUSTER_BUDGET = "cluster_budget"
-    GONE = "gone"  # lease lapsed, settled or unknown
+    TOPIC_BUDGET = "topic_budget"  # the topic's history would exceed its bytes
+    CLUSTER_BUDGET = "cluster_budget"  # all histories would exceed their bytes
+    GONE = "gone"  # lease lapsed, settled, or never existed
     ACKED_AHEAD_FULL = "acked_ahead_full"
 
 
 @dataclass(frozen=True)
 class AppendResult:
+    """:attr:`Status.OK` with ``count``; :attr:`Status.STALE_SCHEMA` with the
+    current ``schema_version``; or :attr:`Status.NO_TOPIC`."""
+
     status: Status
     schema_version: int = 0
     count: int = 0
@@ -89,13 +248,31 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class ReserveResult:
+    """:attr:`Status.OK` with a ``message``, or with none and
+    ``next_lease_expiry_ms``, the earliest deadline among the leases of the
+    partitions looked at (``None`` when none is leased): the first moment a
+    lapsed lease could make a message available without a new append. Or
+    :attr:`Status.NO_TOPIC`."""
+
     status: Status
     message: Message | None = None
-    next_lease_expiry_ms: int | None = None  # when to look again at the latest
+    next_lease_expiry_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class SchemaWriteResult:
+    """The outcome of a write that may store a schema version.
+
+    Attributes:
+        status: See the method that returned it.
+        version: With OK, the topic's schema version after the write (0 for a
+            topic created without a schema); with BASE_MISMATCH or
+            TOO_MANY_VERSIONS, the current version.
+        stored_bytes: The topic's history bytes: after the write with OK,
+            before it with a budget status.
+        cluster_bytes: All histories' bytes, likewise.
+    """
+
     status: Status
     version: int = 0
     stored_bytes: int = 0
@@ -104,52 +281,231 @@ class SchemaWriteResult:
 
 @dataclass(frozen=True)
 class Page:
+    """Topic names in ascending order, and the ``after`` for the next page."""
+
     names: list[str] = field(default_factory=list)
     next_token: str | None = None
 
 
+@dataclass(frozen=True)
+class ServerStatus:
+    """What the storage server reports about its durability and memory.
+
+    Attributes:
+        durable: Every write is on disk (or on a majority) before its reply.
+        detail: Why it is, or is not, in words for logs and error messages.
+        memory_used: Bytes the server uses.
+        memory_limit: Bytes it may use; 0 for no limit.
+    """
+
+    durable: bool
+    detail: str
+    memory_used: int
+    memory_limit: int
+
+
+# -- notifications ------------------------------------------------------------
+
+
+class Event(Enum):
+    """What a :class:`Notification` says."""
+
+    LISTENING = "listening"
+    """The stream is live: nothing published from here on is missed. Events
+    published before it (or while no stream was open) may have been, so a
+    consumer treats it as "anything may have changed"."""
+
+    MESSAGES = "messages"
+    """The topic may have a message to reserve: an append or a give-back."""
+
+    TOPIC_CHANGED = "topic_changed"
+    """The topic's record changed: created, settings or schema altered, or
+    deleted. Whatever a worker holds about the topic may be stale."""
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One event of :meth:`Storage.notifications`; ``topic`` is empty for
+    :attr:`Event.LISTENING`."""
+
+    event: Event
+    topic: str = ""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers beyond the required methods, said in one place.
+
+    The broker and the contract suite both read it: a backend that cannot
+    offer something declares it here, and the suite leaves out the tests of
+    that feature instead of failing them.
+
+    Attributes:
+        notifications: :meth:`Storage.notifications` delivers events from
+            every worker of every node. Without it, long polls look for
+            messages in short slices and caches are dropped only by epoch.
+    """
+
+    notifications: bool = True
+
+
+# -- the interface ------------------------------------------------------------
+
+
 class Storage(Protocol):
-    """The storage backend interface; see ``narad_redis`` for the reference."""
+    """The backend interface; ``narad_redis`` is the reference implementation.
 
-    def ping(self) -> bool: ...
+    One object serves one worker process and may be called from many threads
+    at once. Writes are documented by what they check (in order: the first
+    failing check decides the status), what they change in one step, and the
+    statuses they return.
+    """
 
-    def close(self) -> None: ...
+    capabilities: Capabilities
 
-    # topics
+    # -- health --------------------------------------------------------------
+
+    def ping(self) -> bool:
+        """Whether the backend can serve writes right now (readiness).
+
+        Never raises: an unreachable backend is ``False``. A replicated
+        backend answers ``True`` only while a node that accepts writes (a
+        leader) answers.
+        """
+        ...
+
+    def server_status(self) -> ServerStatus | None:
+        """Durability and memory as the server reports them, in one short
+        round trip without retries (the node polls it; with
+        ``storage.durability = "strict"`` it serves writes only while
+        ``durable``); ``None`` when the server does not answer."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the object is not used afterwards."""
+        ...
+
+    # -- topics --------------------------------------------------------------
+
     def create_topic(
-        self, meta: TopicMeta, schema: SchemaVersion | None, *, budget: tuple[int, int]
-    ) -> SchemaWriteResult: ...
+        self,
+        meta: TopicMeta,
+        schema: SchemaVersion | None = None,
+        *,
+        limits: SchemaLimits | None = None,
+    ) -> SchemaWriteResult:
+        """Create the topic ``meta`` describes, with version 1 of its history.
 
-    def get_topic(self, name: str) -> TopicMeta | None: ...
+        Checks: no topic named ``meta.name`` exists (EXISTS); with a schema
+        (``limits`` then given), that all histories plus the document fit
+        ``limits.cluster_bytes`` (CLUSTER_BUDGET) and the document alone fits
+        ``limits.topic_bytes`` (TOPIC_BUDGET). ``schema_version``,
+        ``schema_high_cost`` and ``schema_bytes`` of ``meta`` are ignored: the
+        write derives them.
 
-    def get_topics(self, names: Sequence[str]) -> list[TopicMeta | None]: ...
+        Changes, in one step: stores the record (schema version 1 with a
+        schema, else 0), the document as version 1, adds the document's bytes
+        to the cluster total, lists the topic for :meth:`list_topics`, and
+        publishes :attr:`Event.TOPIC_CHANGED`.
 
-    def list_topics(self, *, after: str, limit: int) -> Page: ...
+        Returns:
+            OK (``version``, ``stored_bytes``, ``cluster_bytes`` after the
+            write), EXISTS, CLUSTER_BUDGET or TOPIC_BUDGET.
+        """
+        ...
 
-    def alter_topic(self, name: str, epoch: str, changes: dict[str, int]) -> Status: ...
+    def get_topic(self, name: str) -> TopicMeta | None:
+        """The topic's record, or ``None`` when there is no such topic."""
+        ...
 
-    def delete_topic(self, meta: TopicMeta) -> Status: ...
+    def get_topics(self, names: Sequence[str]) -> list[TopicMeta | None]:
+        """:meth:`get_topic` for each name, in order, in one round trip."""
+        ...
 
-    def partition_stats(
-        self, meta: TopicMeta, *, now_ms: int
-    ) -> list[PartitionStats]: ...
+    def list_topics(self, *, after: str, limit: int) -> Page:
+        """Up to ``limit`` topic names above ``after`` in code-point order.
 
-    # schemas
+        ``after=""`` starts at the first name. ``next_token`` is the last
+        name returned when more names follow, else ``None``.
+        """
+        ...
+
+    def alter_topic(self, meta: TopicMeta, changes: TopicChanges) -> Status:
+        """Change the settings named in ``changes`` (not the schema).
+
+        Checks: ``meta.epoch`` is the topic's (NO_TOPIC). Changes, in one
+        step: the settings, and publishes :attr:`Event.TOPIC_CHANGED`.
+
+        Returns:
+            OK or NO_TOPIC.
+        """
+        ...
+
+    def delete_topic(self, meta: TopicMeta) -> Status:
+        """Delete the topic with its messages, leases and schema history.
+
+        Checks: ``meta.epoch`` is the topic's (NO_TOPIC). Changes, in one
+        step: removes everything the topic holds, takes its history's bytes
+        off the cluster total, unlists it, and publishes
+        :attr:`Event.TOPIC_CHANGED`. The name is free at once.
+
+        Returns:
+            OK or NO_TOPIC.
+        """
+        ...
+
+    def partition_stats(self, meta: TopicMeta, *, now_ms: int) -> list[PartitionStats]:
+        """One :class:`PartitionStats` per partition, in index order.
+
+        A read: it neither trims nor checks the epoch.
+        """
+        ...
+
+    # -- schemas -------------------------------------------------------------
+
     def append_schema(
         self,
         meta: TopicMeta,
         version: SchemaVersion,
         *,
         expected_current: int,
-        budget: tuple[int, int],
-        max_versions: int,
-    ) -> SchemaWriteResult: ...
+        limits: SchemaLimits,
+        changes: TopicChanges | None = None,
+    ) -> SchemaWriteResult:
+        """Append the next version of the topic's schema history.
 
-    def get_schema(self, name: str, version: int) -> SchemaVersion | None: ...
+        ``version.version`` is ignored: the new version is the current one
+        plus one. Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC);
+        the current version is ``expected_current``, the one the caller
+        checked compatibility against (BASE_MISMATCH); the history holds
+        fewer than ``limits.max_versions`` (TOO_MANY_VERSIONS); the topic's
+        history plus the document fits ``limits.topic_bytes`` (TOPIC_BUDGET);
+        all histories plus the document fit ``limits.cluster_bytes``
+        (CLUSTER_BUDGET).
 
-    def schema_sizes(self, name: str) -> list[tuple[int, int]]: ...
+        Changes, in one step: stores the version, makes it current (with its
+        ``high_cost``), adds its bytes to the topic's and the cluster's
+        totals, applies ``changes`` (a PATCH that alters settings and the
+        schema together is all or nothing), and publishes
+        :attr:`Event.TOPIC_CHANGED`.
 
-    # messages
+        Returns:
+            OK (new ``version`` and byte totals), NO_TOPIC, BASE_MISMATCH or
+            TOO_MANY_VERSIONS (with the current ``version``), TOPIC_BUDGET or
+            CLUSTER_BUDGET (with the byte totals before the write).
+        """
+        ...
+
+    def get_schema(self, name: str, version: int) -> SchemaVersion | None:
+        """One version of the topic's history, or ``None`` if not stored."""
+        ...
+
+    def schema_sizes(self, name: str) -> list[SchemaSize]:
+        """Every stored version of the topic's history, ascending."""
+        ...
+
+    # -- messages ------------------------------------------------------------
+
     def append(
         self,
         meta: TopicMeta,
@@ -157,7 +513,26 @@ class Storage(Protocol):
         *,
         schema_version: int,
         now_ms: int,
-    ) -> AppendResult: ...
+    ) -> AppendResult:
+        """Append ``entries`` to their partitions, all or nothing.
+
+        Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC); the
+        topic's current schema version is ``schema_version``, the one the
+        payloads were validated against, 0 for none (STALE_SCHEMA).
+
+        Changes, in one step: gives each entry the next offset of its
+        partition, in the order given, with timestamp ``max(now_ms, the
+        partition's last timestamp)``; drops messages of the touched
+        partitions whose timestamp plus ``retention_ms`` is at or before
+        ``now_ms`` (with their leases and acks; it may stop after a bounded
+        number and leave the rest to later writes); and publishes
+        :attr:`Event.MESSAGES`.
+
+        Returns:
+            OK with ``count``, NO_TOPIC, or STALE_SCHEMA with the current
+            ``schema_version``.
+        """
+        ...
 
     def reserve(
         self,
@@ -166,7 +541,30 @@ class Storage(Protocol):
         *,
         nonce: str,
         now_ms: int,
-    ) -> ReserveResult: ...
+    ) -> ReserveResult:
+        """Lease one message from the first of ``partitions`` that has one.
+
+        Checks: ``meta.epoch`` is the topic's (NO_TOPIC). Then, partition by
+        partition in the order given, after dropping what retention no
+        longer keeps (as :meth:`append` does), a partition offers:
+
+        - when ``max_acked_ahead_per_partition`` messages are acked out of
+          order, only the message at its lowest unacked offset (if its lease
+          lapsed, or if it was never delivered);
+        - otherwise the lowest-offset message whose lease lapsed (deadline at
+          or before ``now_ms``, or given back), else the next message never
+          delivered, the latter only while fewer than
+          ``max_in_flight_per_partition`` leases are held.
+
+        Changes, in one step: leases the message until ``now_ms +
+        visibility_timeout_ms`` under ``nonce`` (which replaces any earlier
+        nonce of that message), and the retention trimming.
+
+        Returns:
+            OK with the message (its ``nonce`` set), OK without one and with
+            ``next_lease_expiry_ms``, or NO_TOPIC.
+        """
+        ...
 
     def settle(
         self,
@@ -175,14 +573,54 @@ class Storage(Protocol):
         offset: int,
         nonce: str,
         *,
-        action: str,
+        action: Settle,
         now_ms: int,
-    ) -> Status: ...
+    ) -> Status:
+        """Ack, extend or give back the lease ``nonce`` holds on a message.
+
+        Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC); the
+        message is leased under ``nonce`` with a deadline after ``now_ms``
+        (GONE: lapsed, settled, given back, leased again, or never leased);
+        for an ACK of a message above the partition's lowest unacked offset,
+        fewer than ``max_acked_ahead_per_partition`` messages are acked out of
+        order (ACKED_AHEAD_FULL).
+
+        Changes, in one step: ACK ends the lease and marks the message acked
+        (the lowest unacked offset moves past every acked message);
+        EXTEND moves the deadline to ``now_ms + visibility_timeout_ms``;
+        RELEASE makes the message available to the next reserve at once and
+        publishes :attr:`Event.MESSAGES`.
+
+        Returns:
+            OK, GONE, ACKED_AHEAD_FULL or NO_TOPIC.
+        """
+        ...
 
     def read(
         self, meta: TopicMeta, partition: int, offset: int, *, now_ms: int
-    ) -> Message | None: ...
+    ) -> Message | None:
+        """The message at ``offset`` (without a nonce), for replay.
 
-    def wake_channel(self, topic: str) -> str: ...
+        A read: leases are untouched. ``None`` when the offset was never
+        written, was trimmed, or is past retention at ``now_ms`` (whether or
+        not a write trimmed it yet).
+        """
+        ...
 
-    def listen(self, pattern: str): ...
+    # -- notifications -------------------------------------------------------
+
+    def notifications(self) -> Iterator[Notification | None]:
+        """A live stream of events published by every worker of every node.
+
+        The iterator first yields :attr:`Event.LISTENING` once nothing
+        published afterwards can be missed, then each
+        :attr:`Event.MESSAGES` and :attr:`Event.TOPIC_CHANGED` as published
+        (at least once each; possibly merged or repeated), and ``None`` after
+        about a second without events, so its consumer can decide to stop.
+        It ends by raising :class:`narad.errors.StorageError` when the
+        stream is lost; the consumer then opens a new one (which starts with
+        LISTENING again). Closing the generator releases its connection.
+
+        Only called when ``capabilities.notifications`` is true.
+        """
+        ...

@@ -6,30 +6,28 @@ import uuid
 import falcon.testing
 import pytest
 
+from narad import testing
 from narad.config import Config
 from tests.nodes import Node
 from tests.nodes import start_valkey
 from tests.nodes import tcp_url
+from tests.redisraft import RaftCluster
+from tests.redisraft import redisraft_dir
+
+# The storage contract suite is written with plain asserts.
+pytest.register_assert_rewrite("narad.testing.storage_contract")
 
 
 @pytest.fixture
 def config(tmp_path) -> Config:
-    return Config.load(
-        env={},
-        overrides={
-            "storage.url": f"fakeredis://{uuid.uuid4().hex}",
-            "storage.data_dir": str(tmp_path / "data"),
-            "validation.capacity_dir": str(tmp_path / "capacity"),
-        },
-    )
+    """Settings over a private fakeredis server, files under ``tmp_path``."""
+    return testing.make_config(tmp_path)
 
 
 @pytest.fixture
 def client(config) -> falcon.testing.TestClient:
     """The app over a private fakeredis, driven in-process."""
-    from narad.app import create_app
-
-    return falcon.testing.TestClient(create_app(config))
+    return testing.client(config)
 
 
 @pytest.fixture
@@ -45,6 +43,23 @@ def valkey(tmp_path_factory):
     server = start_valkey(tmp_path_factory.mktemp("valkey"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redisraft(tmp_path_factory) -> RaftCluster:
+    """One 3-node RedisRaft cluster for the session (see tests/redisraft.py)."""
+    directory = redisraft_dir()
+    assert directory is not None, "collected without RedisRaft binaries"
+    cluster = RaftCluster(directory, tmp_path_factory.mktemp("redisraft")).up()
+    yield cluster
+    cluster.down()
+
+
+def pytest_report_header(config) -> str:
+    directory = redisraft_dir()
+    if directory is None:
+        return "redisraft: no runnable binaries; tests on a RedisRaft cluster left out"
+    return f"redisraft: {directory}"
 
 
 @pytest.fixture(scope="session")

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from narad.embedded import EmbeddedValkey
-from narad.embedded import free_port
 from tests.httpclient import Client
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Node:
@@ -25,18 +31,17 @@ class Node:
         *,
         storage_url: str = "",
         workers: int = 2,
-        threads: int = 32,
         env: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.tmp = tmp
+        tmp.mkdir(parents=True, exist_ok=True)
         self.log = tmp / f"node-{self.port}.log"
         self.env = {
             **os.environ,
             "NARAD_SERVER_BIND": f"127.0.0.1:{self.port}",
             "NARAD_SERVER_WORKERS": str(workers),
-            "NARAD_SERVER_THREADS": str(threads),
             "NARAD_STORAGE_URL": storage_url,
             "NARAD_STORAGE_DATA_DIR": str(tmp / "data"),
             "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),
@@ -78,10 +83,12 @@ class Node:
         return Client(self.base)
 
     def worker_pids(self) -> list[int]:
+        """The gunicorn workers (the embedded Valkey is a child too)."""
         out = subprocess.run(
             ["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True
         ).stdout
-        return [int(p) for p in out.split()]
+        pids = [int(p) for p in out.split()]
+        return [p for p in pids if not _command(p).startswith("valkey")]
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -93,11 +100,41 @@ class Node:
                 self.process.wait()
 
 
-def start_valkey(data_dir: Path, port: int = 0) -> EmbeddedValkey:
-    server = EmbeddedValkey(data_dir, port=port)
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+class TcpValkey(EmbeddedValkey):
+    """A Valkey on a TCP port of loopback, standing in for an external storage
+    server (the embedded one has no TCP port). ``extra`` lines override its
+    configuration; ``start()`` again after ``kill()`` restarts it on its data."""
+
+    def __init__(self, data_dir: Path, port: int = 0, extra: tuple = ()) -> None:
+        super().__init__(data_dir, max_memory=256 << 20)
+        self.port = port or free_port()
+        self.extra = extra
+
+    def config_lines(self) -> list[str]:
+        return [
+            *super().config_lines(),
+            f"port {self.port}",
+            "bind 127.0.0.1",
+            *self.extra,
+        ]
+
+    @property
+    def tcp_url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+def start_valkey(data_dir: Path, port: int = 0, extra: tuple = ()) -> TcpValkey:
+    server = TcpValkey(data_dir, port, extra)
     server.start()
     return server
 
 
-def tcp_url(server: EmbeddedValkey) -> str:
-    return f"redis://127.0.0.1:{server.port}/0"
+def tcp_url(server: TcpValkey) -> str:
+    return server.tcp_url

@@ -14,7 +14,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from narad.errors import InvalidArgument
+from narad.errors import MalformedReceipt
 
 _SHAPE = re.compile(r"(\d{1,6})\.(\d{1,19})\.([A-Za-z0-9_-]{16})")
 
@@ -39,8 +39,8 @@ def decode(handle: str) -> Receipt:
     try:
         raw = base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidArgument("receipt_handle is malformed") from None
+        raise MalformedReceipt() from None
     match = _SHAPE.fullmatch(raw)
     if match is None:
-        raise InvalidArgument("receipt_handle is malformed")
+        raise MalformedReceipt()
     return Receipt(int(match[1]), int(match[2]), match[3])

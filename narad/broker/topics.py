@@ -1,25 +1,24 @@
 """Topic lifecycle: create, describe, list, alter, delete.
 
-Workers keep each topic's record in a small per-process cache so a produce
-costs one storage round trip. The cache is never trusted for a write: every
-script checks the topic's epoch (and, for produce, its schema version) and
-the caller refreshes and retries when the record moved on.
+The topic service owns the topic record; every schema write, version 1 at
+create included, belongs to the schema service, which this one hands the
+schema part of a request to.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import replace
 
 from narad.broker import now_ms
-from narad.errors import Conflict
+from narad.broker.records import TopicRecords
+from narad.errors import BaseVersionWithoutSchema
 from narad.errors import TopicExists
 from narad.errors import TopicNotFound
 from narad.schema.service import SchemaService
 from narad.storage import PartitionStats
-from narad.storage import SchemaVersion
 from narad.storage import Status
 from narad.storage import Storage
+from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 
 DEFAULTS = {
@@ -38,58 +37,38 @@ ALTERABLE = (
 
 
 class TopicService:
-    def __init__(self, storage: Storage, schemas: SchemaService) -> None:
+    def __init__(
+        self, storage: Storage, records: TopicRecords, schemas: SchemaService
+    ) -> None:
         self.storage = storage
+        self.records = records
         self.schemas = schemas
-        self._cache: dict[str, TopicMeta] = {}
-
-    # -- the per-process record cache ----------------------------------------
-
-    def cached(self, name: str) -> TopicMeta:
-        meta = self._cache.get(name)
-        return meta if meta is not None else self.refresh(name)
 
     def refresh(self, name: str) -> TopicMeta:
-        meta = self.storage.get_topic(name)
-        if meta is None:
-            self._cache.pop(name, None)
-            raise TopicNotFound(name)
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        self._cache[name] = meta
-        return meta
-
-    # -- operations ----------------------------------------------------------
+        """The topic's record as stored now; ``TopicNotFound`` if none."""
+        return self.records.refresh(name)
 
     def create(
         self, name: str, settings: dict[str, int], schema_raw: bytes | None
     ) -> TopicMeta:
-        schema = None
-        if schema_raw is not None:
-            registered = self.schemas.register(schema_raw)
-            schema = SchemaVersion(1, registered.compact, registered.high_cost)
         meta = TopicMeta(
             name=name,
             epoch=secrets.token_hex(8),
             created_ms=now_ms(),
             **{**DEFAULTS, **settings},
         )
-        result = self.storage.create_topic(meta, schema, budget=self.schemas.budgets())
-        if result.status is Status.EXISTS:
+        if schema_raw is not None:
+            created = self.schemas.create_topic(meta, schema_raw)
+        elif self.storage.create_topic(meta).status is Status.EXISTS:
             raise TopicExists(name)
-        self.schemas.raise_for_budget(result, name)
+        else:
+            created = meta
         # The script wrote exactly this record: no need to read it back.
-        created = replace(
-            meta,
-            schema_version=result.version,
-            schema_high_cost=bool(schema and schema.high_cost),
-            schema_bytes=result.stored_bytes,
-        )
-        self._cache[name] = created
+        self.records.put(created)
         return created
 
     def describe(self, name: str) -> tuple[TopicMeta, list[PartitionStats]]:
-        meta = self.refresh(name)
+        meta = self.records.refresh(name)
         return meta, self.storage.partition_stats(meta, now_ms=now_ms())
 
     def list(self, *, after: str, limit: int) -> tuple[list[TopicMeta], str | None]:
@@ -100,26 +79,33 @@ class TopicService:
     def alter(
         self,
         name: str,
-        changes: dict[str, int],
+        changes: TopicChanges,
         schema_raw: bytes | None,
         base_version: int | None,
     ) -> tuple[TopicMeta, bool]:
-        """Apply settings and/or a schema change; say whether a version was added."""
-        meta = self.refresh(name)
+        """Apply settings and/or a schema change; say whether a version was added.
+
+        Settings that come with a new schema version are written with it, in
+        one step; with no new version (no schema, or one that changes
+        nothing), they are written alone.
+        """
+        meta = self.records.refresh(name)
         added = False
         if schema_raw is not None:
-            added = self.schemas.change(meta, schema_raw, base_version)
+            added = self.schemas.change(meta, schema_raw, base_version, changes)
         elif base_version is not None:
-            raise Conflict("schema_base_version given without a schema")
-        if changes:
-            status = self.storage.alter_topic(name, meta.epoch, changes)
-            if status is Status.NO_TOPIC:
-                raise TopicNotFound(name)
-        return self.refresh(name), added
+            raise BaseVersionWithoutSchema()
+        if (
+            changes
+            and not added
+            and self.storage.alter_topic(meta, changes) is Status.NO_TOPIC
+        ):
+            raise TopicNotFound(name)
+        return self.records.refresh(name), added
 
     def delete(self, name: str) -> None:
-        meta = self.refresh(name)
+        meta = self.records.refresh(name)
         if self.storage.delete_topic(meta) is Status.NO_TOPIC:
             raise TopicNotFound(name)
-        self._cache.pop(name, None)
+        self.records.drop(name)
         self.schemas.forget(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import ujson
@@ -15,3 +16,17 @@ def encode(value: Any) -> str:
 def dumps(value: Any) -> str:
     """A JSON response body: the compact text and a newline, as Narad sends it."""
     return encode(value) + "\n"
+
+
+def error_body(message: str) -> bytes:
+    """``{"error": message}`` as UTF-8 JSON, whatever the message quotes.
+
+    A message may quote a lone surrogate the client sent (``"\\ud800"`` in a
+    JSON body): UTF-8 cannot encode it, so such a message is written with
+    ``\\u`` escapes, which keeps the body valid JSON.
+    """
+    text = dumps({"error": message})
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return (json.dumps({"error": message}) + "\n").encode()

@@ -1,31 +1,70 @@
-"""Liveness, readiness and metrics."""
+"""Liveness, readiness, metrics, and the guard that refuses writes while the
+storage cannot keep them."""
 
 from __future__ import annotations
 
 import falcon
 
 from narad import metrics
+from narad.errors import Unavailable
+from narad.guard import StorageGuard
 from narad.http import dumps
 from narad.storage import Storage
+
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class Health:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.text = dumps({"status": "ok"})
 
+    on_head = on_get
+
 
 class Ready:
-    def __init__(self, storage: Storage) -> None:
+    """200 while the storage answers and may take writes; else 503 and why."""
+
+    def __init__(self, storage: Storage, guard: StorageGuard) -> None:
         self.storage = storage
+        self.guard = guard
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if self.storage.ping():
-            resp.text = dumps({"status": "ready"})
-        else:
+        if not self.storage.ping():
             resp.status = falcon.HTTP_503
             resp.text = dumps({"error": "storage is not answering"})
+        elif reason := self.guard.refusal():
+            resp.status = falcon.HTTP_503
+            resp.text = dumps({"error": reason})
+        else:
+            resp.text = dumps({"status": "ready"})
+
+    on_head = on_get
 
 
 class Metrics:
+    def __init__(self, guard: StorageGuard) -> None:
+        self.guard = guard
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.guard.status()  # the storage gauges, fresh for this scrape
         resp.data, resp.content_type = metrics.render()
+
+    on_head = on_get
+
+
+class WriteGuard:
+    """Middleware: every write answers 503 while the storage cannot keep it
+    (not durable, or not yet checked since it came back), so no 202 is given
+    that the storage might lose. Reads go on."""
+
+    def __init__(self, guard: StorageGuard) -> None:
+        self.guard = guard
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource, params
+    ) -> None:
+        # After routing: an unknown path stays a 404.
+        if resource is None or req.method not in _WRITES:
+            return
+        if reason := self.guard.refusal():
+            raise Unavailable(reason)

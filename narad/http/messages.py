@@ -9,19 +9,22 @@ from typing import Any
 
 import falcon
 
+from narad.broker.messages import Delivery
 from narad.broker.messages import MessageService
 from narad.broker.messages import Outgoing
-from narad.broker.receipts import Receipt
 from narad.errors import InvalidArgument
 from narad.http import dumps
 from narad.http import encode
 from narad.http.body import integer
+from narad.http.body import param
+from narad.http.body import parse_json
 from narad.http.body import query_duration_ms
 from narad.http.body import query_int
 from narad.http.body import read_body
 from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
-from narad.storage import Message
+from narad.storage import PayloadKind
+from narad.storage import Settle
 
 MAX_BATCH = 1000
 BATCH_ENTRY_FIELDS = ("value", "value_base64", "key", "partition")
@@ -33,10 +36,10 @@ class Produce:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         check_name(name)
-        key = req.get_param("key") or ""
+        key = _utf8(param(req, "key") or "", "key")
         partition = query_int(req, "partition")
         body = read_body(req)
-        self.messages.produce(name, [Outgoing(body, key.encode(), partition)])
+        self.messages.produce(name, [Outgoing(body, key, partition)])
         resp.status = falcon.HTTP_202
 
     def on_post_batch(
@@ -49,11 +52,19 @@ class Produce:
         resp.text = dumps({"accepted": accepted})
 
 
-def _batch(data: bytes) -> list[Outgoing]:
+def _utf8(text: str, what: str) -> bytes:
     try:
-        body = json.loads(data)
-    except (ValueError, RecursionError):
-        raise InvalidArgument("request body is not JSON") from None
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate ("\ud800" in JSON): UTF-8 cannot hold it, and
+        # storing its CESU-8 bytes would hand consumers invalid UTF-8.
+        raise InvalidArgument(
+            f"{what} holds a lone surrogate, which UTF-8 cannot store"
+        ) from None
+
+
+def _batch(data: bytes) -> list[Outgoing]:
+    body = parse_json(data)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise InvalidArgument('request body must be {"messages": [...]}')
     refuse_unknown(body, ("messages",))
@@ -76,10 +87,7 @@ def _entry(item: Any, where: str) -> Outgoing:
     if "value" in item:
         if not isinstance(item["value"], str):
             raise InvalidArgument(f"{where}value must be a string")
-        try:
-            payload = item["value"].encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidArgument(f"{where}value is not valid Unicode") from None
+        payload = _utf8(item["value"], f"{where}value")
     else:
         try:
             payload = base64.b64decode(item["value_base64"], validate=True)
@@ -91,7 +99,7 @@ def _entry(item: Any, where: str) -> Outgoing:
     partition = item.get("partition")
     if partition is not None:
         partition = integer(partition, f"{where}partition", low=0)
-    return Outgoing(payload, key.encode("utf-8", "surrogatepass"), partition)
+    return Outgoing(payload, _utf8(key, f"{where}key"), partition)
 
 
 class Consume:
@@ -103,17 +111,34 @@ class Consume:
         partition = query_int(req, "partition")
         offset = query_int(req, "offset")
         if offset is not None:
-            if partition is None:
-                raise InvalidArgument("offset needs partition")
-            message = self.messages.replay(name, partition=partition, offset=offset)
-            resp.text = render(name, message, receipt=False)
+            self._replay(resp, name, partition, offset)
             return
         wait_ms = query_duration_ms(req, "wait")
-        message = self.messages.consume(name, wait_ms=wait_ms, partition=partition)
-        if message is None:
+        delivery = self.messages.consume(name, wait_ms=wait_ms, partition=partition)
+        if delivery is None:
             resp.status = falcon.HTTP_204
             return
-        resp.text = render(name, message, receipt=True)
+        resp.text = render(delivery)
+
+    def on_head(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        """HEAD is safe: it may replay but never lease a message."""
+        check_name(name)
+        partition = query_int(req, "partition")
+        offset = query_int(req, "offset")
+        if offset is None:
+            raise InvalidArgument(
+                "HEAD of consume needs partition and offset (a replay): a "
+                "consume would lease a message"
+            )
+        self._replay(resp, name, partition, offset)
+
+    def _replay(
+        self, resp: falcon.Response, name: str, partition: int | None, offset: int
+    ) -> None:
+        if partition is None:
+            raise InvalidArgument("offset needs partition")
+        delivery = self.messages.replay(name, partition=partition, offset=offset)
+        resp.text = render(delivery)
 
 
 class Ack:
@@ -122,16 +147,16 @@ class Ack:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         check_name(name)
-        handle = req.get_param("receipt_handle")
+        handle = param(req, "receipt_handle")
         if not handle:
             raise InvalidArgument("receipt_handle is required")
-        extend = req.get_param("extend")
+        extend = param(req, "extend")
         if extend in (None, "", "false"):
-            action = "ack"
+            action = Settle.ACK
         elif extend == "true":
-            action = "extend"
+            action = Settle.EXTEND
         elif extend == "0":
-            action = "release"
+            action = Settle.RELEASE
         else:
             raise InvalidArgument(
                 "extend must be true (renew the lease) or 0 (give the message back)"
@@ -140,22 +165,21 @@ class Ack:
         resp.status = falcon.HTTP_204
 
 
-def render(topic: str, message: Message, *, receipt: bool) -> str:
+def render(delivery: Delivery) -> str:
     """The consume response; a JSON payload is embedded verbatim."""
+    message = delivery.message
     head: dict[str, Any] = {
-        "topic": topic,
+        "topic": delivery.topic,
         "partition": message.partition,
         "offset": message.offset,
         "key": message.key.decode("utf-8", "replace") if message.key else None,
         "timestamp": message.timestamp,
     }
-    if receipt:
-        head["receipt_handle"] = Receipt(
-            message.partition, message.offset, message.nonce
-        ).encode()
-    if message.kind == "j":
+    if delivery.receipt_handle is not None:
+        head["receipt_handle"] = delivery.receipt_handle
+    if message.kind is PayloadKind.JSON:
         payload = message.payload.decode("utf-8")
-    elif message.kind == "t":
+    elif message.kind is PayloadKind.TEXT:
         payload = json.dumps(message.payload.decode("utf-8"), ensure_ascii=False)
     else:
         head["payload_encoding"] = "base64"

@@ -8,7 +8,9 @@ from narad.broker.topics import TopicService
 from narad.errors import InvalidArgument
 from narad.errors import NotFound
 from narad.http import dumps
+from narad.http.body import ascii_digits
 from narad.http.topics import check_name
+from narad.quoting import quote
 from narad.schema.service import SchemaService
 
 
@@ -25,9 +27,11 @@ class SchemaHistory:
                 "topic": meta.name,
                 "current_version": meta.schema_version or None,
                 "total_bytes": meta.schema_bytes,
-                "versions": [{"version": v, "size": n} for v, n in sizes],
+                "versions": [{"version": s.version, "size": s.size} for s in sizes],
             }
         )
+
+    on_head = on_get
 
     def on_get_version(
         self, req: falcon.Request, resp: falcon.Response, name: str, version: str
@@ -37,11 +41,15 @@ class SchemaHistory:
             if not meta.schema_version:
                 raise NotFound(f"topic {meta.name} has no schema")
             number = meta.schema_version
-        elif version.isdigit() and len(version) < 10:
+        elif ascii_digits(version) and len(version) < 10:
             number = int(version)
         else:
-            raise InvalidArgument("version must be a positive integer or latest")
+            raise InvalidArgument(
+                f"version must be a positive integer or latest, got {quote(version)}"
+            )
         stored = self.schemas.stored(meta.name, number)
         resp.content_type = falcon.MEDIA_JSON
         resp.set_header("Narad-Schema-Version", str(stored.version))
         resp.data = stored.document
+
+    on_head_version = on_get_version

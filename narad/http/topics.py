@@ -13,10 +13,14 @@ from narad.errors import InvalidArgument
 from narad.errors import TopicNotFound
 from narad.http import dumps
 from narad.http.body import integer
+from narad.http.body import param
+from narad.http.body import query_int
 from narad.http.body import read_object
 from narad.http.body import refuse_unknown
+from narad.quoting import quote
 from narad.schema import jsontext
 from narad.storage import PartitionStats
+from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 
 NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -41,9 +45,16 @@ def topic_record(meta: TopicMeta) -> dict[str, Any]:
     }
 
 
+def valid_name(name: str) -> bool:
+    # "." and ".." are path segments: clients and proxies resolve them away
+    # (/v1/topics/../produce), so such a topic could not be reached.
+    return NAME.fullmatch(name) is not None and name.strip(".") != ""
+
+
 def check_name(name: str) -> str:
-    if not NAME.fullmatch(name):
-        raise TopicNotFound(name[:249])
+    """A topic name from the path; one no topic can have is 404."""
+    if not valid_name(name):
+        raise TopicNotFound(quote(name))
     return name
 
 
@@ -83,9 +94,10 @@ class TopicCollection:
         name = body.get("name")
         if not isinstance(name, str):
             raise InvalidArgument("name must be a string")
-        if not NAME.fullmatch(name):
+        if not valid_name(name):
             raise InvalidArgument(
-                "name must be 1 to 249 letters, digits, '.', '_' or '-'"
+                "name must be 1 to 249 letters, digits, '.', '_' or '-', and "
+                f"not only dots, got {quote(name)}"
             )
         schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
         meta = self.topics.create(name, _settings(body, SETTINGS), schema_raw)
@@ -94,8 +106,13 @@ class TopicCollection:
         resp.text = dumps(topic_record(meta))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        limit = req.get_param_as_int("limit", min_value=1, max_value=MAX_PAGE) or 100
-        token = req.get_param("page_token") or ""
+        limit = query_int(req, "limit", low=1, high=MAX_PAGE) or 100
+        token = param(req, "page_token") or ""
+        if token and not NAME.fullmatch(token):
+            raise InvalidArgument(
+                "page_token must be the next_page_token of the previous page, "
+                f"got {quote(token)}"
+            )
         metas, next_token = self.topics.list(after=token, limit=limit)
         resp.text = dumps(
             {
@@ -103,6 +120,8 @@ class TopicCollection:
                 "next_page_token": next_token,
             }
         )
+
+    on_head = on_get
 
 
 class TopicItem:
@@ -115,6 +134,8 @@ class TopicItem:
         record["partition_stats"] = [_stats(s) for s in stats]
         resp.text = dumps(record)
 
+    on_head = on_get
+
     def on_patch(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         check_name(name)
         body, raw = read_object(req)
@@ -125,7 +146,8 @@ class TopicItem:
         if base is not None:
             base = integer(base, "schema_base_version", low=0)
         schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
-        meta, _ = self.topics.alter(name, _settings(body, ALTERABLE), schema_raw, base)
+        changes = TopicChanges(**_settings(body, ALTERABLE))
+        meta, _ = self.topics.alter(name, changes, schema_raw, base)
         resp.text = dumps(topic_record(meta))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:

@@ -141,8 +141,14 @@ def _strip(schema: Any, keywords: frozenset[str]) -> Any:
     return stripped
 
 
-class _Rescope(Exception):
-    """A scope-dependent dynamic reference met by a walk not following scopes."""
+class _Rescope(BaseException):
+    """A scope-dependent dynamic reference met by a walk not following scopes.
+
+    It unwinds the walk through the rules that called back into the engine,
+    so, like ``GeneratorExit``, it is no ``Exception``: the plugin host's
+    containment of a failing rule (and any rule's own ``except Exception``)
+    lets it through.
+    """
 
 
 class _Document:

@@ -8,6 +8,19 @@ are exact in Python, so validators compare numbers without floats.
 Two bounds keep arithmetic on hostile numbers cheap: an exponent beyond
 +-1000 (the rulebook's bound) and a mantissa longer than Python's own
 integer-string limit (4,300 digits) are refused as invalid JSON.
+
+Every JSON body Narad reads (topic create and alter, batch produce, produce
+to a topic with a schema, schema registration) goes through :func:`loads`,
+so all of them follow the same rules: one JSON text, strict UTF-8 without a
+byte-order mark, no ``NaN``/``Infinity``, bounded nesting, and no object key
+written twice. The rulebook's "Validation on produce" says that when an
+object repeats a key the last value wins; issue 9 (I-JSON, RFC 7493 2.3)
+asks instead that repeats be refused on every JSON body, produce payloads of
+schema topics included, and that is what this module does: a validator that
+checks the last value and a consumer whose parser keeps the first would
+otherwise disagree about what was accepted. Lone surrogates (``"\\ud800"``)
+are valid JSON and are kept; the schema engine and error rendering cope with
+them.
 """
 
 from __future__ import annotations
@@ -15,10 +28,13 @@ from __future__ import annotations
 import json
 import re
 from array import array
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from itertools import accumulate
 from typing import Any
+
+from narad.quoting import quote
 
 MAX_EXPONENT = 1000
 MAX_DIGITS = 4300
@@ -28,13 +44,13 @@ _BOM = "\ufeff"
 # A JSON string literal, written as an unrolled loop so ``re`` walks it in
 # linear time without backtracking.
 _STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
-_STRINGS = re.compile(_STRING, re.DOTALL)
 _STRING_OR_SPACE = re.compile(rb"(" + _STRING + rb")|[ \t\n\r]+", re.DOTALL)
 _SPACES = (b" ", b"\t", b"\n", b"\r")
 
-# bytes.translate tables: keep only brackets, as +1 (open) and -1 (close).
+# bytes.translate tables: brackets as +1 (open) and -1 (close); what to drop
+# to keep only quotes and brackets.
 _NESTING = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
 
 
 class JSONTextError(ValueError):
@@ -49,8 +65,44 @@ class TooDeep(JSONTextError):
         self.limit = limit
 
 
+class DuplicateKey(JSONTextError):
+    """An object of the text has the same key twice."""
+
+    def __init__(self, key: str, pointer: str) -> None:
+        super().__init__(
+            f"has duplicate key {quote(key)} in the object at {quote(pointer)}"
+        )
+        self.key = key
+        self.pointer = pointer
+
+
+# Byte-order marks, then RFC 4627's rule: JSON starts with two ASCII
+# characters, so the NUL bytes among the first four tell the encoding.
+_WIDE_BOMS = (
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\xfe\xff", "UTF-16"),
+    (b"\xff\xfe", "UTF-16"),
+)
+
+
+def _wide_encoding(data: bytes) -> str | None:
+    for bom, name in _WIDE_BOMS:
+        if data.startswith(bom):
+            return name
+    head = data[:4]
+    if len(head) == 4 and head.count(0) == 3:
+        return "UTF-32"
+    if len(head) >= 2 and (head[0] == 0) != (head[1] == 0):
+        return "UTF-16"
+    return None
+
+
 def decode(data: bytes) -> str:
     """Decode ``data`` as strict UTF-8 and refuse a byte-order mark or nothing."""
+    wide = _wide_encoding(data)
+    if wide is not None:
+        raise JSONTextError(f"is {wide}; JSON must be UTF-8")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -65,14 +117,21 @@ def decode(data: bytes) -> str:
 def nesting_depth_exceeds(data: bytes, limit: int) -> bool:
     """Tell whether ``data`` nests arrays/objects deeper than ``limit``.
 
-    Works on the raw text without recursion and without building any value:
-    strings are blanked out, the remaining brackets become +1/-1 and the
-    running sum's maximum is the depth. The common case, a text with no more
-    than ``limit`` opening brackets in all, answers from two counts.
+    Works on the raw text without recursion and without building any value,
+    in a few passes of C over the bytes: escape pairs go first (so ``\\"``
+    never ends a string), then everything but quotes and brackets, then what
+    sits between quotes (string contents); the remaining brackets become
+    +1/-1 and the running sum's maximum is the depth. The common case, a
+    text with no more than ``limit`` opening brackets in all, answers from
+    two counts. On a text that is not JSON the count is right up to where
+    it stops being JSON, which is as far as the parser gets before refusing.
     """
     if data.count(b"[") + data.count(b"{") <= limit:
         return False
-    brackets = _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    quoted = data.translate(None, _NOT_STRUCTURE).split(b'"')
+    brackets = b"".join(quoted[::2])
     if brackets.count(b"[") + brackets.count(b"{") <= limit:
         return False
     steps = array("b", brackets.translate(_NESTING))
@@ -99,48 +158,195 @@ def _refuse_constant(name: str) -> Any:
     raise JSONTextError(f"has {name}, which is not JSON")
 
 
-_checked_ints = json.JSONDecoder(
-    parse_int=_parse_int,
-    parse_float=_parse_decimal,
-    parse_constant=_refuse_constant,
-    strict=True,
-)
+class _Repeated(ValueError):
+    """Raised inside the parser at the first object with a repeated key."""
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Repeated
+    return obj
+
+
+def _decoder(
+    *, checked_ints: bool, pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None
+) -> json.JSONDecoder:
+    return json.JSONDecoder(
+        parse_int=_parse_int if checked_ints else None,
+        parse_float=_parse_decimal,
+        parse_constant=_refuse_constant,
+        object_pairs_hook=pairs_hook,
+        strict=True,
+    )
+
+
 # Integer literals go through the C parser unless the text holds a run of
 # digits long enough to break the exponent bound (rare): a Python call per
-# integer is most of the parse time of a typical payload.
-_plain_ints = json.JSONDecoder(
-    parse_float=_parse_decimal,
-    parse_constant=_refuse_constant,
-    strict=True,
-)
-_LONG_DIGIT_RUN = re.compile(rb"[0-9]{%d}" % (MAX_EXPONENT + 2))
+# integer is most of the parse time of a typical payload. Likewise a text
+# with no object never pays for the repeated-key check. Decoders are
+# stateless and shared: (checked ints, unique keys) -> decoder.
+_DECODERS = {
+    (checked, unique): _decoder(
+        checked_ints=checked, pairs_hook=_unique_object if unique else None
+    )
+    for checked in (False, True)
+    for unique in (False, True)
+}
+# A run of digits longer than the exponent bound allows, found by mapping
+# digits to "0" and all else to " " and searching: a regex scan of a large
+# payload costs many times more.
+_DIGITS_ONLY = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_DIGIT_RUN = b"0" * (MAX_EXPONENT + 2)
 
 
-def loads(data: bytes, *, max_depth: int) -> Any:
+def _has_long_digit_run(data: bytes) -> bool:
+    return len(data) > MAX_EXPONENT + 1 and _LONG_DIGIT_RUN in data.translate(
+        _DIGITS_ONLY
+    )
+
+
+# Nesting the C parser may meet before the text is known to be shallow
+# enough: its recursion is a few hundred bytes of stack per level.
+PARSE_SAFE_DEPTH = 5000
+# Walking a parsed container costs about what scanning this many bytes of
+# text does.
+_BYTES_PER_CONTAINER = 100
+
+
+def loads(data: bytes, *, max_depth: int, allow_duplicate_keys: bool = False) -> Any:
     """Parse ``data`` as exactly one JSON text, with exact numbers.
 
+    Args:
+        data: The raw text.
+        max_depth: The deepest nesting of arrays and objects accepted.
+        allow_duplicate_keys: Let a repeated key's last value win instead of
+            refusing the text; only for reading back documents stored before
+            repeats were refused.
+
     Raises:
-        TooDeep: nesting beyond ``max_depth`` (checked before parsing).
+        TooDeep: nesting beyond ``max_depth``, whatever else is wrong.
+        DuplicateKey: an object has the same key twice; names the key and
+            the object's JSON Pointer.
         JSONTextError: anything else that is not one JSON text in UTF-8:
-            invalid UTF-8, a byte-order mark, an empty body, trailing data, raw
-            control characters in strings, ``NaN``/``Infinity``, numbers
-            beyond the bounds above.
+            invalid UTF-8, UTF-16 or UTF-32, a byte-order mark, an empty body,
+            trailing data, raw control characters in strings,
+            ``NaN``/``Infinity``, numbers beyond the bounds above.
     """
     text = decode(data)
-    if nesting_depth_exceeds(data, max_depth):
-        raise TooDeep(max_depth)
-    decoder = _checked_ints if _LONG_DIGIT_RUN.search(data) else _plain_ints
+    objects = data.count(b"{")
+    openers = data.count(b"[") + objects  # strings included: an upper bound
+    measure_value = False
+    if openers > max_depth:
+        # Either the text is measured before parsing, or the parsed value
+        # after: the text when the parser could recurse too deep for comfort
+        # or when the value holds many containers; the value when strings
+        # hold most of the brackets (a batch of JSON messages), where a
+        # bracket count is cheap and scanning the strings is not.
+        if openers > PARSE_SAFE_DEPTH or openers * _BYTES_PER_CONTAINER > len(data):
+            if nesting_depth_exceeds(data, max_depth):
+                raise TooDeep(max_depth)
+        else:
+            measure_value = True
+    checked = _has_long_digit_run(data)
+    unique = objects > 0 and not allow_duplicate_keys
     try:
-        return decoder.decode(text)
-    except JSONTextError:
-        raise
-    except json.JSONDecodeError as exc:
-        reason = "has trailing data" if exc.msg == "Extra data" else "is not JSON"
-        raise JSONTextError(
-            f"{reason} ({exc.msg.lower()}: line {exc.lineno} column {exc.colno})"
-        ) from None
+        value = _DECODERS[checked, unique].decode(text)
     except (ValueError, RecursionError) as exc:
-        raise JSONTextError(f"is not JSON ({exc})") from None
+        if measure_value and nesting_depth_exceeds(data, max_depth):
+            raise TooDeep(max_depth) from None
+        raise _refusal(exc, text, checked) from None
+    if measure_value and _deeper_than(value, max_depth):
+        raise TooDeep(max_depth)
+    return value
+
+
+def _refusal(exc: Exception, text: str, checked_ints: bool) -> JSONTextError:
+    if isinstance(exc, JSONTextError):
+        return exc
+    if isinstance(exc, _Repeated):
+        return _locate_repeat(text, checked_ints)
+    if isinstance(exc, json.JSONDecodeError):
+        reason = "has trailing data" if exc.msg == "Extra data" else "is not JSON"
+        return JSONTextError(
+            f"{reason} ({exc.msg.lower()}: line {exc.lineno} column {exc.colno})"
+        )
+    return JSONTextError(f"is not JSON ({exc})")
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether a parsed value nests arrays/objects deeper than ``limit``.
+
+    Level by level, so each container costs one comprehension and no stack
+    entry of its own.
+    """
+    level = [value] if type(value) in _CONTAINERS else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            item
+            for container in level
+            for item in (container.values() if type(container) is dict else container)
+            if type(item) in _CONTAINERS
+        ]
+    return False
+
+
+_CONTAINERS = frozenset((dict, list))
+
+
+class _Members:
+    """An object's members in order, repeats kept, when locating a repeat."""
+
+    __slots__ = ("pairs", "repeated")
+
+    def __init__(self, pairs: list[tuple[str, Any]], repeated: str | None) -> None:
+        self.pairs = pairs
+        self.repeated = repeated
+
+
+def _locate_repeat(text: str, checked_ints: bool) -> DuplicateKey:
+    """Parse ``text`` again, keeping every member, and find the repeat.
+
+    Only the error path pays for this. The parse that raised stopped at the
+    first object to close with a repeated key; this one marks that same
+    object and keeps all members (a later repeat of an enclosing key must not
+    drop it), so a walk from the root can give its JSON Pointer.
+    """
+    found = False
+
+    def members(pairs: list[tuple[str, Any]]) -> _Members:
+        nonlocal found
+        repeated = None
+        if not found and len({key for key, _ in pairs}) != len(pairs):
+            found = True
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    repeated = key
+                    break
+                seen.add(key)
+        return _Members(pairs, repeated)
+
+    decoder = _decoder(checked_ints=checked_ints, pairs_hook=members)
+    stack: list[tuple[Any, str]] = [(decoder.decode(text), "")]
+    while stack:
+        value, pointer = stack.pop()
+        if isinstance(value, _Members):
+            if value.repeated is not None:
+                return DuplicateKey(value.repeated, pointer)
+            stack.extend((v, f"{pointer}/{_escape(k)}") for k, v in value.pairs)
+        elif isinstance(value, list):
+            stack.extend((v, f"{pointer}/{i}") for i, v in enumerate(value))
+    raise AssertionError("a repeated key was reported but not found")
+
+
+def _escape(key: str) -> str:
+    """A key as a JSON Pointer reference token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def compact(data: bytes) -> bytes:
@@ -190,8 +396,8 @@ def raw_members(data: bytes) -> dict[str, bytes]:
     """The raw text of each top-level member of a valid JSON object text.
 
     Lets a request body carry a schema whose numbers must be stored exactly
-    as written: the caller parses the body, then takes the member's own bytes
-    from here. When a key repeats, the last one wins, as in parsing.
+    as written: the caller parses the body with :func:`loads` (which refuses
+    a repeated key), then takes the member's own bytes from here.
     """
     members: dict[str, bytes] = {}
     depth = 0

@@ -7,6 +7,14 @@ walking only as far as a :class:`~narad.schema.validator.Report` allows.
 ``types`` lists the Python types of instances the keyword looks at; a node
 skips the others, the way python-jsonschema's keyword functions return early.
 
+``unevaluatedProperties`` and ``unevaluatedItems`` need to know which
+properties or items the other keywords of their subschema evaluated. Those
+come from :meth:`Keyword.evaluate`, which answers the verdict and the
+evaluated names or indices (:data:`Marks`) in one pass over the subschemas it
+applies: asking for the verdict and the annotations separately would walk each
+subschema twice per level of payload nesting, and time would double with every
+level. :meth:`Keyword.report` returns the same marks while it explains.
+
 Numbers are ``int`` or :class:`~decimal.Decimal` (exactly as written) and are
 compared exactly; ``multipleOf`` divides with :class:`~fractions.Fraction`.
 
@@ -26,13 +34,12 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 from typing import Any
 
-import re2
-from re2 import _re2
-
+from narad.quoting import QUOTE_LIMIT
 from narad.schema.jsontext import json_key
+from narad.schema.patterns import regex_search
 
 if TYPE_CHECKING:
-    from narad.schema.validator import Node
+    from narad.schema.compiler import Node
     from narad.schema.validator import Path
     from narad.schema.validator import Report
 
@@ -41,9 +48,11 @@ OBJECT = frozenset({dict})
 ARRAY = frozenset({list})
 STRING = frozenset({str})
 
-# Everything "evaluated" (an annotation set standing for all names/indices).
+# What a passing subschema evaluated of an object or array: property names or
+# item indices, ALL for every one. None, where a Marks is expected, is a fail.
 ALL = True
-Marks = set[Any] | bool
+EMPTY: frozenset[Any] = frozenset()
+Marks = set[Any] | frozenset[Any] | bool
 
 JSON_TYPES: dict[str, frozenset[type]] = {
     "object": OBJECT,
@@ -65,7 +74,6 @@ _TYPE_NAMES = {
     type(None): "null",
 }
 _SHOW_LIMIT = 2048
-_UNANCHORED = _re2.RE2.Anchor.UNANCHORED
 
 
 class _State(threading.local):
@@ -86,9 +94,16 @@ STATE = _State()
 
 
 def show(value: Any) -> str:
-    """A short JSON-like rendering of a value for messages."""
+    """A short JSON-like rendering of a value for messages.
+
+    Strings and numbers are cut after :data:`~narad.quoting.QUOTE_LIMIT`
+    characters, then ``…``: values often come from the payload, and a message
+    quotes at most that much of what a client sent.
+    """
     if isinstance(value, str):
-        text = "'" + value[:_SHOW_LIMIT] + "'"
+        if len(value) > QUOTE_LIMIT:
+            return "'" + value[:QUOTE_LIMIT] + "'…"
+        text = "'" + value + "'"
     elif value is True or value is False:
         text = "true" if value else "false"
     elif value is None:
@@ -99,7 +114,7 @@ def show(value: Any) -> str:
         text = "object"
     else:
         text = str(value)
-    return text if len(text) <= _SHOW_LIMIT else text[:_SHOW_LIMIT] + "..."
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT] + "…"
 
 
 def show_many(values: Any) -> str:
@@ -135,36 +150,8 @@ def number(value: Any) -> int | Decimal:
     return value
 
 
-def compile_pattern(pattern: str) -> Any:
-    """Compile an RE2 pattern quietly (RE2 would log a refusal to stderr)."""
-    options = re2.Options()
-    options.log_errors = False
-    return re2.compile(pattern, options)
-
-
-def regex_search(pattern: str) -> Callable[[str], bool]:
-    """A function telling whether ``pattern`` (RE2) matches anywhere in a string.
-
-    The public ``search`` maps byte offsets back to characters and builds a
-    match object on every call (about 4 us for a short string); asking the
-    compiled RE2 object directly for a match in the UTF-8 bytes costs about
-    0.5 us, and a yes/no is all validation needs.
-    """
-    compiled = compile_pattern(pattern)
-    regexp = getattr(compiled, "_regexp", None)
-    if regexp is None:  # a google-re2 without the internal object
-        return lambda text: compiled.search(text) is not None
-    match = regexp.Match
-    unanchored = _UNANCHORED
-
-    def search(text: str) -> bool:
-        data = text.encode("utf-8", "surrogatepass")
-        return match(unanchored, data, 0, len(data))[0][0] >= 0
-
-    return search
-
-
 def union(a: Marks, b: Marks) -> Marks:
+    """Both marks together (neither may be None)."""
     if a is ALL or b is ALL:
         return ALL
     if not b:
@@ -174,8 +161,21 @@ def union(a: Marks, b: Marks) -> Marks:
     return a | b  # type: ignore[operator]
 
 
+def complete(marks: Marks, x: Any) -> bool:
+    """Whether ``marks`` holds every property (or index) of ``x`` (they only
+    ever hold ``x``'s own); always, for a value that has none."""
+    if marks is ALL or not isinstance(x, dict | list):
+        return True
+    return len(marks) >= len(x)  # type: ignore[arg-type]
+
+
+def both(a: Marks | None, b: Marks | None) -> Marks | None:
+    """What two keywords evaluated together, None if either failed."""
+    return None if a is None or b is None else union(a, b)
+
+
 class Keyword(ABC):
-    """One compiled keyword of one subschema."""
+    """One compiled keyword of one subschema (but the :class:`Final` ones)."""
 
     __slots__ = ()
     name = ""
@@ -185,26 +185,26 @@ class Keyword(ABC):
     def valid(self, x: Any) -> bool:
         """Whether ``x`` passes this keyword (``x`` already of ``types``)."""
 
+    def evaluate(self, x: Any) -> Marks | None:
+        """None if ``x`` fails, else the properties or items of ``x`` this
+        keyword evaluated (an assertion evaluates none)."""
+        return EMPTY if self.valid(x) else None
+
     def message(self, x: Any) -> str:
         # Assertions say what failed; applicators override ``report`` instead
         # and never get here.
         return f"{self.name}: value not accepted"
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
-        if not self.valid(x):
-            out.add(path, self.message(x))
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        """Add a line per violation to ``out``; return as :meth:`evaluate`."""
+        if self.valid(x):
+            return EMPTY
+        out.add(path, self.message(x))
+        return None
 
     def children(self) -> list[tuple[Node, bool]]:
         """Subschema nodes this keyword applies, each with "same instance"."""
         return []
-
-    def props(self, x: Any) -> Marks:
-        """Property names of object ``x`` this keyword evaluates."""
-        return set()
-
-    def marks(self, x: Any) -> Marks:
-        """Indices of array ``x`` this keyword evaluates."""
-        return set()
 
 
 # -- any type ------------------------------------------------------------------
@@ -276,17 +276,6 @@ class format_(Keyword):
 
     def message(self, x: Any) -> str:
         return f"{show(x)} is not valid {self.format}"
-
-
-class false_(Keyword):
-    __slots__ = ()
-    name = "false"
-
-    def valid(self, x: Any) -> bool:
-        return False
-
-    def message(self, x: Any) -> str:
-        return "false schema allows nothing"
 
 
 # -- numbers -------------------------------------------------------------------
@@ -462,16 +451,23 @@ class items(Keyword):
                 return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
+    def evaluate(self, x: Any) -> Marks | None:
+        if not self.valid(x):
+            return None
+        return ALL if len(x) > self.start else EMPTY
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
         node = self.node
+        failed = False
         for i in range(self.start, len(x)):
-            node.report(x[i], (path, i), out)
+            if node.report(x[i], (path, i), out) is None:
+                failed = True
+        if failed:
+            return None
+        return ALL if len(x) > self.start else EMPTY
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(self.node, False)]
-
-    def marks(self, x: Any) -> Marks:
-        return ALL if len(x) > self.start else set()
 
 
 class prefixItems(Keyword):
@@ -490,27 +486,39 @@ class prefixItems(Keyword):
                 return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
+    def evaluate(self, x: Any) -> Marks | None:
+        if not self.valid(x):
+            return None
+        return set(range(min(len(x), len(self.nodes))))
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        failed = False
         for i, (node, item) in enumerate(zip(self.nodes, x, strict=False)):
-            node.report(item, (path, i), out)
+            if node.report(item, (path, i), out) is None:
+                failed = True
+        return None if failed else set(range(min(len(x), len(self.nodes))))
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(node, False) for node in self.nodes]
 
-    def marks(self, x: Any) -> Marks:
-        return set(range(min(len(x), len(self.nodes))))
-
 
 class contains(Keyword):
-    __slots__ = ("high", "low", "marking", "node")
+    """``contains``, with ``minContains``/``maxContains`` (2019-09 on).
+
+    With ``evaluates`` (2020-12), the items it matches count as evaluated.
+    """
+
+    __slots__ = ("evaluates", "high", "low", "node")
     name = "contains"
     types = ARRAY
 
-    def __init__(self, node: Node, low: int, high: int | None, marking: bool) -> None:
+    def __init__(
+        self, node: Node, low: int, high: int | None, *, evaluates: bool
+    ) -> None:
         self.node = node
         self.low = low
         self.high = high
-        self.marking = marking
+        self.evaluates = evaluates
 
     def valid(self, x: Any) -> bool:
         check = self.node.valid
@@ -522,6 +530,22 @@ class contains(Keyword):
                     return True
         return found >= self.low and (self.high is None or found <= self.high)
 
+    def evaluate(self, x: Any) -> Marks | None:
+        if not self.evaluates:
+            return EMPTY if self.valid(x) else None
+        check = self.node.valid
+        matched = {i for i, item in enumerate(x) if check(item)}
+        found = len(matched)
+        if found < self.low or (self.high is not None and found > self.high):
+            return None
+        return matched
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        marks = self.evaluate(x)
+        if marks is None:
+            out.add(path, self.message(x))
+        return marks
+
     def message(self, x: Any) -> str:
         found = sum(1 for item in x if self.node.valid(item))
         if found < self.low:
@@ -532,11 +556,6 @@ class contains(Keyword):
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(self.node, False)]
-
-    def marks(self, x: Any) -> Marks:
-        if not self.marking:
-            return set()
-        return {i for i, item in enumerate(x) if self.node.valid(item)}
 
 
 # -- objects -------------------------------------------------------------------
@@ -609,10 +628,13 @@ class dependentRequired(Keyword):
                         return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        failed = False
         for key, names in self.rules:
             if key in x and any(name not in x for name in names):
                 out.add(path, f"{_missing(names, x)}, required by {show(key)}")
+                failed = True
+        return None if failed else EMPTY
 
 
 class dependentSchemas(Keyword):
@@ -631,23 +653,25 @@ class dependentSchemas(Keyword):
                 return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
+    def evaluate(self, x: Any) -> Marks | None:
+        marks: Marks = EMPTY
         for key, node in self.rules:
             if key in x:
-                node.report(x, path, out)
+                found = node.evaluate(x)
+                if found is None:
+                    return None
+                marks = union(marks, found)
+        return marks
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        marks: Marks | None = EMPTY
+        for key, node in self.rules:
+            if key in x:
+                marks = both(marks, node.report(x, path, out))
+        return marks
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(node, True) for _, node in self.rules]
-
-    def props(self, x: Any) -> Marks:
-        marks: Marks = set()
-        for key, node in self.rules:
-            if key in x:
-                marks = union(marks, node.props(x))
-        return marks
-
-    def marks(self, x: Any) -> Marks:
-        return set()
 
 
 class properties(Keyword):
@@ -664,16 +688,27 @@ class properties(Keyword):
                 return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
+    def evaluate(self, x: Any) -> Marks | None:
+        names = set()
         for name, node in self.nodes:
             if name in x:
-                node.report(x[name], (path, name), out)
+                if not node.valid(x[name]):
+                    return None
+                names.add(name)
+        return names
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        names: set[str] | None = set()
+        for name, node in self.nodes:
+            if name in x:
+                if node.report(x[name], (path, name), out) is None:
+                    names = None
+                elif names is not None:
+                    names.add(name)
+        return names
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(node, False) for _, node in self.nodes]
-
-    def props(self, x: Any) -> Marks:
-        return {name for name, _ in self.nodes if name in x}
 
 
 class patternProperties(Keyword):
@@ -691,17 +726,29 @@ class patternProperties(Keyword):
                     return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
+    def evaluate(self, x: Any) -> Marks | None:
+        names = set()
         for key, value in x.items():
             for search, node in self.rules:
                 if search(key):
-                    node.report(value, (path, key), out)
+                    if not node.valid(value):
+                        return None
+                    names.add(key)
+        return names
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        names: set[str] | None = set()
+        for key, value in x.items():
+            for search, node in self.rules:
+                if search(key):
+                    if node.report(value, (path, key), out) is None:
+                        names = None
+                    elif names is not None:
+                        names.add(key)
+        return names
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(node, False) for _, node in self.rules]
-
-    def props(self, x: Any) -> Marks:
-        return {k for k in x if any(search(k) for search, _ in self.rules)}
 
 
 class additionalProperties(Keyword):
@@ -726,19 +773,23 @@ class additionalProperties(Keyword):
                 return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
+    def evaluate(self, x: Any) -> Marks | None:
+        # Its siblings properties and patternProperties evaluate the rest.
+        return ALL if self.valid(x) else None
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
         extra = [k for k in x if self._additional(k)]
         if self.node.schema is False and extra:
             out.add(path, f"additional properties {show_many(extra)} not allowed")
-            return
+            return None
+        failed = False
         for key in extra:
-            self.node.report(x[key], (path, key), out)
+            if self.node.report(x[key], (path, key), out) is None:
+                failed = True
+        return None if failed else ALL
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(self.node, False)]
-
-    def props(self, x: Any) -> Marks:
-        return ALL
 
 
 class propertyNames(Keyword):
@@ -756,10 +807,13 @@ class propertyNames(Keyword):
                 return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        failed = False
         for key in x:
             if not self.node.valid(key):
                 out.add(path, f"invalid property name {show(key)}")
+                failed = True
+        return None if failed else EMPTY
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(self.node, False)]
@@ -781,24 +835,23 @@ class allOf(Keyword):
                 return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
+    def evaluate(self, x: Any) -> Marks | None:
+        marks: Marks = EMPTY
         for node in self.nodes:
-            node.report(x, path, out)
+            found = node.evaluate(x)
+            if found is None:
+                return None
+            marks = union(marks, found)
+        return marks
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        marks: Marks | None = EMPTY
+        for node in self.nodes:
+            marks = both(marks, node.report(x, path, out))
+        return marks
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(node, True) for node in self.nodes]
-
-    def props(self, x: Any) -> Marks:
-        marks: Marks = set()
-        for node in self.nodes:
-            marks = union(marks, node.props(x))
-        return marks
-
-    def marks(self, x: Any) -> Marks:
-        marks: Marks = set()
-        for node in self.nodes:
-            marks = union(marks, node.marks(x))
-        return marks
 
 
 class anyOf(allOf):
@@ -811,22 +864,22 @@ class anyOf(allOf):
                 return True
         return False
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
-        if not self.valid(x):
-            out.add(path, f"anyOf: value matches none of {len(self.nodes)} schemas")
-
-    def props(self, x: Any) -> Marks:
-        marks: Marks = set()
+    def evaluate(self, x: Any) -> Marks | None:
+        # Each branch that passes adds what it evaluated, until nothing of x
+        # is left to add.
+        marks: Marks | None = None
         for node in self.nodes:
-            if node.valid(x):
-                marks = union(marks, node.props(x))
+            found = node.evaluate(x)
+            if found is not None:
+                marks = found if marks is None else union(marks, found)
+                if complete(marks, x):
+                    break
         return marks
 
-    def marks(self, x: Any) -> Marks:
-        marks: Marks = set()
-        for node in self.nodes:
-            if node.valid(x):
-                marks = union(marks, node.marks(x))
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        marks = self.evaluate(x)
+        if marks is None:
+            out.add(path, f"anyOf: value matches none of {len(self.nodes)} schemas")
         return marks
 
 
@@ -843,12 +896,35 @@ class oneOf(anyOf):
                 found = True
         return found
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
-        matched = [i for i, node in enumerate(self.nodes) if node.valid(x)]
+    def _matches(self, x: Any) -> list[tuple[int, Marks]]:
+        matched = []
+        for i, node in enumerate(self.nodes):
+            found = node.evaluate(x)
+            if found is not None:
+                matched.append((i, found))
+        return matched
+
+    def evaluate(self, x: Any) -> Marks | None:
+        marks: Marks | None = None
+        nodes = self.nodes
+        for i, node in enumerate(nodes):
+            marks = node.evaluate(x)
+            if marks is not None:
+                # The others only need to fail: the fast path tells.
+                for other in nodes[i + 1 :]:
+                    if other.valid(x):
+                        return None
+                return marks
+        return None
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        matched = self._matches(x)
         if not matched:
             out.add(path, f"oneOf: value matches none of {len(self.nodes)} schemas")
         elif len(matched) > 1:
-            out.add(path, f"oneOf: value matches schemas {matched[0]} and {matched[1]}")
+            first, second = matched[0][0], matched[1][0]
+            out.add(path, f"oneOf: value matches schemas {first} and {second}")
+        return matched[0][1] if len(matched) == 1 else None
 
 
 class not_(Keyword):
@@ -869,6 +945,8 @@ class not_(Keyword):
 
 
 class if_(Keyword):
+    """``if``/``then``/``else``: what ``if`` evaluated counts when it passes."""
+
     __slots__ = ("else_", "if_", "then")
     name = "if"
 
@@ -877,32 +955,30 @@ class if_(Keyword):
         self.then = then
         self.else_ = else_
 
-    def _branch(self, x: Any) -> tuple[bool, Node | None]:
-        matched = self.if_.valid(x)
-        return matched, self.then if matched else self.else_
-
     def valid(self, x: Any) -> bool:
-        branch = self._branch(x)[1]
+        branch = self.then if self.if_.valid(x) else self.else_
         return branch is None or branch.valid(x)
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
-        branch = self._branch(x)[1]
-        if branch is not None:
-            branch.report(x, path, out)
+    def evaluate(self, x: Any) -> Marks | None:
+        marks = self.if_.evaluate(x)
+        branch = self.else_ if marks is None else self.then
+        marks = EMPTY if marks is None else marks
+        if branch is None:
+            return marks
+        found = branch.evaluate(x)
+        return None if found is None else union(marks, found)
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        marks = self.if_.evaluate(x)
+        branch = self.else_ if marks is None else self.then
+        marks = EMPTY if marks is None else marks
+        if branch is None:
+            return marks
+        return both(marks, branch.report(x, path, out))
 
     def children(self) -> list[tuple[Node, bool]]:
         nodes = [self.if_, self.then, self.else_]
         return [(node, True) for node in nodes if node is not None]
-
-    def props(self, x: Any) -> Marks:
-        matched, branch = self._branch(x)
-        marks = self.if_.props(x) if matched else set()
-        return marks if branch is None else union(marks, branch.props(x))
-
-    def marks(self, x: Any) -> Marks:
-        matched, branch = self._branch(x)
-        marks = self.if_.marks(x) if matched else set()
-        return marks if branch is None else union(marks, branch.marks(x))
 
 
 # -- references ----------------------------------------------------------------
@@ -911,37 +987,21 @@ class if_(Keyword):
 class ref(Keyword):
     """``$ref``: apply the target, failing a cycle that revisits it in place."""
 
-    __slots__ = ("dynamic", "node", "ref")
+    __slots__ = ("dynamic", "node", "ref", "static")
     name = "$ref"
 
     def __init__(self, ref: str, node: Node, dynamic: bool) -> None:
         self.ref = ref
         self.node = node
         self.dynamic = dynamic  # push the target's resource on the dynamic scope
+        self.static = True  # the target is node (no pick() call on the hot path)
 
     def pick(self) -> Node:
         return self.node
 
-    def _apply(self, x: Any, how: Callable[[Node], Any], cycle: Any) -> Any:
-        node = self.pick()
-        key = (id(node), id(x))
-        active = STATE.active
-        if key in active:
-            return cycle
-        active.add(key)
-        scope = STATE.scope
-        if self.dynamic:
-            scope.append(node.base_uri)
-        try:
-            return how(node)
-        finally:
-            active.discard(key)
-            if self.dynamic:
-                scope.pop()
-
     def valid(self, x: Any) -> bool:
-        # _apply inlined: this is the hot path of recursive schemas.
-        node = self.pick()
+        # The hot path of recursive schemas: written out, no helper call.
+        node = self.node if self.static else self.pick()
         key = (id(node), id(x))
         active = STATE.active
         if key in active:
@@ -960,29 +1020,56 @@ class ref(Keyword):
             active.discard(key)
             scope.pop()
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
-        if self._apply(x, lambda node: node.report(x, path, out), True) is True:
+    def evaluate(self, x: Any) -> Marks | None:
+        # As valid, for the annotation path (one frame less than a helper).
+        node = self.node if self.static else self.pick()
+        key = (id(node), id(x))
+        active = STATE.active
+        if key in active:
+            return None
+        active.add(key)
+        scope = STATE.scope
+        if self.dynamic:
+            scope.append(node.base_uri)
+        try:
+            return node.evaluate(x)
+        finally:
+            active.discard(key)
+            if self.dynamic:
+                scope.pop()
+
+    def report(self, x: Any, path: Path, out: Report) -> Marks | None:
+        node = self.node if self.static else self.pick()
+        key = (id(node), id(x))
+        active = STATE.active
+        if key in active:
             out.add(path, f"{self.name} {show(self.ref)} revisits a schema in a cycle")
+            return None
+        active.add(key)
+        scope = STATE.scope
+        if self.dynamic:
+            scope.append(node.base_uri)
+        try:
+            return node.report(x, path, out)
+        finally:
+            active.discard(key)
+            if self.dynamic:
+                scope.pop()
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(self.node, True)]
-
-    def props(self, x: Any) -> Marks:
-        return self._apply(x, lambda node: node.props(x), set())
-
-    def marks(self, x: Any) -> Marks:
-        return self._apply(x, lambda node: node.marks(x), set())
 
 
 class dynamicRef(ref):
     """``$dynamicRef``: the outermost resource in scope with the anchor wins."""
 
-    __slots__ = ("by_uri", "others")
+    __slots__ = ("by_uri",)
     name = "$dynamicRef"
 
     def __init__(self, ref: str, node: Node, by_uri: dict[str, Node]) -> None:
         super().__init__(ref, node, True)
         self.by_uri = by_uri
+        self.static = False
 
     def pick(self) -> Node:
         for uri in STATE.scope:
@@ -1016,70 +1103,75 @@ class recursiveRef(dynamicRef):
 # -- unevaluated ---------------------------------------------------------------
 
 
-class unevaluatedProperties(Keyword):
-    __slots__ = ("node", "owner")
-    name = "unevaluatedProperties"
-    types = OBJECT
+class Final(ABC):
+    """A keyword that applies its subschema to what its siblings left
+    unevaluated: its node runs it last, with the siblings' marks.
 
-    def __init__(self, node: Node, owner: Node) -> None:
+    One pass over the siblings gives both their verdict and their marks
+    (:meth:`Keyword.evaluate`), so a final keyword adds no walk of its own
+    over the subschemas they apply.
+    """
+
+    __slots__ = ("node",)
+    name = ""
+    types: frozenset[type]
+
+    def __init__(self, node: Node) -> None:
         self.node = node
-        self.owner = owner
 
-    def _unevaluated(self, x: Any) -> list[str]:
-        seen: Marks = set()
-        for keyword in self.owner.keywords:
-            if keyword is not self:
-                seen = union(seen, keyword.props(x))
-                if seen is ALL:
-                    return []
-        return [key for key in x if key not in seen]  # type: ignore[operator]
+    @abstractmethod
+    def rest(self, x: Any, marks: Marks) -> list[Any]:
+        """The property names or indices of ``x`` not in ``marks``."""
 
-    def valid(self, x: Any) -> bool:
+    @abstractmethod
+    def refusal(self, rest: list[Any]) -> str:
+        """The line for ``rest`` when the subschema is ``false``."""
+
+    def valid(self, x: Any, marks: Marks) -> bool:
+        if marks is ALL:
+            return True
         check = self.node.valid
-        for key in self._unevaluated(x):  # noqa: SIM110
+        for key in self.rest(x, marks):  # noqa: SIM110
             if not check(x[key]):
                 return False
         return True
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
-        extra = self._unevaluated(x)
-        if self.node.schema is False and extra:
-            out.add(path, f"unevaluated properties {show_many(extra)} not allowed")
-            return
-        for key in extra:
-            self.node.report(x[key], (path, key), out)
+    def report(self, x: Any, marks: Marks, path: Path, out: Report) -> bool:
+        rest = [] if marks is ALL else self.rest(x, marks)
+        if self.node.schema is False and rest:
+            out.add(path, self.refusal(rest))
+            return False
+        passed = True
+        for key in rest:
+            if self.node.report(x[key], (path, key), out) is None:
+                passed = False
+        return passed
 
     def children(self) -> list[tuple[Node, bool]]:
         return [(self.node, False)]
 
-    def props(self, x: Any) -> Marks:
-        return ALL
+
+class unevaluatedProperties(Final):
+    __slots__ = ()
+    name = "unevaluatedProperties"
+    types = OBJECT
+
+    def rest(self, x: Any, marks: Marks) -> list[Any]:
+        return [key for key in x if key not in marks]  # type: ignore[operator]
+
+    def refusal(self, rest: list[Any]) -> str:
+        return f"unevaluated properties {show_many(rest)} not allowed"
 
 
-class unevaluatedItems(unevaluatedProperties):
+class unevaluatedItems(Final):
     __slots__ = ()
     name = "unevaluatedItems"
     types = ARRAY
 
-    def _unevaluated(self, x: Any) -> list[int]:  # type: ignore[override]
-        seen: Marks = set()
-        for keyword in self.owner.keywords:
-            if keyword is not self:
-                seen = union(seen, keyword.marks(x))
-                if seen is ALL:
-                    return []
-        return [i for i in range(len(x)) if i not in seen]  # type: ignore[operator]
+    def rest(self, x: Any, marks: Marks) -> list[Any]:
+        if complete(marks, x):
+            return []
+        return [i for i in range(len(x)) if i not in marks]  # type: ignore[operator]
 
-    def report(self, x: Any, path: Path, out: Report) -> None:
-        extra = self._unevaluated(x)
-        if self.node.schema is False and extra:
-            out.add(path, f"unevaluated items at {show_many(extra)} not allowed")
-            return
-        for i in extra:
-            self.node.report(x[i], (path, i), out)
-
-    def props(self, x: Any) -> Marks:
-        return set()
-
-    def marks(self, x: Any) -> Marks:
-        return ALL
+    def refusal(self, rest: list[Any]) -> str:
+        return f"unevaluated items at {show_many(rest)} not allowed"

@@ -16,12 +16,13 @@ number of nodes.
 
 Keywords mean what python-jsonschema makes of them, for the keywords
 meta-schemas use: ``format`` is an annotation, ``pattern`` a Python regular
-expression, and ``1.0`` an integer only when ``fraction_integers`` says so
-(draft-06 on). One deliberate difference: ``uniqueItems`` compares JSON values
-by hashing (:func:`~narad.schema.jsontext.json_key`), where python-jsonschema
-sorts and compares neighbours, which is quadratic on items that do not sort
-and misses a duplicate that sorts apart (``[[1], [true], [1]]``). A
-meta-schema using any other keyword is refused when built.
+expression, and ``1.0`` an integer only when the draft's ``fraction_integers``
+says so (draft-06 on). One deliberate difference: ``uniqueItems`` compares
+JSON values by hashing (:func:`~narad.schema.jsontext.json_key`), where
+python-jsonschema sorts and compares neighbours, which is quadratic on items
+that do not sort and misses a duplicate that sorts apart
+(``[[1], [true], [1]]``). A meta-schema using any other keyword is refused
+when built.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ import jsonschema_specifications
 
 from narad.schema.drafts import Draft
 from narad.schema.jsontext import json_key
+from narad.schema.resolver import REFERENCE_KEYWORDS
 from narad.schema.resolver import escape
+from narad.schema.resolver import lookup
 from narad.schema.resolver import urljoin
 
 __all__ = ("MetaSchema",)
@@ -69,7 +72,6 @@ _ANNOTATIONS = frozenset(
         "title",
     }
 )
-_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 _NUMBERS = (int, Decimal, float)
 _TYPES: dict[str, tuple[type, ...]] = {
     "array": (list,),
@@ -123,12 +125,12 @@ class MetaSchema:
     """A draft's meta-schema, compiled for checking schema documents.
 
     Args:
-        draft: The draft; its ``meta_schema`` is the root, and its
+        draft: The draft; its ``meta_schema`` is the root, its
             ``id_keyword`` and ``ref_overrides_siblings`` say how the
-            meta-schema itself is read.
+            meta-schema itself is read, and ``fraction_integers`` whether
+            ``1.0`` and ``1e2`` count as integers.
         lookup: The meta-schema resources the root refers to, by URI (for
             instance ``jsonschema_specifications.REGISTRY.contents``).
-        fraction_integers: ``1.0`` and ``1e2`` count as integers (draft-06 on).
 
     Raises:
         ValueError: the meta-schema uses a keyword or reference this module
@@ -139,12 +141,10 @@ class MetaSchema:
         self,
         draft: Draft,
         lookup: Callable[[str], Mapping[str, Any]],
-        *,
-        fraction_integers: bool,
     ) -> None:
         self._draft = draft
         self._lookup = lookup
-        self._fraction_integers = fraction_integers
+        self._fraction_integers = draft.fraction_integers
         self._root_schema = draft.meta_schema
         self._nodes: dict[int, _Node] = {}
         self._types: dict[str | tuple[str, ...], Rule] = {}
@@ -195,7 +195,7 @@ class MetaSchema:
         if self._draft.ref_overrides_siblings and "$ref" in schema:
             schema = {"$ref": schema["$ref"]}
         assertions = [name for name in schema if name not in _ANNOTATIONS]
-        if len(assertions) == 1 and assertions[0] in _REFERENCES:
+        if len(assertions) == 1 and assertions[0] in REFERENCE_KEYWORDS:
             # A bare reference is the node it leads to.
             target, target_base = self._resolve(assertions[0], schema, base)
             node = self._nodes[key] = self._compile(target, target_base)
@@ -210,7 +210,7 @@ class MetaSchema:
         self, node: _Node, keyword: str, schema: Mapping[str, Any], base: str
     ) -> None:
         value = schema[keyword]
-        if keyword in _REFERENCES:
+        if keyword in REFERENCE_KEYWORDS:
             node.merge(self._compile(*self._resolve(keyword, schema, base)))
         elif keyword == "allOf":
             for branch in value:
@@ -246,11 +246,7 @@ class MetaSchema:
         uri, fragment = urljoin(base, ref)
         if fragment and not fragment.startswith("/"):
             raise ValueError("meta-schema: a $ref to an anchor is not supported")
-        target: Any = self._resource(uri)
-        for token in fragment.split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
-            target = target[int(token)] if isinstance(target, list) else target[token]
-        return target, uri
+        return lookup(self._resource(uri), fragment), uri
 
     def _dynamic_target(self, keyword: str, ref: str, base: str) -> tuple[Any, str]:
         # The dynamic scope of a meta-schema check always starts at its root,
@@ -482,17 +478,15 @@ def specification_draft(
     name: str,
     uri: str,
     keywords: frozenset[str],
-    *,
-    id_keyword: str = "$id",
-    ref_overrides_siblings: bool = False,
-    fraction_integers: bool = True,
-    default: bool = False,
+    **flags: Any,
 ) -> Draft:
     """A :class:`Draft` for a dialect whose meta-schema
     ``jsonschema_specifications`` ships, with its compiled meta-schema check.
 
-    ``uri`` selects the draft with and without a trailing ``#``. Draft plugins
-    (built-in or not) call this once at import.
+    ``uri`` selects the draft with and without a trailing ``#``; ``flags``
+    are the :class:`Draft` fields that say how the draft differs (e.g.
+    ``ref_overrides_siblings=True``) and ``default``. Draft plugins (built-in
+    or not) call this once at import.
     """
     lookup = jsonschema_specifications.REGISTRY.contents
     draft = Draft(
@@ -500,9 +494,7 @@ def specification_draft(
         uris=(uri, uri + "#"),
         meta_schema=lookup(uri),
         keywords=keywords,
-        id_keyword=id_keyword,
-        ref_overrides_siblings=ref_overrides_siblings,
-        default=default,
+        **flags,
     )
-    meta = MetaSchema(draft, lookup, fraction_integers=fraction_integers)
+    meta = MetaSchema(draft, lookup)
     return replace(draft, meta_validator=meta.errors)

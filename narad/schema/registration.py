@@ -20,9 +20,12 @@ from typing import Any
 from narad.errors import InvalidSchema
 from narad.schema import jsontext
 from narad.schema.drafts import Draft
+from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import check_pattern
+from narad.schema.resolver import BASE_URI
 from narad.schema.resolver import MAP_SUBSCHEMAS
+from narad.schema.resolver import REFERENCE_KEYWORDS
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import join_pointer
 from narad.schema.shapes import ShapeError
@@ -39,15 +42,10 @@ __all__ = (
 )
 
 MAX_SIZE = 256 * 1024
-MAX_DEPTH = 64
+MAX_DEPTH = SCHEMA_DEPTH
 MAX_NAMES = 1024
 MAX_PATTERN_PROPERTIES = 64
 
-# The base URI of a document without an absolute $id. Only in-document
-# references are allowed, so it never reaches anything.
-BASE_URI = "narad://schema/registration"
-
-_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 # Keywords whose values are data, not schemas: a "$ref" inside is just a value.
 _DATA = frozenset({"const", "default", "enum", "examples"})
 
@@ -131,8 +129,12 @@ def _register(
     if document is True:
         return RegisteredSchema(document, compact, draft, high_cost=False)
     survey = _survey(document, draft)
+    index = SchemaIndex(document, draft=draft, base_uri=BASE_URI)
+    if index.duplicates:
+        # Which of the two a reference means is left undefined by the spec.
+        raise InvalidSchema(f"schema: {min(index.duplicates, key=str)}")
     try:
-        analysis = analyse(SchemaIndex(document, draft=draft, base_uri=BASE_URI))
+        analysis = analyse(index)
     except ShapeError as exc:
         raise InvalidSchema(f"schema: {exc}") from None
     # Last, because it is the slowest check: the analyses above only follow
@@ -172,10 +174,10 @@ class _Survey:
 # Where an object sits, as a linked list of reference tokens from the root
 # (innermost first): cheap to extend, and spelled out only for a message.
 _Where = tuple[str | int, "_Where"] | None
-_REFERENCE_KEYWORDS = frozenset(_REFERENCES)
 _NAMING = frozenset({"dependencies", "dependentRequired", "required"})
 # The keywords the survey reads: an object with none of them is only walked.
-_SURVEYED = _REFERENCE_KEYWORDS | _NAMING | {"$schema", "pattern", "patternProperties"}
+_REFERENCING = frozenset(REFERENCE_KEYWORDS)
+_SURVEYED = _REFERENCING | _NAMING | {"$schema", "pattern", "patternProperties"}
 
 
 def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
@@ -190,7 +192,7 @@ def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
     for where, schema in _schemas(document):
         if _SURVEYED.isdisjoint(schema):
             continue
-        if not _REFERENCE_KEYWORDS.isdisjoint(schema):
+        if not _REFERENCING.isdisjoint(schema):
             _check_references(where, schema)
         if "pattern" in schema or "patternProperties" in schema:
             _check_patterns(where, schema)
@@ -237,7 +239,7 @@ def _pointer(where: _Where) -> str:
 
 
 def _check_references(where: _Where, schema: dict[str, Any]) -> None:
-    for keyword in _REFERENCES:
+    for keyword in REFERENCE_KEYWORDS:
         ref = schema.get(keyword)
         # Only a fragment resolves inside the document; anything else (a URL,
         # a relative path, "", even the document's own $id) would load.

@@ -26,16 +26,29 @@ from urllib.parse import unquote
 from narad.schema.drafts import Draft
 
 __all__ = (
+    "BASE_URI",
     "LIST_SUBSCHEMAS",
     "MAP_SUBSCHEMAS",
+    "REFERENCE_KEYWORDS",
     "SINGLE_SUBSCHEMA",
+    "Duplicate",
     "SchemaIndex",
     "Target",
     "UnresolvableRef",
     "escape",
     "join_pointer",
+    "lookup",
+    "subschema_children",
+    "unescape",
     "urljoin",
 )
+
+# The keywords by which a subschema points elsewhere in the document.
+REFERENCE_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+# The base URI of a stored document without an absolute $id, for registration
+# and validation alike, so both read its nested $id values the same way. Only
+# in-document references are allowed, so it never reaches anything.
+BASE_URI = "narad://schema/registration"
 
 # Keywords whose value is a subschema, a list of them, or a map of them. Only
 # those the document's draft defines are walked; definitions containers are
@@ -83,6 +96,31 @@ class UnresolvableRef(ValueError):
 
 
 @dataclass(frozen=True)
+class Duplicate:
+    """Two subschemas of one document declaring the same URI.
+
+    Attributes:
+        what: ``"anchor"`` or ``"resource"``.
+        name: The anchor name, or the resource URI.
+        first: (pointer, keyword) of one declaration, the lesser pointer.
+        second: (pointer, keyword) of the other.
+    """
+
+    what: str
+    name: str
+    first: tuple[str, str]
+    second: tuple[str, str]
+
+    def __str__(self) -> str:
+        (a, a_keyword), (b, b_keyword) = self.first, self.second
+        if self.what == "resource":
+            what = f"the resource {self.name!r} is declared twice"
+        else:
+            what = f"the anchor {self.name!r} is declared twice in one resource"
+        return f"{what}: by the {a_keyword} at {a!r} and the {b_keyword} at {b!r}"
+
+
+@dataclass(frozen=True)
 class Target:
     """Where a reference leads.
 
@@ -102,6 +140,31 @@ def escape(token: str) -> str:
     if "~" in token or "/" in token:
         return token.replace("~", "~0").replace("/", "~1")
     return token  # the common case, called per subschema: no copies
+
+
+def unescape(token: str) -> str:
+    """Undo :func:`escape` on one reference token."""
+    if "~" in token:
+        return token.replace("~1", "/").replace("~0", "~")
+    return token
+
+
+def lookup(document: Any, pointer: str) -> Any:
+    """The value at JSON pointer ``pointer`` in ``document``.
+
+    Raises:
+        UnresolvableRef: the pointer leads nowhere in the document.
+    """
+    value = document
+    for token in pointer.split("/")[1:]:
+        token = unescape(token)
+        if isinstance(value, dict) and token in value:
+            value = value[token]
+        elif isinstance(value, list) and _is_index(token, len(value)):
+            value = value[int(token)]
+        else:
+            raise UnresolvableRef("reference to a place the document lacks")
+    return value
 
 
 def join_pointer(pointer: str, *tokens: str | int) -> str:
@@ -221,6 +284,10 @@ class SchemaIndex:
         recursive_anchors: Pointers of resource roots carrying
             ``"$recursiveAnchor": true``.
         has_dynamic_refs: The document uses ``$dynamicRef`` or ``$recursiveRef``.
+        duplicates: Each anchor declared twice in one resource, and each
+            resource URI two subschemas declare (registration refuses them;
+            of the two, the one the walk met first is in ``anchors`` and
+            ``resources``).
     """
 
     def __init__(self, document: Any, *, draft: Draft, base_uri: str) -> None:
@@ -233,8 +300,11 @@ class SchemaIndex:
         self.dynamic_anchors: dict[str, str] = {}
         self.recursive_anchors: set[str] = set()
         self.has_dynamic_refs = False
+        self.duplicates: list[Duplicate] = []
+        self._declared: dict[str, tuple[str, str]] = {}
         self.root_uri = urljoin(base_uri, "")[0]
         self.resources[self.root_uri] = ""
+        self._declared[self.root_uri] = ("", "base URI")
         self._walk(document)
         self.root_uri = self.base_uris[""]
 
@@ -278,29 +348,45 @@ class SchemaIndex:
 
     def _identify(self, pointer: str, schema: dict[str, Any], base: str) -> str:
         """Register the URIs ``schema`` declares; return its base URI."""
-        keywords = self.draft.keywords
-        id_keyword = self.draft.id_keyword
+        draft = self.draft
+        keywords = draft.keywords
+        id_keyword = draft.id_keyword
         declared = schema.get(id_keyword)
-        ignored = self.draft.ref_overrides_siblings and "$ref" in schema
+        ignored = draft.ref_overrides_siblings and "$ref" in schema
         if isinstance(declared, str) and id_keyword in keywords and not ignored:
             uri, fragment = urljoin(base, declared)
             if declared.startswith("#"):
                 uri = base
             else:
                 base = uri
-                self.resources.setdefault(uri, pointer)
-            if fragment and "$anchor" not in keywords:
-                self.anchors.setdefault(f"{uri}#{fragment}", pointer)
+                self._declare("resource", uri, uri, pointer, id_keyword)
+            if fragment and draft.id_fragment_anchors:
+                key = f"{uri}#{fragment}"
+                self._declare("anchor", key, fragment, pointer, id_keyword)
         for keyword in ("$anchor", "$dynamicAnchor"):
             name = schema.get(keyword)
             if isinstance(name, str) and keyword in keywords:
-                self.anchors.setdefault(f"{base}#{name}", pointer)
+                key = f"{base}#{name}"
+                self._declare("anchor", key, name, pointer, keyword)
                 if keyword == "$dynamicAnchor":
-                    self.dynamic_anchors.setdefault(f"{base}#{name}", pointer)
+                    self.dynamic_anchors.setdefault(key, pointer)
         recursive = schema.get("$recursiveAnchor") is True
         if recursive and "$recursiveAnchor" in keywords and self._is_resource(pointer):
             self.recursive_anchors.add(pointer)
         return base
+
+    def _declare(
+        self, what: str, key: str, name: str, pointer: str, keyword: str
+    ) -> None:
+        """Enter ``key`` in ``resources`` or ``anchors``; a second subschema
+        declaring it is a duplicate (one may declare an anchor twice)."""
+        table = self.resources if what == "resource" else self.anchors
+        known = table.setdefault(key, pointer)
+        if known == pointer:
+            self._declared.setdefault(key, (pointer, keyword))
+            return
+        first, second = sorted([self._declared[key], (pointer, keyword)])
+        self.duplicates.append(Duplicate(what, name, first, second))
 
     def _is_resource(self, pointer: str) -> bool:
         return pointer == "" or pointer in self.resources.values()
@@ -380,15 +466,7 @@ class SchemaIndex:
     def _lookup(self, pointer: str) -> Any:
         if pointer in self.subschemas:
             return self.subschemas[pointer]
-        value = self.document
-        for token in pointer.split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
-            if isinstance(value, dict) and token in value:
-                value = value[token]
-            elif isinstance(value, list) and _is_index(token, len(value)):
-                value = value[int(token)]
-            else:
-                raise UnresolvableRef("reference to a place the document lacks")
+        value = lookup(self.document, pointer)
         if not isinstance(value, dict | bool):
             raise UnresolvableRef("reference to a value that is not a schema")
         return value

@@ -11,6 +11,13 @@ and whose edges say how the validator moves between them:
   name, a pattern, "other properties" of a parent, an array index, every item,
   or a property's name (``propertyNames``).
 
+``unevaluatedProperties`` and ``unevaluatedItems`` are child edges too ("other
+properties", every item). The annotations they read come from the same single
+pass that gives the verdict (:meth:`narad.schema.keywords.Keyword.evaluate`),
+so no keyword re-applies a subschema to the same value beyond the in-place
+edges above, and those are all counted, as if every branch of a union ran
+(they do, where annotations are collected).
+
 Two child edges can reach the same value only if their labels can name one
 child: ``properties/a`` and ``properties/b`` cannot, ``properties/a`` and a
 ``patternProperties`` pattern matching ``a`` can, ``items`` and any index can.
@@ -47,12 +54,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from narad.schema.graphs import strongly_connected_components
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import compile_pattern
+from narad.schema.resolver import REFERENCE_KEYWORDS
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import UnresolvableRef
 from narad.schema.resolver import escape
 from narad.schema.resolver import join_pointer
+from narad.schema.resolver import lookup
 
 __all__ = ("MAX_PATHS", "MAX_SUBSCHEMAS_PER_VALUE", "Analysis", "ShapeError", "analyse")
 
@@ -68,7 +78,6 @@ _VALUES_KEPT = 256
 _STEPS_PER_SUBSCHEMA = 50
 _STEPS_MINIMUM = 100_000
 
-_REFERENCES = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
 _IN_PLACE_LISTS = frozenset({"allOf", "anyOf", "oneOf"})
 _IN_PLACE_SINGLE = frozenset({"not", "if", "then", "else"})
 _IN_PLACE_MAPS = frozenset({"dependentSchemas", "dependencies"})
@@ -111,7 +120,7 @@ def analyse(index: SchemaIndex) -> Analysis:
         ShapeError: a reference leads nowhere, or one of the shapes is found.
     """
     graph = _Graph(index)
-    components = _components(graph.order, graph.out)
+    components = strongly_connected_components(graph.order, graph.out)
     sizes = _sizes(components)
     in_place = _in_place_components(graph, components, sizes)
     _check_negated_cycles(graph, in_place)
@@ -212,18 +221,10 @@ class _Graph:
         value = self.index.subschemas.get(pointer, _UNKNOWN)
         if value is not _UNKNOWN:
             return value
-        value = self.index.document
-        for token in pointer.split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
-            if isinstance(value, dict):
-                value = value.get(token)
-            elif (
-                isinstance(value, list) and token.isdigit() and int(token) < len(value)
-            ):
-                value = value[int(token)]
-            else:
-                value = None
-        return value
+        try:
+            return lookup(self.index.document, pointer)
+        except UnresolvableRef:
+            return None
 
     def _edges(self, pointer: str, schema: Any) -> list[_RawEdge]:
         """The edges out of ``schema``, each with its target's pointer and,
@@ -238,7 +239,7 @@ class _Graph:
             if keyword not in keywords:
                 continue
             at = pointer + "/" + escape(keyword)
-            if keyword in _REFERENCES:
+            if keyword in REFERENCE_KEYWORDS:
                 base = self.index.base_uri_at(pointer)
                 for target in self._targets(keyword, value, base, at):
                     edges.append((target, _UNKNOWN, keyword, at, None))
@@ -365,69 +366,6 @@ def _reaches(graph: _Graph, label: Label, child: Label) -> bool:
 # -- Shape 3: in-place cycles through not, if, oneOf ---------------------------
 
 
-def _components(
-    roots: list[int],
-    edges: Sequence[Sequence[Any]],
-    within: list[int] | None = None,
-) -> list[int]:
-    """Strongly connected components (Tarjan, iterative): node -> component id.
-
-    ``edges`` are each node's edges, graph or in-place: each leads to its
-    first item. With ``within`` (components of a coarser graph), an edge
-    leaving one of those is not followed. A node not reached from ``roots``
-    gets -1.
-    """
-    size = len(edges)
-    number = [-1] * size
-    low = [0] * size
-    component = [-1] * size
-    on_stack = [False] * size
-    stack: list[int] = []
-    count = 0
-    for root in roots:
-        if number[root] >= 0:
-            continue
-        number[root] = low[root] = count
-        count += 1
-        stack.append(root)
-        on_stack[root] = True
-        work = [(root, iter(edges[root]))]
-        while work:
-            node, children = work[-1]
-            for edge in children:
-                child = edge[0]
-                if within is not None and within[child] != within[node]:
-                    continue
-                if number[child] < 0 and not edges[child]:
-                    # A leaf: a component of its own, finished at once.
-                    number[child] = low[child] = component[child] = count
-                    count += 1
-                    continue
-                if number[child] < 0:
-                    number[child] = low[child] = count
-                    count += 1
-                    stack.append(child)
-                    on_stack[child] = True
-                    work.append((child, iter(edges[child])))
-                    break
-                if on_stack[child] and number[child] < low[node]:
-                    low[node] = number[child]
-            else:
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    if low[node] < low[parent]:
-                        low[parent] = low[node]
-                if low[node] == number[node]:
-                    while True:
-                        member = stack.pop()
-                        on_stack[member] = False
-                        component[member] = number[node]
-                        if member == node:
-                            break
-    return component
-
-
 def _in_place_components(
     graph: _Graph, components: list[int], sizes: list[int]
 ) -> list[int]:
@@ -438,7 +376,7 @@ def _in_place_components(
     its own.
     """
     roots = [node for node in graph.order if sizes[components[node]] > 1]
-    found = _components(roots, graph.in_place, components)
+    found = strongly_connected_components(roots, graph.in_place, components)
     return [-1 - node if c < 0 else c for node, c in enumerate(found)]
 
 
@@ -845,6 +783,9 @@ def _check_path_counts(
 def _applies_many(
     graph: _Graph, order: list[int], forward: list[Sequence[Edge]]
 ) -> bool:
+    """Whether some value gets more than 64 subschemas applied to it: every
+    subschema its in-place edges reach from one subschema, counted along
+    every path (the high-cost class of "Validation capacity")."""
     applied = [1] * len(graph.out)  # what a node without edges applies
     for node in reversed(order):
         if not forward[node]:
@@ -853,7 +794,7 @@ def _applies_many(
         for target, keyword, _, label in forward[node]:
             if label is None:
                 # A reference and its target are one subschema applied.
-                hop = keyword in _REFERENCES
+                hop = keyword in REFERENCE_KEYWORDS
                 total = min(total + applied[target] - hop, _CAP)
         applied[node] = total
     return max(applied) > MAX_SUBSCHEMAS_PER_VALUE

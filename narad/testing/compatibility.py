@@ -1,32 +1,35 @@
-"""Check a pair of schemas with the installed plugins, as a schema change is.
+"""Check a pair of schemas with your plugins, as a schema change is checked.
 
 For the tests of a compatibility rule plugin::
 
+    import my_rules
     from narad.testing.compatibility import check_compatibility
 
     def test_dropping_x_sensitive_is_refused():
         [violation] = check_compatibility(
             '{"properties": {"ssn": {"x-sensitive": true}}}',
             '{"properties": {"ssn": {}}}',
+            plugins={"my_rules": my_rules},
         )
         assert violation.pointer == "/properties/ssn"
         assert violation.keyword == "x-sensitive"
 
-The plugin under test must be installed (its entry point in the ``narad``
-group), as it is for a node; or pass ``plugins`` explicitly.
+Without ``plugins``, the installed plugins apply (entry-point group
+``narad``), as on a node.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
 from narad.compatibility import Violation
 from narad.plugins import Plugins
-from narad.plugins import get_plugin_manager
 from narad.schema import compatibility
 from narad.schema.registration import register
+from narad.testing import load_plugins
 
 __all__ = ("check_compatibility", "installed_plugins")
 
@@ -34,14 +37,14 @@ __all__ = ("check_compatibility", "installed_plugins")
 @cache
 def installed_plugins() -> Plugins:
     """Every installed plugin and the built-ins, loaded once per process."""
-    return Plugins(get_plugin_manager())
+    return load_plugins(entry_points=True)
 
 
 def check_compatibility(
     old: str | bytes | Any,
     new: str | bytes | Any,
     *,
-    plugins: Plugins | None = None,
+    plugins: Plugins | Mapping[str, object] | None = None,
     first: bool = False,
 ) -> list[Violation]:
     """Every way ``new`` could refuse a message ``old`` accepted, as Narad
@@ -55,7 +58,10 @@ def check_compatibility(
         old: The previous version: its JSON text (``str`` or ``bytes``, numbers
             kept exact), or a parsed document (a ``dict`` or ``True``).
         new: The proposed version, the same way.
-        plugins: The plugins whose drafts and rules apply; by default
+        plugins: Your plugins by name (a module, or any object with hook
+            implementations), added to the built-ins as
+            :func:`narad.testing.load_plugins` adds them; or a loaded
+            :class:`~narad.plugins.Plugins` set; by default
             :func:`installed_plugins`.
         first: Stop at the first violation, as a ``PATCH`` does; by default
             every violation is reported, as a dry run does.
@@ -66,8 +72,12 @@ def check_compatibility(
 
     Raises:
         narad.errors.InvalidSchema: a document Narad would not register.
+        narad.errors.PluginError: ``plugins`` would stop a node's start-up.
     """
-    plugins = installed_plugins() if plugins is None else plugins
+    if plugins is None:
+        plugins = installed_plugins()
+    elif not isinstance(plugins, Plugins):
+        plugins = load_plugins(plugins)
     drafts, default = plugins.drafts()
     before = register(_text(old), drafts=drafts, default_draft=default)
     after = register(_text(new), drafts=drafts, default_draft=default)

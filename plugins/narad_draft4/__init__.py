@@ -3,50 +3,12 @@
 from __future__ import annotations
 
 from narad import hookimpl
+from narad.schema.drafts import DRAFT4_KEYWORDS
 from narad.schema.drafts import Draft
 from narad.schema.metaschema import specification_draft
 
 URI = "http://json-schema.org/draft-04/schema"
-
-KEYWORDS = frozenset(
-    {
-        "$ref",
-        "$schema",
-        "additionalItems",
-        "additionalProperties",
-        "allOf",
-        "anyOf",
-        "default",
-        "definitions",
-        "dependencies",
-        "description",
-        "enum",
-        "exclusiveMaximum",
-        "exclusiveMinimum",
-        "format",
-        "id",
-        "items",
-        "maxItems",
-        "maxLength",
-        "maxProperties",
-        "maximum",
-        "minItems",
-        "minLength",
-        "minProperties",
-        "minimum",
-        "multipleOf",
-        "not",
-        "oneOf",
-        "pattern",
-        "patternProperties",
-        "properties",
-        "required",
-        "title",
-        "type",
-        "uniqueItems",
-    }
-)
-
+KEYWORDS = DRAFT4_KEYWORDS
 
 DRAFT = specification_draft(
     "04",
@@ -54,7 +16,10 @@ DRAFT = specification_draft(
     KEYWORDS,
     id_keyword="id",
     ref_overrides_siblings=True,
-    # As python-jsonschema reads draft-04: 1.0 and 1e2 are numbers, not integers.
+    id_fragment_anchors=True,
+    boolean_exclusive_bounds=True,
+    # As python-jsonschema reads draft-04's meta-schema: 1.0 and 1e2 are numbers,
+    # not integers there (validation counts them as integers on every draft).
     fraction_integers=False,
 )
 

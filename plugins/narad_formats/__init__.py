@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
+from unicodedata import bidirectional
+from unicodedata import normalize
 
 import idna
-import re2
 
 from narad import hookimpl
-from narad.schema.keywords import compile_pattern
-from narad.schema.keywords import regex_search
+from narad.schema.patterns import PatternError
+from narad.schema.patterns import compile_pattern
+from narad.schema.patterns import regex_search
 
 __all__ = ("CHECKERS", "narad_format_checkers")
 
@@ -84,9 +86,11 @@ def is_date_time(value: str) -> bool:
     return bool(sep) and is_date(date) and is_time(time)
 
 
-_DURATION_TIME = r"T(?:[0-9]+H(?:[0-9]+M)?(?:[0-9]+S)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+# RFC 3339 appendix A: each unit may only be followed by the next smaller one
+# (P1Y2D and PT1H2S skip one and are invalid).
+_DURATION_TIME = r"T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
 is_duration = _full(
-    r"P(?:[0-9]+W|(?:[0-9]+Y(?:[0-9]+M)?(?:[0-9]+D)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)"
+    r"P(?:[0-9]+W|(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)"
     r"(?:" + _DURATION_TIME + r")?|" + _DURATION_TIME + r")"
 )
 is_uuid = _full(
@@ -139,13 +143,24 @@ def is_hostname(value: str) -> bool:
     return True
 
 
+# The full stops IDNA reads as label separators (RFC 3490 section 3.1).
+_DOTS = ".\u3002\uff0e\uff61"
+_RTL = frozenset({"R", "AL", "AN"})
+
+
 def is_idn_hostname(value: str) -> bool:
     # A hostname is at most 253 ASCII characters, so a U-label form cannot be
     # much longer; refusing early keeps the IDNA tables off hostile input.
-    if not value or len(value) > 1024:
+    if not value or len(value) > 1024 or value[-1] in _DOTS:
         return False
     try:
         encoded = idna.encode(value, uts46=False)
+        labels = encoded.decode("ascii").split(".")
+        # RFC 5893: in a domain with a right-to-left label, every label (the
+        # left-to-right ones too) keeps the Bidi rule.
+        if any(_RTL.intersection(map(bidirectional, value))):
+            for label in labels:
+                idna.check_bidi(idna.decode(label), check_ltr=True)
     except (idna.IDNAError, UnicodeError, ValueError):
         return False
     return len(encoded) <= 253
@@ -180,7 +195,10 @@ def is_email(value: str) -> bool:
 
 
 def is_idn_email(value: str) -> bool:
-    return _email(value, _IDN_LOCAL, is_idn_hostname)
+    # RFC 6531 takes the domain as written; IDNA wants its labels in NFC.
+    return _email(
+        value, _IDN_LOCAL, lambda host: is_idn_hostname(normalize("NFC", host))
+    )
 
 
 # -- URIs and IRIs (RFC 3986, RFC 3987) ----------------------------------------
@@ -237,7 +255,7 @@ is_iri_reference = _uri_checker(_IRI_REFERENCE)
 _VARCHAR = r"(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})"
 _VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
 is_uri_template = _full(
-    rf"(?:[^{{}}\x00-\x20\"'<>\\^`|]|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
+    rf"(?:[^{{}}\x00-\x20\x7f\"<>\\^`|]|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
 )
 
 
@@ -258,7 +276,7 @@ def is_regex(value: str) -> bool:
         return False
     try:
         compile_pattern(value)
-    except re2.error:
+    except PatternError:
         return False
     return True
 

@@ -1,25 +1,60 @@
 """The ``redis`` storage backend: Redis, Valkey, Sentinel-less primaries, RedisRaft.
 
-Serves ``redis://``, ``rediss://`` and ``unix://`` storage URLs.
+Serves ``redis://``, ``rediss://`` and ``unix://`` storage URLs. Its settings
+live under ``[plugins.redis]`` (``NARAD_PLUGINS_REDIS_*``).
 """
 
 from __future__ import annotations
 
 from narad import hookimpl
 from narad.config import Config
+from narad.config import Setting
+from narad.config import integer
 from narad_redis.client import RetryingClient
 from narad_redis.storage import RedisStorage
 
-__all__ = ("RedisStorage", "RetryingClient")
+__all__ = ("SECTION", "RedisStorage", "RetryingClient", "connect")
+
+SECTION = "redis"
+
+SETTINGS = (
+    Setting(
+        "retry_attempts",
+        8,
+        integer(0, 100),
+        "retries after MOVED, CLUSTERDOWN, TRYAGAIN or a lost connection",
+    ),
+    Setting(
+        "retry_backoff_ms",
+        20,
+        integer(1, 60_000),
+        "first retry delay; doubles each attempt",
+    ),
+    Setting(
+        "retry_backoff_max_ms", 1000, integer(1, 600_000), "cap on one retry delay"
+    ),
+    Setting(
+        "socket_timeout_ms", 15_000, integer(100, 600_000), "storage socket timeout"
+    ),
+    Setting(
+        "pool_size",
+        32,
+        integer(1, 10_000),
+        "storage connections per worker process; requests queue for a free one",
+    ),
+)
 
 
 def connect(url: str, config: Config) -> RedisStorage:
+    """A storage over ``url`` (defaults for settings ``config`` lacks)."""
+    settings = {s.name: s.default for s in SETTINGS} | config.plugin(SECTION)
     client = RetryingClient(
         url,
-        attempts=config.get("storage.retry_attempts"),
-        backoff_s=config.get("storage.retry_backoff_ms") / 1000,
-        backoff_max_s=config.get("storage.retry_backoff_max_ms") / 1000,
-        socket_timeout_s=config.get("storage.socket_timeout_ms") / 1000,
+        attempts=settings["retry_attempts"],
+        backoff_s=settings["retry_backoff_ms"] / 1000,
+        backoff_max_s=settings["retry_backoff_max_ms"] / 1000,
+        socket_timeout_s=settings["socket_timeout_ms"] / 1000,
+        pool_size=settings["pool_size"],
     )
     return RedisStorage(client)
 
@@ -27,3 +62,8 @@ def connect(url: str, config: Config) -> RedisStorage:
 @hookimpl
 def narad_storage_backends():
     return {"redis": connect, "rediss": connect, "unix": connect}
+
+
+@hookimpl
+def narad_settings():
+    return {SECTION: SETTINGS}

@@ -19,10 +19,12 @@ import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import ClusterDownError
 from redis.exceptions import MovedError
+from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TryAgainError
 from redis.retry import Retry
 
 from narad.errors import StorageError
+from narad.errors import StorageFull
 from narad.metrics import STORAGE_RETRIES
 
 T = TypeVar("T")
@@ -50,6 +52,7 @@ class RetryingClient:
         backoff_s: float = 0.02,
         backoff_max_s: float = 1.0,
         socket_timeout_s: float = 15.0,
+        pool_size: int = 32,
         client: redis.Redis | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -65,10 +68,18 @@ class RetryingClient:
             "health_check_interval": 30,
             # RESP2: every RESP server speaks it (RedisRaft, older Redis).
             "protocol": 2,
+            # A gevent worker runs thousands of requests at once: without a
+            # bound, each concurrent storage call would open a connection.
+            # Callers queue for one of pool_size instead (as long as a
+            # command may take), and a waiting consumer holds none.
+            "max_connections": pool_size,
+            "timeout": socket_timeout_s,
         }
-        self.redis = (
-            client if client is not None else redis.Redis.from_url(url, **self._options)
-        )
+        self.redis = client if client is not None else self._connect(url)
+
+    def _connect(self, url: str) -> redis.Redis:
+        pool = redis.BlockingConnectionPool.from_url(url, **self._options)
+        return redis.Redis(connection_pool=pool)
 
     def call(self, fn: Callable[[redis.Redis], T]) -> T:
         """Run ``fn(client)``, following MOVED and retrying transient errors."""
@@ -78,9 +89,13 @@ class RetryingClient:
                 return fn(self.redis)
             except MovedError as exc:
                 STORAGE_RETRIES.labels(reason="moved").inc()
-                self._move_to(exc.host, exc.port)
+                self.move_to(exc.host, exc.port)
                 last: Exception = exc
                 continue  # the leader is named: no need to wait
+            except OutOfMemoryError as exc:
+                # -OOM: over maxmemory, the server refused the write before it
+                # changed anything (a script is refused at its first write).
+                raise StorageFull(str(exc)) from exc
             except _TRANSIENT as exc:
                 reason = _REASONS.get(type(exc), "connection")
                 STORAGE_RETRIES.labels(reason=reason).inc()
@@ -92,11 +107,17 @@ class RetryingClient:
             f"storage unavailable after {self.attempts} retries: {last}"
         ) from last
 
-    def _move_to(self, host: str, port: int) -> None:
+    def move_to(self, host: str, port: int) -> None:
+        """Talk to ``host:port`` from now on (the leader a MOVED named)."""
         kwargs = dict(self.redis.connection_pool.connection_kwargs)
         kwargs.pop("path", None)  # the leader is named by host:port
         kwargs.update(host=host, port=port)
-        pool = redis.ConnectionPool(connection_class=redis.Connection, **kwargs)
+        pool = redis.BlockingConnectionPool(
+            connection_class=redis.Connection,
+            max_connections=self._options["max_connections"],
+            timeout=self._options["timeout"],
+            **kwargs,
+        )
         old, self.redis = self.redis, redis.Redis(connection_pool=pool)
         old.close()
 

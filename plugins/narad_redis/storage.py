@@ -15,25 +15,42 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
 ``cursor`` is the next offset never delivered, ``floor`` the lowest offset not
 yet acked. Every write is one script from ``scripts/``; reads that need no
 atomicity are plain pipelined commands.
+
+Notifications travel on one pub/sub channel, ``narad:events``, published by
+the scripts themselves (so an event is never lost between a write and its
+announcement): each message is ``<event> <topic>``, the event being a
+:class:`narad.storage.Event` value.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
 import redis
+from redis.exceptions import MovedError
 
+from narad.errors import StorageError
 from narad.storage import AppendResult
+from narad.storage import Capabilities
 from narad.storage import Entry
+from narad.storage import Event
 from narad.storage import Message
+from narad.storage import Notification
 from narad.storage import Page
 from narad.storage import PartitionStats
+from narad.storage import PayloadKind
 from narad.storage import ReserveResult
+from narad.storage import SchemaLimits
+from narad.storage import SchemaSize
 from narad.storage import SchemaVersion
 from narad.storage import SchemaWriteResult
+from narad.storage import ServerStatus
+from narad.storage import Settle
 from narad.storage import Status
+from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 from narad_redis.client import RetryingClient
 
@@ -54,7 +71,8 @@ class RedisStorage:
 
     TOPICS = "narad:topics"
     SCHEMA_BYTES = "narad:schema_bytes"
-    WAKE = "narad:wake:"
+    EVENTS = "narad:events"
+    capabilities = Capabilities(notifications=True)
 
     def __init__(self, client: RetryingClient) -> None:
         self.client = client
@@ -77,8 +95,9 @@ class RedisStorage:
         base = f"{self._topic(name)}:p{index}"
         return [base, base + ":log", base + ":lease", base + ":nonce", base + ":acked"]
 
-    def wake_channel(self, topic: str) -> str:
-        return self.WAKE + topic
+    def _event(self, event: Event, topic: str) -> list[str]:
+        """The channel and message a script publishes ``event`` with."""
+        return [self.EVENTS, f"{event.value} {topic}"]
 
     def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         fn = self.scripts[script]
@@ -86,11 +105,46 @@ class RedisStorage:
 
     # -- health -------------------------------------------------------------
 
+    def _own_connection(self) -> redis.Redis:
+        """A client on a connection of its own, outside the bounded pool, to
+        the server the pool currently talks to."""
+        pool = self.client.redis.connection_pool
+        return redis.Redis(
+            connection_pool=redis.ConnectionPool(
+                connection_class=pool.connection_class, **pool.connection_kwargs
+            )
+        )
+
     def ping(self) -> bool:
+        # Readiness answers even while every pooled connection is busy.
+        probe = self._own_connection()
         try:
-            return bool(self.client.redis.ping())
+            return bool(probe.ping())
         except (redis.RedisError, OSError):
             return False
+        finally:
+            probe.connection_pool.disconnect()
+
+    def server_status(self) -> ServerStatus | None:
+        # One round trip, tried once: callers poll it and must not hang on
+        # retries. INFO works for a user without CONFIG; RedisRaft answers
+        # INFO raft, other servers an empty section.
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for section in ("memory", "persistence", "raft"):
+                pipe.info(section)
+            pipe.config_get("appendfsync")
+            return pipe.execute(raise_on_error=False)
+
+        try:
+            memory, persistence, raft, fsync = read(self.client.redis)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return None
+        if isinstance(memory, Exception):
+            return ServerStatus(False, f"INFO refused: {memory}", 0, 0)
+        used, limit = int(memory["used_memory"]), int(memory["maxmemory"])
+        durable, detail = _durability(memory, persistence, raft, fsync)
+        return ServerStatus(durable, detail, used, limit)
 
     def close(self) -> None:
         self.client.close()
@@ -98,8 +152,15 @@ class RedisStorage:
     # -- topics -------------------------------------------------------------
 
     def create_topic(
-        self, meta: TopicMeta, schema: SchemaVersion | None, *, budget: tuple[int, int]
+        self,
+        meta: TopicMeta,
+        schema: SchemaVersion | None = None,
+        *,
+        limits: SchemaLimits | None = None,
     ) -> SchemaWriteResult:
+        if schema is not None and limits is None:
+            raise ValueError("a topic created with a schema needs its limits")
+        limits = limits or SchemaLimits(0, 0, 0)
         topic = self._topic(meta.name)
         fields: list[Any] = ["name", meta.name, "epoch", meta.epoch]
         for name in _INT_FIELDS[:-2]:
@@ -111,7 +172,9 @@ class RedisStorage:
                 meta.name,
                 schema.document if schema else b"",
                 int(bool(schema and schema.high_cost)),
-                *budget,
+                limits.topic_bytes,
+                limits.cluster_bytes,
+                *self._event(Event.TOPIC_CHANGED, meta.name),
                 *fields,
             ],
         )
@@ -139,11 +202,11 @@ class RedisStorage:
         names = names[:limit]
         return Page(names, names[-1] if more else None)
 
-    def alter_topic(self, name: str, epoch: str, changes: dict[str, int]) -> Status:
-        args: list[Any] = [epoch]
+    def alter_topic(self, meta: TopicMeta, changes: TopicChanges) -> Status:
+        args: list[Any] = [meta.epoch, *self._event(Event.TOPIC_CHANGED, meta.name)]
         for field, value in changes.items():
             args += [field, value]
-        reply = self._run("alter_topic", [self._topic(name) + ":meta"], args)
+        reply = self._run("alter_topic", [self._topic(meta.name) + ":meta"], args)
         return Status(reply.decode())
 
     def delete_topic(self, meta: TopicMeta) -> Status:
@@ -151,7 +214,11 @@ class RedisStorage:
         keys = [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta", topic + ":schemas"]
         for index in range(meta.partitions):
             keys += self._partition_keys(meta.name, index)
-        reply = self._run("delete_topic", keys, [meta.name, meta.epoch])
+        reply = self._run(
+            "delete_topic",
+            keys,
+            [meta.name, meta.epoch, *self._event(Event.TOPIC_CHANGED, meta.name)],
+        )
         return Status(reply.decode())
 
     def partition_stats(self, meta: TopicMeta, *, now_ms: int) -> list[PartitionStats]:
@@ -180,21 +247,26 @@ class RedisStorage:
         version: SchemaVersion,
         *,
         expected_current: int,
-        budget: tuple[int, int],
-        max_versions: int,
+        limits: SchemaLimits,
+        changes: TopicChanges | None = None,
     ) -> SchemaWriteResult:
         topic = self._topic(meta.name)
+        args: list[Any] = [
+            meta.epoch,
+            expected_current,
+            version.document,
+            int(version.high_cost),
+            limits.max_versions,
+            limits.topic_bytes,
+            limits.cluster_bytes,
+            *self._event(Event.TOPIC_CHANGED, meta.name),
+        ]
+        for field, value in (changes or TopicChanges()).items():
+            args += [field, value]
         reply = self._run(
-            "append_schema",
+            "alter_topic_schema",
             [topic + ":meta", topic + ":schemas", self.SCHEMA_BYTES],
-            [
-                meta.epoch,
-                expected_current,
-                version.document,
-                int(version.high_cost),
-                max_versions,
-                *budget,
-            ],
+            args,
         )
         return _schema_result(reply)
 
@@ -206,7 +278,7 @@ class RedisStorage:
             return None
         return SchemaVersion(version, doc, high_cost == b"1")
 
-    def schema_sizes(self, name: str) -> list[tuple[int, int]]:
+    def schema_sizes(self, name: str) -> list[SchemaSize]:
         key = self._topic(name) + ":schemas"
         fields = self.client.call(lambda r: r.hkeys(key))
         versions = sorted(int(f) for f in fields if not f.startswith(b"hc:"))
@@ -217,7 +289,10 @@ class RedisStorage:
                 pipe.hstrlen(key, v)
             return pipe.execute()
 
-        return list(zip(versions, self.client.call(sizes), strict=True))
+        return [
+            SchemaSize(version, size)
+            for version, size in zip(versions, self.client.call(sizes), strict=True)
+        ]
 
     # -- messages -----------------------------------------------------------
 
@@ -235,7 +310,7 @@ class RedisStorage:
             meta.epoch,
             schema_version,
             now_ms,
-            self.wake_channel(meta.name),
+            *self._event(Event.MESSAGES, meta.name),
         ]
         for entry in entries:
             slot = slot_of.get(entry.partition)
@@ -245,7 +320,7 @@ class RedisStorage:
             args.append(slot)
             args.append(
                 b"%s%d:%s%s"
-                % (entry.kind.encode(), len(entry.key), entry.key, entry.payload)
+                % (entry.kind.value.encode(), len(entry.key), entry.key, entry.payload)
             )
         reply = self._run("append", keys, args)
         status = Status(reply[0].decode())
@@ -283,7 +358,7 @@ class RedisStorage:
         offset: int,
         nonce: str,
         *,
-        action: str,
+        action: Settle,
         now_ms: int,
     ) -> Status:
         keys = [
@@ -293,7 +368,14 @@ class RedisStorage:
         reply = self._run(
             "settle",
             keys,
-            [meta.epoch, offset, nonce, action, now_ms, self.wake_channel(meta.name)],
+            [
+                meta.epoch,
+                offset,
+                nonce,
+                action.value,
+                now_ms,
+                *self._event(Event.MESSAGES, meta.name),
+            ],
         )
         return Status(reply.decode())
 
@@ -316,10 +398,81 @@ class RedisStorage:
             return None  # past retention; the next write trims it
         return message
 
-    def listen(self, pattern: str) -> redis.client.PubSub:
-        pubsub = self.client.redis.pubsub()
-        pubsub.psubscribe(pattern)
-        return pubsub
+    # -- notifications ------------------------------------------------------
+
+    def notifications(self) -> Iterator[Notification | None]:
+        try:
+            pubsub = self._subscribe()
+        except (redis.RedisError, OSError) as exc:
+            raise StorageError(f"cannot subscribe to {self.EVENTS}: {exc}") from exc
+        try:
+            yield Notification(Event.LISTENING)
+            while True:
+                try:
+                    message = pubsub.get_message(timeout=1.0)
+                except (redis.RedisError, OSError) as exc:
+                    raise StorageError(
+                        f"{self.EVENTS} subscription lost: {exc}"
+                    ) from exc
+                if message is None:
+                    yield None
+                elif message["type"] == "message":
+                    code, _, topic = message["data"].decode().partition(" ")
+                    event = _EVENTS.get(code)
+                    if event is not None:  # a newer node's event: not ours
+                        yield Notification(event, topic)
+        finally:
+            pubsub.close()
+
+    def _subscribe(self) -> redis.client.PubSub:
+        """A subscription the server confirmed, on the node that accepts writes.
+
+        Until the confirmation arrives a publish could be missed, so the
+        stream says LISTENING only after it. A RedisRaft follower refuses
+        with MOVED to the leader, where the scripts publish.
+        """
+        for _ in range(self.client.attempts + 1):
+            # On a connection of its own: the subscription must come up even
+            # while every pooled connection is busy.
+            pubsub = self._own_connection().pubsub()
+            try:
+                pubsub.subscribe(self.EVENTS)
+                if pubsub.get_message(timeout=5.0) is None:
+                    raise redis.ConnectionError("no subscription confirmation in 5 s")
+                return pubsub
+            except MovedError as exc:
+                pubsub.close()
+                self.client.move_to(exc.host, exc.port)
+            except BaseException:
+                pubsub.close()
+                raise
+        raise redis.ConnectionError("MOVED on every attempt to subscribe")
+
+
+def _durability(
+    memory: dict[str, Any], persistence: Any, raft: Any, fsync: Any
+) -> tuple[bool, str]:
+    """Whether a reply means "on disk": AOF with fsync always, or a Raft commit."""
+    policy = memory.get("maxmemory_policy", "noeviction")
+    if policy != "noeviction":
+        return False, f"maxmemory-policy is {policy}: the server may evict messages"
+    if isinstance(raft, dict) and raft:
+        return True, "RedisRaft: a write is answered once a majority has logged it"
+    if isinstance(persistence, Exception):
+        return False, f"INFO persistence refused: {persistence}"
+    if persistence.get("aof_enabled") != 1:
+        return False, "appendonly is off"
+    if persistence.get("aof_last_write_status", "ok") != "ok":
+        return False, "the last write to the append-only file failed"
+    if isinstance(fsync, Exception):
+        return False, (
+            f"appendfsync cannot be read ({fsync}): allow Narad's user CONFIG GET "
+            "(+config|get)"
+        )
+    policy = fsync.get("appendfsync", "unknown")
+    if policy != "always":
+        return False, f"appendfsync is {policy}, not always"
+    return True, "appendonly yes, appendfsync always"
 
 
 def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
@@ -334,9 +487,13 @@ def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
     )
 
 
+_KINDS = {kind.value.encode(): kind for kind in PayloadKind}
+_EVENTS = {event.value: event for event in Event}
+
+
 def _message(partition: int, offset: int, record: bytes, nonce: str) -> Message:
     ts, _, rest = record.partition(b",")
-    kind = rest[:1].decode()
+    kind = _KINDS[rest[:1]]
     length, _, body = rest[1:].partition(b":")
     size = int(length)
     return Message(

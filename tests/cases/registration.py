@@ -19,6 +19,7 @@ TWO_PATHS = "reached by two paths at one level"
 MANY_PATHS = "through more than 64 paths"
 NEGATED = "re-applies a schema to the same value"
 COSTLY = "can cost more than 32 steps per input byte"
+TWICE = "is declared twice in one resource"
 
 
 def _text(document: object) -> str:
@@ -273,6 +274,76 @@ CASES: list[tuple[str, str, bool, str | None]] = [
         '{"$dynamicRef": "https://example.com/s#node"}',
         False,
         OUTSIDE,
+    ),
+    # One anchor, one subschema: two declarations of an anchor in one resource
+    # would leave a reference's target undefined (issue 19).
+    (
+        "duplicate $anchor",
+        '{"$defs": {"x": {"$anchor": "a", "type": "string"},'
+        ' "y": {"$anchor": "a", "type": "integer"}}, "$ref": "#a"}',
+        False,
+        "the anchor 'a' is declared twice in one resource: by the $anchor at "
+        "'/$defs/x' and the $anchor at '/$defs/y'",
+    ),
+    (
+        "duplicate $anchor nothing refers to",
+        '{"$defs": {"x": {"$anchor": "a"}, "y": {"$anchor": "a"}}}',
+        False,
+        TWICE,
+    ),
+    (
+        "duplicate $dynamicAnchor",
+        '{"$defs": {"x": {"$dynamicAnchor": "n", "type": "string"},'
+        ' "y": {"$dynamicAnchor": "n", "type": "integer"}},'
+        ' "items": {"$dynamicRef": "#n"}}',
+        False,
+        "the anchor 'n' is declared twice in one resource: by the $dynamicAnchor",
+    ),
+    (
+        "$anchor and $dynamicAnchor of one name apart",
+        '{"$defs": {"x": {"$anchor": "n"}, "y": {"$dynamicAnchor": "n"}}}',
+        False,
+        "by the $anchor at '/$defs/x' and the $dynamicAnchor at '/$defs/y'",
+    ),
+    (
+        "$anchor and $dynamicAnchor of one name on one subschema",
+        '{"$defs": {"x": {"$anchor": "n", "$dynamicAnchor": "n"}}, "$ref": "#n"}',
+        True,
+        None,
+    ),
+    (
+        "one anchor name in two resources",
+        '{"$defs": {"x": {"$id": "urn:x", "$defs": {"a": {"$anchor": "a"}}},'
+        ' "y": {"$id": "urn:y", "$defs": {"a": {"$anchor": "a"}}}}}',
+        True,
+        None,
+    ),
+    (
+        "duplicate $anchor in 2019-09",
+        _text(
+            {"$schema": D2019, "$defs": {"x": {"$anchor": "a"}, "y": {"$anchor": "a"}}}
+        ),
+        False,
+        TWICE,
+    ),
+    (
+        "duplicate $id fragment in 07",
+        _text({"$schema": D7, "definitions": {"x": {"$id": "#a"}, "y": {"$id": "#a"}}}),
+        False,
+        "the anchor 'a' is declared twice in one resource: by the $id",
+    ),
+    (
+        "duplicate id fragment in 04",
+        _text({"$schema": D4, "definitions": {"x": {"id": "#a"}, "y": {"id": "#a"}}}),
+        False,
+        TWICE,
+    ),
+    (
+        "one $id on two subschemas",
+        '{"$defs": {"x": {"$id": "https://example.com/x"},'
+        ' "y": {"$id": "https://example.com/x"}}}',
+        False,
+        "the resource 'https://example.com/x' is declared twice: by the $id at",
     ),
     ("leads nowhere", '{"$ref": "#/$defs/missing"}', False, "leads nowhere"),
     ("anchor that does not exist", '{"$ref": "#nothing"}', False, "leads nowhere"),

@@ -12,6 +12,34 @@ from __future__ import annotations
 OBJECT_ID = '{"type": "object", "required": ["id"]}'
 BIG_ENUM = '{"enum": [' + ", ".join(str(i) for i in range(45_000)) + "]}"
 WORDS_ENUM = '{"enum": [' + ", ".join(f'"w{i}"' for i in range(20)) + "]}"
+# Issue 19: unevaluated* beside an applicator that recurses. Each level of
+# payload nesting used to double the work (20 levels took seconds).
+UNEVALUATED_ANY_OF_ITEMS = (
+    '{"anyOf":[{"prefixItems":[{"$ref":"#"}]}],"unevaluatedItems":false}'
+)
+UNEVALUATED_ANY_OF_PROPERTIES = (
+    '{"anyOf":[{"properties":{"c":{"$ref":"#"}}}],"unevaluatedProperties":false}'
+)
+UNEVALUATED_ONE_OF = (
+    '{"oneOf":[{"properties":{"c":{"$ref":"#"}}}],"unevaluatedProperties":false}'
+)
+UNEVALUATED_IF = (
+    '{"if":{"properties":{"c":{"$ref":"#"}}},"unevaluatedProperties":false}'
+)
+UNEVALUATED_CONTAINS = '{"anyOf":[{"contains":{"$ref":"#"}}],"unevaluatedItems":false}'
+
+
+def nested_c(levels: int, inner: bytes = b"{}") -> bytes:
+    """``levels`` objects nested through ``"c"`` around ``inner``."""
+    return b'{"c":' * levels + inner + b"}" * levels
+
+
+# Issue 19: a chain of 200 references leaves room for 244 levels of payload.
+REF_CHAIN_200 = (
+    '{"$ref":"#/$defs/d0","$defs":{'
+    + ",".join(f'"d{i}":{{"$ref":"#/$defs/d{i + 1}"}}' for i in range(200))
+    + ',"d200":{}}}'
+)
 ITEMS_REQUIRED = (
     '{"items": {"required": ['
     + ", ".join(f'"field_{i:04d}"' for i in range(1024))
@@ -77,20 +105,21 @@ CASES: list[tuple[str, str, bytes, bool, str | None]] = [
     ("schema true accepts any JSON", "true", b'"text"', True, None),
     ("schema {} accepts any JSON", "{}", b"[1,2]", True, None),
     ("schema {} still needs JSON", "{}", b"[1,2", False, "not one JSON text"),
-    # Duplicate keys: the last value wins and is the one checked.
+    # Duplicate keys: the rulebook lets the last value win; issue 9 refuses
+    # them on every JSON body (I-JSON), so neither value is checked.
     (
-        "last duplicate wins (valid)",
+        "duplicate key refused even when the last value is valid",
         '{"properties": {"a": {"type": "integer"}}}',
         b'{"a": "x", "a": 1}',
-        True,
-        None,
+        False,
+        "has duplicate key 'a' in the object at ''",
     ),
     (
-        "last duplicate wins (invalid)",
+        "duplicate key refused, named with where it sits",
         '{"properties": {"a": {"type": "integer"}}}',
-        b'{"a": 1, "a": "x"}',
+        b'{"b": [{"a": 1, "a": "x"}]}',
         False,
-        "- at '/a'",
+        "has duplicate key 'a' in the object at '/b/0'",
     ),
     # Nesting: at most 256 levels, checked before validation.
     (
@@ -287,6 +316,148 @@ CASES: list[tuple[str, str, bytes, bool, str | None]] = [
         "too many violations",
     ),
     ("huge enum message is cut", BIG_ENUM, b'"x"', False, "value must be one of 0"),
+    # unevaluated* beside anyOf, oneOf, if and contains: one pass per value.
+    (
+        "unevaluatedItems beside anyOf, 20 levels",
+        UNEVALUATED_ANY_OF_ITEMS,
+        b"[" * 20 + b"]" * 20,
+        True,
+        None,
+    ),
+    (
+        "unevaluatedItems beside anyOf, 256 levels",
+        UNEVALUATED_ANY_OF_ITEMS,
+        b"[" * 256 + b"]" * 256,
+        True,
+        None,
+    ),
+    (
+        "unevaluatedItems beside anyOf, refused at the bottom",
+        UNEVALUATED_ANY_OF_ITEMS,
+        b"[" * 255 + b"1,2" + b"]" * 255,
+        False,
+        "- at '': anyOf: value matches none of 1 schemas",
+    ),
+    (
+        "unevaluatedItems beside anyOf, refused at the top",
+        UNEVALUATED_ANY_OF_ITEMS,
+        b"[[[]]," + b",".join([b"1"] * 100_000) + b"]",
+        False,
+        "unevaluated items at 1, 2, 3",
+    ),
+    (
+        "unevaluatedProperties beside anyOf, 16 levels",
+        UNEVALUATED_ANY_OF_PROPERTIES,
+        nested_c(16),
+        True,
+        None,
+    ),
+    (
+        "unevaluatedProperties beside anyOf, 255 levels",
+        UNEVALUATED_ANY_OF_PROPERTIES,
+        nested_c(255),
+        True,
+        None,
+    ),
+    (
+        "unevaluatedProperties beside anyOf, refused at the bottom",
+        UNEVALUATED_ANY_OF_PROPERTIES,
+        nested_c(255, b'{"x":1}'),
+        False,
+        "anyOf: value matches none of 1 schemas",
+    ),
+    (
+        "unevaluatedProperties beside anyOf, refused at the top",
+        UNEVALUATED_ANY_OF_PROPERTIES,
+        b'{"c":{},"x":1}',
+        False,
+        "- at '': unevaluated properties 'x' not allowed",
+    ),
+    (
+        "unevaluatedProperties beside oneOf, 255 levels",
+        UNEVALUATED_ONE_OF,
+        nested_c(255),
+        True,
+        None,
+    ),
+    (
+        "unevaluatedProperties beside oneOf, refused",
+        UNEVALUATED_ONE_OF,
+        nested_c(255, b'{"x":1}'),
+        False,
+        "oneOf: value matches none of 1 schemas",
+    ),
+    (
+        "unevaluatedProperties beside if, 255 levels",
+        UNEVALUATED_IF,
+        nested_c(255),
+        True,
+        None,
+    ),
+    (
+        "unevaluatedProperties beside if, refused",
+        UNEVALUATED_IF,
+        nested_c(255, b'{"x":1}'),
+        False,
+        "- at '': unevaluated properties 'c' not allowed",
+    ),
+    (
+        "unevaluatedItems beside contains, 256 levels",
+        UNEVALUATED_CONTAINS,
+        b"[" * 255 + b"1" + b"]" * 255,
+        True,
+        None,
+    ),
+    (
+        "unevaluatedItems beside contains, wide",
+        UNEVALUATED_CONTAINS,
+        b"[" + b",".join([b"[[1,1],[1]]"] * 50_000) + b"]",
+        True,
+        None,
+    ),
+    (
+        "unevaluatedItems beside contains, refused",
+        UNEVALUATED_CONTAINS,
+        b"[" * 256 + b"]" * 256,
+        False,
+        "anyOf: value matches none of 1 schemas",
+    ),
+    # Nesting is the depth of objects and arrays, not a count of brackets.
+    (
+        "brackets in a string do not nest",
+        REF_CHAIN_200,
+        b'"' + b"[" * 300 + b'"',
+        True,
+        None,
+    ),
+    (
+        "siblings do not nest",
+        REF_CHAIN_200,
+        b"[" + b",".join([b"[]"] * 300) + b"]",
+        True,
+        None,
+    ),
+    (
+        "as deep as a long reference chain allows",
+        REF_CHAIN_200,
+        b"[" * 244 + b"]" * 244,
+        True,
+        None,
+    ),
+    (
+        "deeper than a long reference chain allows",
+        REF_CHAIN_200,
+        b"[" * 245 + b"]" * 245,
+        False,
+        "payload nests deeper than the 244 levels this schema can validate",
+    ),
+    (
+        "deeper than 256 levels, whatever the schema",
+        REF_CHAIN_200,
+        b"[" * 257 + b"]" * 257,
+        False,
+        "payload nests deeper than 256 levels",
+    ),
     # A $ref loop of nothing but $ref accepts nothing.
     ("loop of nothing but $ref", '{"$ref": "#"}', b"1", False, "cycle"),
     (

@@ -41,7 +41,6 @@ def bounded_node(valkey, tmp_path):
         tmp_path,
         storage_url=tcp_url(valkey),
         workers=2,
-        threads=32,
         env={
             "NARAD_VALIDATION_CAPACITY_SLOTS": "1",
             "NARAD_VALIDATION_CAPACITY_WAIT_MS": "50",

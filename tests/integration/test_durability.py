@@ -24,10 +24,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from narad.embedded import free_port
 from tests.httpclient import Client
 from tests.httpclient import Response
 from tests.nodes import Node
+from tests.nodes import free_port
 from tests.nodes import start_valkey
 from tests.nodes import tcp_url
 
@@ -258,7 +258,7 @@ def stack(tmp_path):
         tmp_path,
         storage_url=tcp_url(servers[0]),
         # Fail fast during an outage (503) instead of retrying through it.
-        env={"NARAD_STORAGE_RETRY_ATTEMPTS": "2"},
+        env={"NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS": "2"},
     )
 
     def restart_valkey(down_s: float) -> None:
@@ -471,7 +471,7 @@ def test_one_consumer_at_a_time_under_16_concurrent_consumers(node, topic):
 
 
 def test_hundreds_of_consumers_wait_at_once(valkey, tmp_path, topic):
-    node = Node(tmp_path, storage_url=tcp_url(valkey), workers=2, threads=128)
+    node = Node(tmp_path, storage_url=tcp_url(valkey), workers=2)
     waiters, answers = 200, []
     lock = threading.Lock()
     started = threading.Barrier(waiters + 1)

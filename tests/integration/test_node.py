@@ -10,22 +10,20 @@ import time
 
 import pytest
 
+from narad.embedded import socket_path
 from tests.httpclient import Client
 from tests.nodes import Node
 
 
 def valkey_pids_under(directory) -> list[int]:
-    """PIDs of the valkey-server configured by ``directory``/valkey.conf.
+    """PIDs of the embedded valkey-server of the data directory ``directory``.
 
-    Valkey retitles itself ``valkey-server 127.0.0.1:<port>``, so find it by
-    the port its config names.
+    Valkey retitles itself ``valkey-server unixsocket:<path>``, so find it by
+    the socket its config names.
     """
-    conf = (directory / "valkey.conf").read_text()
-    port = next(
-        line.split()[1] for line in conf.splitlines() if line.startswith("port ")
-    )
+    sock = socket_path(directory)
     out = subprocess.run(
-        ["pgrep", "-f", f"valkey-server 127.0.0.1:{port}"],
+        ["pgrep", "-f", f"valkey-server unixsocket:{sock}$"],
         capture_output=True,
         text=True,
     ).stdout
@@ -57,6 +55,20 @@ def test_concurrent_creates_of_one_name_yield_exactly_one_201(node, topic):
     for t in threads:
         t.join()
     assert sorted(statuses) == [201] + [409] * 23
+
+
+def test_the_node_logs_its_plugins_once_at_start(node):
+    log = node.log.read_text()
+    assert log.count("plugin narad_redis (narad ") == 1
+    assert "storage schemes redis, rediss, unix; settings [plugins.redis] " in log
+    assert log.count("plugin narad_draft202012 (narad ") == 1
+
+
+def test_a_plugin_setting_of_the_wrong_shape_stops_start_up(tmp_path):
+    node = Node(tmp_path, env={"NARAD_PLUGINS_REDIS_SOCKET_TIMEOUT_MS": "soon"})
+    with pytest.raises(RuntimeError):
+        node.start(timeout=10)
+    assert "`plugins.redis.socket_timeout_ms`" in node.log.read_text()
 
 
 def test_topics_api_over_http(http, topic):
@@ -122,7 +134,7 @@ def test_readiness_follows_storage(tmp_path):
         tmp_path,
         storage_url=tcp_url(storage),
         workers=1,
-        env={"NARAD_STORAGE_RETRY_ATTEMPTS": "1"},
+        env={"NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS": "1"},
     ).start()
     try:
         client = Client(node.base, timeout=10)

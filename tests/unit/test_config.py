@@ -7,40 +7,71 @@ import pytest
 
 from narad.config import SETTINGS
 from narad.config import Config
+from narad.config import Setting
+from narad.config import integer
 from narad.errors import InvalidConfiguration
+from narad.plugins import load_plugins
 
 ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = load_plugins(load_entry_points=False)  # the production plugin set
+
+
+def resolved(path=None, env=None) -> Config:
+    return SHIPPED.configure(Config.load(path, env=env or {}))
 
 
 def test_defaults():
-    config = Config.load(env={})
+    config = resolved()
     assert config.get("server.bind") == "127.0.0.1:7942"
     assert config.storage_url == ""
     assert config.get("server.workers") > 1
+    assert config.plugin("redis")["retry_attempts"] == 8
 
 
 def test_example_file_documents_every_setting_with_its_default():
     example = tomllib.loads((ROOT / "conf/narad.toml").read_text())
-    declared = {s.key for s in SETTINGS}
-    listed = {f"{sec}.{name}" for sec, table in example.items() for name in table}
-    assert listed == declared
-    config = Config.load(ROOT / "conf/narad.toml", env={})
-    for setting in SETTINGS:
-        assert config.get(setting.key) == Config.load(env={}).get(setting.key)
+    listed = set()
+    for section, table in example.items():
+        for name, value in table.items():
+            if isinstance(value, dict):  # [plugins.<section>]
+                listed |= {f"{section}.{name}.{key}" for key in value}
+            else:
+                listed.add(f"{section}.{name}")
+    config = resolved()
+    assert listed == {s.key for s in config.settings}
+    from_file = resolved(ROOT / "conf/narad.toml")
+    for setting in config.settings:
+        assert from_file.get(setting.key) == config.get(setting.key), setting.key
 
 
 def test_file_then_environment(tmp_path):
     path = tmp_path / "n.toml"
-    path.write_text('[server]\nworkers = 7\n[storage]\nurl = "redis://h:1/0"\n')
-    config = Config.load(path, env={"NARAD_SERVER_WORKERS": "9"})
+    path.write_text(
+        '[server]\nworkers = 7\n[storage]\nurl = "redis://h:1/0"\n'
+        "[plugins.redis]\nretry_attempts = 3\nsocket_timeout_ms = 500\n"
+    )
+    env = {"NARAD_SERVER_WORKERS": "9", "NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS": "4"}
+    config = resolved(path, env)
     assert config.get("server.workers") == 9
     assert config.storage_url == "redis://h:1/0"
+    assert config.plugin("redis")["retry_attempts"] == 4
+    assert config.get("plugins.redis.socket_timeout_ms") == 500
 
 
 def test_every_setting_has_an_environment_override():
-    for setting in SETTINGS:
+    for setting in resolved().settings:
         assert setting.env.startswith("NARAD_")
-        assert setting.env == f"NARAD_{setting.section}_{setting.name}".upper()
+        flat = setting.key.replace(".", "_").upper()
+        assert setting.env == f"NARAD_{flat}"
+    assert Setting("x", 0, int, "", section="plugins.redis").env == (
+        "NARAD_PLUGINS_REDIS_X"
+    )
+
+
+def test_plugin_settings_travel_to_workers_as_environment():
+    config = resolved(env={"NARAD_PLUGINS_REDIS_RETRY_BACKOFF_MS": "7"})
+    again = resolved(env=config.as_env())
+    assert again.get("plugins.redis.retry_backoff_ms") == 7
 
 
 @pytest.mark.parametrize(
@@ -51,29 +82,79 @@ def test_every_setting_has_an_environment_override():
         ({"NARAD_STORAGE_URL": "localhost"}, "`storage.url`"),
         ({"NARAD_SERVER_BIND": "nowhere"}, "`server.bind`"),
         ({"NARAD_BROKER_MAX_WAIT_MS": "-5"}, "`broker.max_wait_ms`"),
+        (
+            {"NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS": "lots"},
+            "`plugins.redis.retry_attempts` ($NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS)",
+        ),
     ],
 )
 def test_a_bad_value_names_the_setting(env, words):
     with pytest.raises(InvalidConfiguration) as info:
-        Config.load(env=env)
+        resolved(env=env)
     assert words in str(info.value)
 
 
-def test_unknown_setting_in_file_is_refused(tmp_path):
+def test_a_bad_plugin_value_in_the_file_names_the_setting(tmp_path):
     path = tmp_path / "n.toml"
-    path.write_text("[server]\nwokers = 3\n")
-    with pytest.raises(InvalidConfiguration, match=r"`server\.wokers`"):
-        Config.load(path, env={})
+    path.write_text("[plugins.redis]\nsocket_timeout_ms = 1\n")
+    with pytest.raises(InvalidConfiguration) as info:
+        resolved(path)
+    assert f"`plugins.redis.socket_timeout_ms` ({path})" in str(info.value)
 
 
-def test_bad_value_stops_the_cli(capsys):
-    import os
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[server]\nwokers = 3\n", "server.wokers"),
+        ("[plugins.redis]\nretry_atempts = 3\n", "plugins.redis.retry_atempts"),
+        ("[plugins.nosuch]\nx = 1\n", "plugins.nosuch.x"),
+    ],
+)
+def test_unknown_setting_in_file_is_refused(tmp_path, text, key):
+    path = tmp_path / "n.toml"
+    path.write_text(text)
+    with pytest.raises(InvalidConfiguration, match=f"`{key}`"):
+        resolved(path)
 
+
+@pytest.mark.parametrize(
+    "name",
+    ["NARAD_STORAGE_RETRY_ATTEMPTS", "NARAD_SERVER_WOKERS", "NARAD_PLUGINS_REDIS_X"],
+)
+def test_an_environment_variable_naming_no_setting_is_refused(name):
+    with pytest.raises(InvalidConfiguration, match=f"`\\${name}`"):
+        resolved(env={name: "1"})
+
+
+def test_declared_settings_are_resolved_for_any_section():
+    declared = {"mine": (Setting("limit", 5, integer(1, 9), "a limit"),)}
+    config = Config.load(env={"NARAD_PLUGINS_MINE_LIMIT": "6"})
+    assert config.with_plugin_settings(declared).plugin("mine") == {"limit": 6}
+    replaced = config.replace(plugins__mine__limit=2)
+    assert replaced.with_plugin_settings(declared).plugin("mine") == {"limit": 2}
+
+
+def test_core_settings_are_declared_once():
+    keys = [s.key for s in SETTINGS]
+    assert len(keys) == len(set(keys))
+
+
+def test_bad_value_stops_the_cli(capsys, monkeypatch):
     from narad.cli import main
 
-    os.environ["NARAD_SERVER_THREADS"] = "lots"
-    try:
-        assert main(["config"]) == 2
-    finally:
-        del os.environ["NARAD_SERVER_THREADS"]
-    assert "`server.threads`" in capsys.readouterr().err
+    monkeypatch.setenv("NARAD_SERVER_MAX_CONNECTIONS", "lots")
+    assert main(["config"]) == 2
+    assert "`server.max_connections`" in capsys.readouterr().err
+
+
+def test_config_command_shows_plugin_settings(capsys, monkeypatch):
+    from narad.cli import main
+
+    monkeypatch.setenv("NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS", "5")
+    assert main(["config"]) == 0
+    shown = capsys.readouterr().out
+    assert "retry_attempts = 5  # retries after MOVED" in shown
+    assert "[plugins.redis]\nretry_attempts = 5" in shown
+    assert '[server]\nbind = "127.0.0.1:7942"' in shown
+    document = tomllib.loads(shown)  # the output is TOML
+    assert document["plugins"]["redis"]["socket_timeout_ms"] == 15000

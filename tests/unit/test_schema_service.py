@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import falcon.testing
 import pytest
 
-from narad.app import create_app
+from narad import testing
+from narad.storage import SchemaLimits
 from narad.storage import SchemaVersion
 
 
 def app_over(config, **changes):
-    return falcon.testing.TestClient(create_app(config.replace(**changes)))
+    return testing.client(config.replace(**changes))
 
 
 @pytest.fixture
@@ -64,8 +64,7 @@ def test_history_already_over_the_topic_budget_takes_no_new_version(config):
         meta,
         SchemaVersion(2, big, False),
         expected_current=1,
-        budget=(1 << 40, 1 << 40),
-        max_versions=1000,
+        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
     )
     assert result.stored_bytes > 4 * 1024 * 1024
     resp = client.simulate_patch("/v1/topics/t", json={"schema": {"enum": [0, 1]}})
@@ -141,3 +140,37 @@ def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
     for _ in range(5):
         client.simulate_post("/v1/topics/t/produce", body=b"[]")
     assert compiled == ["narad://schema/t/1", "narad://schema/t/2"]
+
+
+def test_a_patch_of_settings_and_schema_is_all_or_nothing(config):
+    client = app_over(config)
+    schemas = client.app._router.find("/v1/topics")[0].topics.schemas
+    hour = 3_600_000
+    client.simulate_post(
+        "/v1/topics",
+        json={"name": "t", "schema": {"type": "object"}, "retention_ms": hour},
+    )
+
+    def patch(**body):
+        return client.simulate_patch("/v1/topics/t", json=body)
+
+    def record():
+        return client.simulate_get("/v1/topics/t").json
+
+    assert patch(retention_ms=0, schema={"type": "string"}).status_code == 400
+    assert (record()["retention_ms"], record()["schema_version"]) == (hour, 1)
+    # Refused by the write itself (the budget): the settings stay too.
+    schemas.topic_budget = 20
+    widened = {"type": ["object", "string"]}
+    resp = patch(retention_ms=0, schema=widened)
+    assert resp.status_code == 409
+    assert "topic budget exceeded" in resp.json["error"]
+    assert (record()["retention_ms"], record()["schema_version"]) == (hour, 1)
+    schemas.topic_budget = 1 << 20
+    resp = patch(retention_ms=0, visibility_timeout_ms=5, schema=widened)
+    assert resp.status_code == 200
+    assert (resp.json["retention_ms"], resp.json["schema_version"]) == (0, 2)
+    assert resp.json["visibility_timeout_ms"] == 5
+    # A schema that changes nothing leaves the version; the settings apply.
+    resp = patch(retention_ms=hour, schema=widened)
+    assert (resp.json["retention_ms"], resp.json["schema_version"]) == (hour, 2)

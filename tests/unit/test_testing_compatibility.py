@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from narad import hookimpl
 from narad.compatibility import Change
+from narad.compatibility import Violation
+from narad.compatibility import extension
 from narad.errors import InvalidSchema
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
@@ -42,3 +45,24 @@ def test_a_document_narad_would_not_register_is_refused():
 
 def test_uses_the_installed_plugins_by_default():
     assert check_compatibility(QTY, QTY.replace('"integer"', '"null"'))
+
+
+class FixedKeyword:
+    """A plugin object: x-fixed may not change."""
+
+    @staticmethod
+    @extension
+    def fixed(old, new, ctx):
+        if old != new:
+            yield Violation("fixed_changed", "x-fixed changed")
+
+    @hookimpl
+    def narad_compatibility_rules(self):
+        return {"x-fixed": self.fixed}
+
+
+def test_takes_your_plugins_by_name():
+    old, new = '{"x-fixed":1}', '{"x-fixed":2}'
+    [violation] = check_compatibility(old, new, plugins={"fixed": FixedKeyword()})
+    assert (violation.kind, violation.keyword) == ("fixed_changed", "x-fixed")
+    assert check_compatibility(old, new, plugins=BUILT_INS) == []

@@ -9,8 +9,8 @@
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = schema version the payloads were validated against ("0": none)
 -- ARGV[3] = now, in milliseconds (the commit timestamp)
--- ARGV[4] = pub/sub channel that wakes waiting consumers
--- ARGV[5..] = slot, record, slot, record, ... (record = kind, key length, key, bytes)
+-- ARGV[4] = events channel; ARGV[5] = the "messages" event for this topic
+-- ARGV[6..] = slot, record, slot, record, ... (record = kind, key length, key, bytes)
 -- returns {"ok", count} | {"no_topic"} | {"stale_schema", current_version}
 local meta = KEYS[1]
 local m = redis.call('HMGET', meta, 'epoch', 'schema_version', 'retention_ms')
@@ -76,7 +76,7 @@ local function trim(st, budget)
 end
 
 local count = 0
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local st = slot_state(tonumber(ARGV[i]))
   local ts = math.max(now, st.last_ts)
   redis.call('HSET', st.log, st.next, int(ts) .. ',' .. ARGV[i + 1])
@@ -90,5 +90,5 @@ for _, st in pairs(slots) do
   redis.call('HSET', st.state, 'next', int(st.next), 'oldest', int(st.oldest),
     'cursor', int(st.cursor), 'floor', int(st.floor), 'last_ts', int(st.last_ts))
 end
-redis.call('PUBLISH', ARGV[4], '1')
+redis.call('PUBLISH', ARGV[4], ARGV[5])
 return {'ok', count}

@@ -8,7 +8,8 @@
 -- ARGV[3] = "1" when the schema is high-cost, else "0"
 -- ARGV[4] = per-topic schema byte budget
 -- ARGV[5] = cluster schema byte budget
--- ARGV[6..] = meta field, value, field, value, ...
+-- ARGV[6] = events channel; ARGV[7] = the "topic_changed" event for this topic
+-- ARGV[8..] = meta field, value, field, value, ...
 -- returns {"exists"} | {"cluster_budget", stored, cluster} | {"topic_budget", stored, cluster}
 --         | {"ok", schema_version, stored, cluster}
 local index, cluster_key, meta, schemas = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -33,7 +34,7 @@ if size > 0 then
 end
 
 local fields = {}
-for i = 6, #ARGV do
+for i = 8, #ARGV do
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', meta, unpack(fields))
@@ -44,4 +45,5 @@ if version == 1 then
   cluster = redis.call('INCRBY', cluster_key, size)
 end
 redis.call('ZADD', index, 0, name)
+redis.call('PUBLISH', ARGV[6], ARGV[7])
 return {'ok', version, size, cluster}

@@ -5,6 +5,7 @@
 -- KEYS[4..] = every other key of the topic (schemas, and each partition's keys)
 -- ARGV[1] = topic name
 -- ARGV[2] = the topic's epoch as the caller knows it
+-- ARGV[3] = events channel; ARGV[4] = the "topic_changed" event for this topic
 -- returns "ok" | "no_topic"
 local index, cluster_key, meta = KEYS[1], KEYS[2], KEYS[3]
 if redis.call('HGET', meta, 'epoch') ~= ARGV[2] then
@@ -18,4 +19,5 @@ redis.call('ZREM', index, ARGV[1])
 for i = 3, #KEYS do
   redis.call('UNLINK', KEYS[i])
 end
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 'ok'

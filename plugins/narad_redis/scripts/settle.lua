@@ -6,7 +6,7 @@
 -- ARGV[3] = the reservation nonce from the receipt handle
 -- ARGV[4] = "ack" | "extend" | "release"
 -- ARGV[5] = now, in milliseconds
--- ARGV[6] = pub/sub channel that wakes waiting consumers (used by "release")
+-- ARGV[6] = events channel; ARGV[7] = the "messages" event (published by "release")
 -- returns "ok" | "gone" (lapsed, settled or unknown) | "acked_ahead_full" | "no_topic"
 local meta, state, lease, nonces, acked = KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]
 local m = redis.call('HMGET', meta, 'epoch', 'visibility_timeout_ms',
@@ -30,7 +30,7 @@ if action == 'release' then
   -- A deadline of 0 has lapsed for every "now": the next reserve takes it.
   redis.call('ZADD', lease, 0, offset)
   redis.call('HDEL', nonces, offset)
-  redis.call('PUBLISH', ARGV[6], '1')
+  redis.call('PUBLISH', ARGV[6], ARGV[7])
   return 'ok'
 end
 

@@ -189,15 +189,14 @@ def test_health_and_readiness(client):
 
 
 def test_readiness_is_503_when_storage_does_not_answer(config):
-    import falcon.testing
-
-    from narad.app import create_app
-    from narad.embedded import free_port
+    from narad import testing
+    from tests.nodes import free_port
 
     dead = config.replace(
-        storage__url=f"redis://127.0.0.1:{free_port()}/0", storage__retry_attempts=0
+        storage__url=f"redis://127.0.0.1:{free_port()}/0",
+        plugins__redis__retry_attempts=0,
     )
-    client = falcon.testing.TestClient(create_app(dead))
+    client = testing.client(dead)
     assert client.simulate_get("/healthz").status_code == 200
     assert client.simulate_get("/readyz").status_code == 503
     resp = client.simulate_get("/v1/topics/t")

@@ -6,6 +6,12 @@ import pytest
 
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
+from narad.schema.compiler import HANDLERS
+from narad.schema.drafts import DRAFT4_KEYWORDS
+from narad.schema.drafts import DRAFT6_KEYWORDS
+from narad.schema.drafts import DRAFT7_KEYWORDS
+from narad.schema.drafts import DRAFT201909_KEYWORDS
+from narad.schema.drafts import DRAFT202012_KEYWORDS
 
 BY_URI, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()
 DRAFTS = {draft.name: draft for draft in BY_URI.values()}
@@ -72,3 +78,70 @@ def test_integral_decimals_are_integers_from_draft_06():
     assert list(DRAFTS["06"].meta_validator(schema)) == []
     assert list(DRAFTS["2020-12"].meta_validator(schema)) == []
     assert list(DRAFTS["04"].meta_validator(schema))
+
+
+@pytest.mark.parametrize(
+    ("flag", "drafts"),
+    [
+        ("ref_overrides_siblings", {"04", "06", "07"}),
+        ("id_fragment_anchors", {"04", "06", "07"}),
+        ("boolean_exclusive_bounds", {"04"}),
+        ("contains_evaluates", {"2020-12"}),
+        ("fraction_integers", {"06", "07", "2019-09", "2020-12"}),
+    ],
+)
+def test_draft_differences_are_flags(flag, drafts):
+    assert {name for name, d in DRAFTS.items() if getattr(d, flag)} == drafts
+
+
+def test_each_draft_changes_the_one_before():
+    order = [DRAFT4_KEYWORDS, DRAFT6_KEYWORDS, DRAFT7_KEYWORDS]
+    order += [DRAFT201909_KEYWORDS, DRAFT202012_KEYWORDS]
+    assert [DRAFTS[n].keywords for n in ["04", "06", "07", "2019-09", "2020-12"]] == (
+        order
+    )
+    assert {
+        "$id",
+        "const",
+        "contains",
+        "examples",
+        "propertyNames",
+    } == DRAFT6_KEYWORDS - DRAFT4_KEYWORDS
+
+
+# Keywords that check nothing themselves: identifiers, containers and
+# annotations, and those their siblings' handlers read (then, minContains...).
+NO_HANDLER = frozenset(
+    {
+        "$anchor",
+        "$comment",
+        "$defs",
+        "$dynamicAnchor",
+        "$id",
+        "$recursiveAnchor",
+        "$schema",
+        "$vocabulary",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+        "default",
+        "definitions",
+        "deprecated",
+        "description",
+        "else",
+        "examples",
+        "id",
+        "maxContains",
+        "minContains",
+        "readOnly",
+        "then",
+        "title",
+        "writeOnly",
+    }
+)
+
+
+def test_every_keyword_has_a_handler_or_checks_nothing():
+    defined = frozenset().union(*(d.keywords for d in DRAFTS.values()))
+    assert set(HANDLERS) | NO_HANDLER == defined
+    assert not set(HANDLERS) & NO_HANDLER

@@ -228,6 +228,4 @@ def test_an_unsupported_meta_schema_keyword_is_refused():
         keywords=frozenset({"oneOf"}),
     )
     with pytest.raises(ValueError, match="oneOf is not supported"):
-        MetaSchema(
-            draft, jsonschema_specifications.REGISTRY.contents, fraction_integers=True
-        )
+        MetaSchema(draft, jsonschema_specifications.REGISTRY.contents)

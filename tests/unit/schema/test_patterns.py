@@ -11,6 +11,7 @@ from narad.schema.patterns import MAX_STEPS_PER_BYTE
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import check_pattern
 from narad.schema.patterns import pattern_cost
+from narad.schema.patterns import regex_search
 
 UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
@@ -79,3 +80,14 @@ def test_estimate_stays_cheap_on_any_pattern(pattern):
     except PatternError:
         pass
     assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize("pattern", ["\ud800", "^a\udc00+$"])
+def test_a_lone_surrogate_is_refused_not_crashed_on(pattern):
+    with pytest.raises(PatternError, match="lone surrogate"):
+        check_pattern(pattern)
+
+
+def test_search_matches_a_lone_surrogate_as_one_character():
+    assert regex_search("^.$")("\ud800")
+    assert not regex_search("^..$")("\ud800")

@@ -10,6 +10,11 @@ from narad.plugins import get_plugin_manager
 from narad.schema.registration import register
 from tests.cases.registration import CASES
 from tests.cases.registration import union
+from tests.cases.validation import UNEVALUATED_ANY_OF_ITEMS
+from tests.cases.validation import UNEVALUATED_ANY_OF_PROPERTIES
+from tests.cases.validation import UNEVALUATED_CONTAINS
+from tests.cases.validation import UNEVALUATED_IF
+from tests.cases.validation import UNEVALUATED_ONE_OF
 
 BY_URI, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()
 
@@ -81,6 +86,25 @@ def _patterns(count: int) -> dict:
     return {f"^p{i}$": {} for i in range(count)}
 
 
+def _with_unevaluated(text: str) -> str:
+    document = json.loads(text)
+    document.update(unevaluatedProperties=False, unevaluatedItems=False)
+    return json.dumps(document)
+
+
+def _recursive_union(branches: int) -> str:
+    """A union whose branches each recurse under their own property name,
+    beside unevaluatedProperties."""
+    return json.dumps(
+        {
+            "anyOf": [
+                {"properties": {f"p{i}": {"$ref": "#"}}} for i in range(branches)
+            ],
+            "unevaluatedProperties": False,
+        }
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "high_cost"),
     [
@@ -100,6 +124,18 @@ def _patterns(count: int) -> dict:
         ),
         (union(63), False),
         (union(64), True),
+        # unevaluated* applies its subschema to child values; the annotations
+        # it reads come from the pass that decides the verdict: the cost is
+        # the union's, counted with every branch.
+        (_with_unevaluated(union(63)), False),
+        (_with_unevaluated(union(64)), True),
+        (_recursive_union(63), False),
+        (_recursive_union(64), True),
+        (UNEVALUATED_ANY_OF_ITEMS, False),
+        (UNEVALUATED_ANY_OF_PROPERTIES, False),
+        (UNEVALUATED_ONE_OF, False),
+        (UNEVALUATED_IF, False),
+        (UNEVALUATED_CONTAINS, False),
         (json.dumps({"oneOf": [{"const": i} for i in range(64)]}), True),
     ],
 )

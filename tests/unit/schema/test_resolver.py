@@ -6,6 +6,9 @@ from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import UnresolvableRef
+from narad.schema.resolver import escape
+from narad.schema.resolver import lookup
+from narad.schema.resolver import unescape
 from narad.schema.resolver import urljoin
 
 BY_URI, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()
@@ -117,3 +120,55 @@ def test_ref_hides_sibling_id_before_2019_09():
     index = SchemaIndex(doc, draft=DRAFT7, base_uri=BASE)
     assert "narad://schema/orders/a.json" not in index.resources
     assert index.base_uris["/definitions/a"] == BASE
+
+
+@pytest.mark.parametrize(
+    ("pointer", "expected"),
+    [
+        ("", {"a/b": [10, {"~": 2}], "0": 3}),
+        ("/a~1b/0", 10),
+        ("/a~1b/1/~0", 2),
+        ("/0", 3),
+    ],
+)
+def test_lookup_follows_json_pointers(pointer, expected):
+    document = {"a/b": [10, {"~": 2}], "0": 3}
+    assert lookup(document, pointer) == expected
+
+
+@pytest.mark.parametrize(
+    "pointer", ["/missing", "/a~1b/2", "/a~1b/01", "/a~1b/-", "/0/x"]
+)
+def test_lookup_refuses_what_is_not_there(pointer):
+    with pytest.raises(UnresolvableRef):
+        lookup({"a/b": [10, {"~": 2}], "0": 3}, pointer)
+
+
+def test_escape_and_unescape_are_inverse():
+    for token in ["plain", "a/b", "~", "~1", "/~0/"]:
+        assert unescape(escape(token)) == token
+
+
+def test_duplicates_are_recorded_in_document_order():
+    doc = {
+        "$defs": {
+            "y": {"$anchor": "a"},
+            "x": {"$anchor": "a"},
+            "r": {"$id": "urn:r", "$defs": {"a": {"$anchor": "a"}}},
+            "s": {"$id": "urn:r"},
+            "both": {"$anchor": "b", "$dynamicAnchor": "b"},
+        }
+    }
+    index = SchemaIndex(doc, draft=DEFAULT, base_uri=BASE)
+    assert sorted(map(str, index.duplicates)) == [
+        "the anchor 'a' is declared twice in one resource: by the $anchor at "
+        "'/$defs/x' and the $anchor at '/$defs/y'",
+        "the resource 'urn:r' is declared twice: by the $id at '/$defs/r' and "
+        "the $id at '/$defs/s'",
+    ]
+
+
+def test_id_fragments_are_anchors_only_where_the_draft_says():
+    doc = {"definitions": {"x": {"$id": "#a"}}}
+    assert f"{BASE}#a" in SchemaIndex(doc, draft=DRAFT7, base_uri=BASE).anchors
+    assert f"{BASE}#a" not in SchemaIndex(doc, draft=DEFAULT, base_uri=BASE).anchors

@@ -1,0 +1,35 @@
+"""The ``fakeredis`` storage backend, for fast in-process tests only.
+
+``fakeredis://<name>`` gives an in-process server shared by every client of
+the same name (Lua runs on lupa), served by the reference Redis backend.
+Nothing is persisted and nothing crosses a process, so it is no entry point
+of the shipped distribution: :func:`narad.testing.load_plugins` registers it
+(as plugin ``narad_fakeredis``). Needs the test extra (``narad[test]``).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from narad import hookimpl
+from narad.config import Config
+from narad_redis import RedisStorage
+from narad_redis import RetryingClient
+
+NAME = "narad_fakeredis"
+
+_servers: dict[str, object] = {}
+
+
+def connect(url: str, config: Config) -> RedisStorage:
+    import fakeredis  # a test-only dependency: imported only when used
+
+    name = urlsplit(url).netloc or "default"
+    server = _servers.setdefault(name, fakeredis.FakeServer())
+    client = fakeredis.FakeRedis(server=server)
+    return RedisStorage(RetryingClient(url, client=client, attempts=0))
+
+
+@hookimpl
+def narad_storage_backends():
+    return {"fakeredis": connect}

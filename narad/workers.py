@@ -1,0 +1,493 @@
+"""The gunicorn worker class of a Narad node.
+
+Consume is a long poll, so a node holds thousands of idle requests at once:
+:class:`NaradWorker` is gunicorn's gevent worker, where a connection costs a
+greenlet rather than a thread, plus what a node facing clients directly needs:
+
+- **Slow clients are bounded.** A request's line and headers must arrive
+  within ``server.header_timeout`` (counted from the connection's start, or
+  from the first byte of a later request on a kept-alive connection), its
+  body within ``server.body_timeout`` plus one second per
+  ``server.body_min_rate`` bytes received. A late request is answered 408
+  (JSON) and its connection closed; an idle connection past its allowance is
+  closed without a word. Responses are held to the same pace, so a client
+  that stops reading cannot keep a connection either.
+- **A cap on open connections** (``server.max_connections`` per node, split
+  evenly across the workers). A few more are taken past the cap so that
+  ``/healthz`` and ``/readyz`` still answer; anything else there gets 503.
+- **A graceful stop.** On SIGTERM the listening socket closes at once (new
+  connections are refused, not queued), waiting consumers are answered 204
+  now (``drain()`` of :class:`narad.app.NaradApp`), idle kept-alive
+  connections are closed, and requests in flight finish (up to gunicorn's
+  graceful timeout).
+- **CPU-bound work off the event loop**: :mod:`narad.offload` starts its
+  native threads in each worker.
+- **Refusals in JSON.** gunicorn refuses some requests itself, before the app
+  sees them (a request line or header block it cannot parse or that is over
+  its limits, broken chunked framing); :class:`JSONErrors` makes its answer
+  ``{"error": ...}`` with the same status, as every other Narad error. It only
+  overrides ``Worker.handle_error``, so it combines with any worker class.
+
+gevent monkey-patches the worker process (gunicorn's ``init_process``) before
+the app, redis-py and the metrics are imported there; the master, which
+imported some of those modules before forking, starts no thread and holds no
+lock across the fork.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import resource
+import socket
+import time
+import warnings
+from collections.abc import Callable
+from collections.abc import Iterable
+from contextlib import nullcontext
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+from ssl import SSLError
+from typing import Any
+
+import gevent
+from gevent import monkey
+from gevent.pool import Pool
+from gevent.server import StreamServer
+from gunicorn import util
+from gunicorn.http import errors as http_errors
+from gunicorn.http.wsgi import Response
+from gunicorn.http.wsgi import default_environ
+from gunicorn.sock import ssl_context
+from gunicorn.workers.ggevent import GeventWorker
+
+from narad import offload
+from narad.config import Config
+from narad.errors import RequestTimeout
+from narad.http import error_body
+
+# Connections a worker takes past its share of server.max_connections, only
+# to answer health probes; past those, new connections wait in the kernel's
+# accept queue.
+PROBE_CONNECTIONS = 16
+PROBES = frozenset({"/healthz", "/readyz"})
+# Descriptors a worker keeps for other things than client connections:
+# listening socket, storage connections, logs, metric files, pipes.
+OTHER_FDS = 256
+# After a response, an unread request body up to this size is read and
+# dropped (at the body's pace) to keep the connection; past it the
+# connection closes, lingering a moment so the client can read the answer.
+DRAIN_LIMIT = 4 * 1024 * 1024
+LINGER_S = 2.0
+
+
+MESSAGE_DETAIL = 100
+
+# (exception classes, status, reason phrase, what the message starts with);
+# the first row that matches wins. Anything else is gunicorn's or the app's
+# own failure: 500, logged with its traceback.
+_REFUSALS: tuple[tuple[tuple[type[BaseException], ...], int, str, str], ...] = (
+    (
+        (http_errors.InvalidResponseHeader, http_errors.InvalidResponseHeaderName),
+        500,
+        "Internal Server Error",
+        "",
+    ),
+    ((http_errors.LimitRequestLine,), 414, "URI Too Long", "request line too long"),
+    (
+        (http_errors.LimitRequestHeaders,),
+        431,
+        "Request Header Fields Too Large",
+        "request header fields too large",
+    ),
+    (
+        (http_errors.UnsupportedTransferCoding,),
+        501,
+        "Not Implemented",
+        "transfer coding not implemented",
+    ),
+    (
+        (http_errors.ExpectationFailed,),
+        417,
+        "Expectation Failed",
+        "expectation failed",
+    ),
+    (
+        (http_errors.ForbiddenProxyRequest, SSLError),
+        403,
+        "Forbidden",
+        "forbidden",
+    ),
+    (
+        (
+            http_errors.InvalidRequestLine,
+            http_errors.InvalidRequestMethod,
+            http_errors.InvalidHTTPVersion,
+            http_errors.InvalidHeader,
+            http_errors.InvalidHeaderName,
+            http_errors.ObsoleteFolding,
+            http_errors.InvalidProxyLine,
+            http_errors.InvalidSchemeHeaders,
+            http_errors.InvalidChunkSize,
+            http_errors.ChunkMissingTerminator,
+            http_errors.InvalidChunkExtension,
+            http_errors.InvalidH2CPreface,
+        ),
+        400,
+        "Bad Request",
+        "malformed request",
+    ),
+)
+
+
+def refusal(exc: BaseException) -> tuple[int, str, str]:
+    """(status, reason phrase, error message) for an error gunicorn hit."""
+    for classes, status, reason, what in _REFUSALS:
+        if isinstance(exc, classes):
+            if not what:
+                break  # the app's fault, not the client's
+            # gunicorn's own text, which quotes the offending input with %r.
+            detail = str(exc)
+            if len(detail) > MESSAGE_DETAIL:
+                detail = detail[:MESSAGE_DETAIL] + "…"
+            return status, reason, f"{what}: {detail}"
+    return 500, "Internal Server Error", "internal error"
+
+
+class JSONErrors:
+    """Mixin for a gunicorn worker: its own refusals as JSON ``{"error": ...}``."""
+
+    cfg: Any
+    log: Any
+
+    def handle_error(
+        self, req: Any, client: Any, addr: Any, exc: BaseException
+    ) -> None:
+        addr = addr or ("", -1)  # a unix socket
+        status, reason, message = refusal(exc)
+        if status != 500:
+            self.log.warning("Invalid request from ip=%s: %s", addr[0], exc)
+        else:
+            self.log.exception("Error handling request")
+        body = error_body(message)
+        if req is None and isinstance(exc, http_errors.InvalidHeader):
+            req = getattr(exc, "req", None)
+        if req is not None:
+            environ = default_environ(req, client, self.cfg)
+            environ["REMOTE_ADDR"] = addr[0]
+            environ["REMOTE_PORT"] = str(addr[1])
+            resp = Response(req, client, self.cfg)
+            resp.status = f"{status} {reason}"
+            resp.response_length = len(body)
+            self.log.access(resp, req, environ, timedelta(0))
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\n"
+            "Connection: close\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        try:
+            util.write_nonblock(client, head.encode("latin-1") + body)
+        except Exception:
+            self.log.debug("Failed to send error message.")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long a client may take over each part of an exchange, in seconds."""
+
+    header: float
+    keepalive: float
+    body: float
+    min_rate: float
+
+    @classmethod
+    def from_config(cls, config: Config) -> Limits:
+        return cls(
+            header=config.get("server.header_timeout"),
+            keepalive=config.get("server.keepalive"),
+            body=config.get("server.body_timeout"),
+            min_rate=config.get("server.body_min_rate"),
+        )
+
+
+class Connection:
+    """A client socket that holds every read and write to :class:`Limits`.
+
+    gunicorn's parser and responses use it as the socket. Between requests it
+    waits up to ``keepalive`` for a first byte (``header`` for the first
+    request); once one arrives, the head must be complete within ``header``;
+    a body (from :meth:`begin_request`) gets ``body`` seconds plus one per
+    ``min_rate`` bytes received.
+    """
+
+    __slots__ = (
+        "deadline",
+        "first",
+        "idle",
+        "limits",
+        "linger",
+        "probes_only",
+        "request",
+        "sock",
+    )
+
+    def __init__(self, sock: socket.socket, limits: Limits, *, probes_only: bool):
+        self.sock = sock
+        self.limits = limits
+        self.probes_only = probes_only  # over the cap: answer health probes only
+        self.request: Any = None  # gunicorn's Request while one is being served
+        self.idle = True  # no byte of the next request yet
+        self.first = True  # the first request counts from the connection's start
+        self.linger = False  # closing with request bytes unread
+        self.deadline = time.monotonic() + limits.header
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+    def begin_request(self, request: Any) -> None:
+        self.request = request
+        self.deadline = time.monotonic() + self.limits.body
+
+    def end_request(self) -> None:
+        self.request = None
+        self.idle = True
+        self.first = False
+        self.deadline = time.monotonic() + self.limits.keepalive
+
+    def recv(self, size: int) -> bytes:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            return self._late()
+        self.sock.settimeout(remaining)
+        try:
+            data = self.sock.recv(size)
+        except TimeoutError:
+            return self._late()
+        if self.request is not None:
+            # A body cut short ends here like a closed socket; the body
+            # reader (narad.http.body) counts the bytes and refuses it.
+            self.deadline += len(data) / self.limits.min_rate
+        elif self.idle and data:
+            self.idle = False
+            if not self.first:
+                self.deadline = time.monotonic() + self.limits.header
+        return data
+
+    def _late(self) -> bytes:
+        if self.request is not None:
+            self.request.force_close()
+            raise RequestTimeout(
+                f"request body slower than {self.limits.min_rate:g} bytes/s after "
+                f"{self.limits.body:g} s (server.body_timeout, server.body_min_rate)"
+            )
+        if self.idle:
+            return b""  # nothing of a request: close quietly, as at its end
+        raise RequestTimeout(
+            f"request line and headers not received within "
+            f"{self.limits.header:g} s (server.header_timeout)"
+        )
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.settimeout(self.limits.body + len(data) / self.limits.min_rate)
+        try:
+            self.sock.sendall(data)
+        except TimeoutError:
+            # gunicorn drops a connection on EPIPE without logging a traceback.
+            raise BrokenPipeError(
+                errno.EPIPE, "client not taking its response"
+            ) from None
+
+    def refuse(self, status: int, reason: str, message: str) -> None:
+        """Answer ``{"error": message}`` and ask to close (before any response)."""
+        body = error_body(message)
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        with suppress(OSError):
+            self.sendall(head.encode() + body)
+
+    def close(self) -> None:
+        if self.linger:
+            # Closing with unread bytes resets the connection, which can
+            # destroy the response before the client reads it: stop sending,
+            # take what the client still sends for a moment, then close.
+            with suppress(OSError):
+                self.sock.shutdown(socket.SHUT_WR)
+                end = time.monotonic() + LINGER_S
+                while (left := end - time.monotonic()) > 0:
+                    self.sock.settimeout(left)
+                    if not self.sock.recv(65536):
+                        break
+        self.sock.close()
+
+    def close_if_idle(self) -> None:
+        """Shut the socket if it waits for a next request (graceful stop)."""
+        if self.request is None and self.idle:
+            with suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
+
+
+class NaradWorker(JSONErrors, GeventWorker):
+    """gunicorn's gevent worker with Narad's connection limits and stop."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        config = Config.load()
+        self.limits = Limits.from_config(config)
+        self.cap = math.ceil(config.get("server.max_connections") / self.cfg.workers)
+        self.offload_threads = (
+            config.get("validation.capacity_slots") or os.cpu_count() or 1
+        )
+        self.connections: set[Connection] = set()
+        self._application: Callable[..., Iterable[bytes]] | None = None
+
+    def patch(self) -> None:
+        # The master imported redis-py, whose (unused) asyncio client binds
+        # ssl names at import: gevent warns about that module at every start.
+        # Any other module named in the warning still shows.
+        warnings.filterwarnings(
+            "ignore",
+            message=r"Monkey-patching ssl after ssl has already been imported.*"
+            r"\(NOT patched\): \['redis\.asyncio\.connection \([^']*\)'\]\.\s*$",
+            category=monkey.MonkeyPatchWarning,
+        )
+        super().patch()
+
+    def load_wsgi(self) -> None:
+        # After the fork and the monkey-patching, before the app is built.
+        self.cap = self._fit_cap(self.cap)
+        offload.start(self.offload_threads)
+        super().load_wsgi()
+        self._application, self.wsgi = self.wsgi, self._serve
+
+    def _fit_cap(self, cap: int) -> int:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        room = soft - OTHER_FDS - PROBE_CONNECTIONS
+        if soft != resource.RLIM_INFINITY and room < cap:
+            self.log.warning(
+                "open files limit %d holds %d connections per worker, not the "
+                "%d of server.max_connections: raise the limit (ulimit -n)",
+                soft,
+                max(room, 1),
+                cap,
+            )
+            return max(room, 1)
+        return cap
+
+    def timeout_ctx(self) -> nullcontext:
+        return nullcontext()  # Connection enforces the deadlines
+
+    def run(self) -> None:
+        servers = [self._server(listener) for listener in self.sockets]
+        for server in servers:
+            server.start()
+        beat = 0.0
+        while self.alive:
+            if time.monotonic() >= beat:
+                self.notify()
+                beat = time.monotonic() + 1.0
+            gevent.sleep(0.1)  # notice SIGTERM within a tenth of a second
+        self._stop(servers)
+
+    def _server(self, listener: socket.socket) -> StreamServer:
+        listener.setblocking(True)
+        ssl_args = {"ssl_context": ssl_context(self.cfg)} if self.cfg.is_ssl else {}
+        return StreamServer(
+            listener,
+            handle=partial(self.handle, listener),
+            spawn=Pool(self.cap + PROBE_CONNECTIONS),
+            **ssl_args,
+        )
+
+    def _stop(self, servers: list[StreamServer]) -> None:
+        for server in servers:
+            server.close()  # new connections are refused from now on
+        drain = getattr(self._application, "drain", None)
+        if drain is not None:
+            drain()
+        for conn in list(self.connections):
+            conn.close_if_idle()
+        deadline = time.monotonic() + self.cfg.graceful_timeout
+        while self.connections and time.monotonic() < deadline:
+            self.notify()
+            gevent.sleep(0.1)
+        if self.connections:
+            self.log.warning(
+                "graceful timeout: closing %d connections", len(self.connections)
+            )
+            for server in servers:
+                server.pool.kill(block=True, timeout=1)
+
+    def handle(self, listener: socket.socket, client: socket.socket, addr: Any):
+        conn = Connection(
+            client, self.limits, probes_only=len(self.connections) >= self.cap
+        )
+        self.connections.add(conn)
+        try:
+            super().handle(listener, conn, addr)
+        finally:
+            self.connections.discard(conn)
+
+    def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any):
+        if sock.probes_only:
+            req.force_close()
+            if req.path not in PROBES:
+                sock.linger = _unread_body(req) > 0
+                sock.refuse(
+                    503,
+                    "Service Unavailable",
+                    "node at its connection limit (server.max_connections); retry",
+                )
+                raise StopIteration
+        sock.begin_request(req)
+        try:
+            super().handle_request(listener_name, req, sock, addr)
+            _drain(req)  # still in the body's deadlines
+        finally:
+            sock.end_request()
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: Exception):
+        if isinstance(exc, RequestTimeout):
+            self.log.debug("slow client %s: %s", addr, exc)
+            client.refuse(408, "Request Timeout", exc.message)
+            return
+        super().handle_error(req, client, addr, exc)
+
+    def _serve(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        """The app; then, before the response head goes out, decide to close
+        (the worker is stopping, or a large body was left unread)."""
+        result = self._application(environ, start_response)
+        conn = environ["gunicorn.socket"]
+        if not self.alive:
+            conn.request.force_close()
+        if _unread_body(conn.request) > DRAIN_LIMIT:
+            conn.request.force_close()
+            conn.linger = True
+        return result
+
+
+def _drain(request: Any) -> None:
+    """Read and drop what the app left of the body; close if that is too much."""
+    left = DRAIN_LIMIT
+    try:
+        while left > 0:
+            data = request.body.read(min(left, 65536))
+            if not data:
+                return
+            left -= len(data)
+    except (RequestTimeout, OSError):
+        pass
+    raise StopIteration  # gunicorn closes the connection
+
+
+def _unread_body(request: Any) -> float:
+    """Bytes of the request body still on the socket (inf: unknown, chunked)."""
+    reader = request.body.reader
+    if getattr(reader, "parser", None) is not None:  # chunked, not finished
+        return math.inf
+    return getattr(reader, "length", 0)

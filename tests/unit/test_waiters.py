@@ -1,0 +1,125 @@
+"""Long-poll wake-ups and the empty-topic notes (in-process, fakeredis)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from narad import testing
+from narad.broker.waiters import EMPTY_NOTE_MS
+from narad.storage import Event
+
+
+@pytest.fixture
+def app(config):
+    return testing.make_app(config)
+
+
+@pytest.fixture
+def waiters(app):
+    waiters = app._waiters
+    waiters.generation("t")  # starts the listener
+    deadline = time.monotonic() + 5
+    while not waiters.quiet("t", waiters.generation("t")):
+        assert time.monotonic() < deadline, "no subscription"
+        time.sleep(0.01)
+    yield waiters
+    waiters.stop()
+
+
+def test_an_empty_look_is_remembered_until_the_topic_is_woken(waiters):
+    seen = waiters.generation("t")
+    waiters.remember_empty(("t", "e", None), "t", seen, None, 1000)
+    assert waiters.known_empty(("t", "e", None), "t", 1500) == (seen, None)
+    assert waiters.known_empty(("t", "e", 0), "t", 1500) is None  # other key
+    storage = waiters._listener._storage
+    storage.client.redis.publish(storage.EVENTS, f"{Event.MESSAGES.value} t")
+    deadline = time.monotonic() + 5
+    while waiters.generation("t") == seen:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert waiters.known_empty(("t", "e", None), "t", 1500) is None
+
+
+def test_an_old_note_sends_one_consumer_to_look_and_serves_the_others(waiters):
+    seen = waiters.generation("t")
+    waiters.remember_empty("k", "t", seen, None, 1000)
+    later = 1000 + EMPTY_NOTE_MS
+    assert waiters.known_empty("k", "t", later) is None  # this one looks
+    assert waiters.known_empty("k", "t", later + 1) == (seen, None)
+    waiters.forget_empty("k")  # its look found a message, or no topic
+    assert waiters.known_empty("k", "t", later + 2) is None
+
+
+def test_a_note_lapses_with_the_next_lease_expiry(waiters):
+    seen = waiters.generation("t")
+    waiters.remember_empty("k", "t", seen, 1200, 1000)
+    assert waiters.known_empty("k", "t", 1100) == (seen, 1200)
+    assert waiters.known_empty("k", "t", 1200) is None
+
+
+def test_a_look_raced_by_a_wake_up_is_not_remembered(waiters):
+    seen = waiters.generation("t") - 1  # the topic moved on during the look
+    waiters.remember_empty("k", "t", seen, None, 1000)
+    assert waiters.known_empty("k", "t", 1000) is None
+
+
+def test_repeated_long_polls_on_an_empty_topic_look_once(app, waiters):
+    import falcon.testing
+
+    client = falcon.testing.TestClient(app)
+    before = waiters.generation("t")
+    assert client.simulate_post("/v1/topics", json={"name": "t"}).status_code == 201
+    # The create's own notification must land before the looks are counted.
+    deadline = time.monotonic() + 5
+    while waiters.generation("t") == before:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    storage = app._waiters._listener._storage
+    looks = []
+    reserve = storage.reserve
+
+    def counting(*args, **kwargs):
+        looks.append(1)
+        return reserve(*args, **kwargs)
+
+    storage.reserve = counting
+    for _ in range(5):
+        assert (
+            client.simulate_get(
+                "/v1/topics/t/consume", params={"wait": "20ms"}
+            ).status_code
+            == 204
+        )
+    assert len(looks) == 1
+    # A produce wakes the topic: the next poll looks again and finds it.
+    assert client.simulate_post("/v1/topics/t/produce", body=b"{}").status_code == 202
+    deadline = time.monotonic() + 5
+    while True:
+        resp = client.simulate_get("/v1/topics/t/consume", params={"wait": "1s"})
+        if resp.status_code == 200 or time.monotonic() > deadline:
+            break
+    assert resp.status_code == 200
+
+
+def test_stop_answers_every_waiting_consumer_at_once(app, waiters):
+    import falcon.testing
+
+    client = falcon.testing.TestClient(app)
+    client.simulate_post("/v1/topics", json={"name": "t"})
+    statuses = []
+
+    def poll():
+        resp = client.simulate_get("/v1/topics/t/consume", params={"wait": "10s"})
+        statuses.append(resp.status_code)
+
+    threads = [threading.Thread(target=poll) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    app.drain()
+    for thread in threads:
+        thread.join(5)
+    assert statuses == [204] * 5

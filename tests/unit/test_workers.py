@@ -1,0 +1,142 @@
+"""Client deadlines on one connection, and the offload pool under gevent."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from narad import offload
+from narad.errors import RequestTimeout
+from narad.workers import Connection
+from narad.workers import Limits
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMITS = Limits(header=0.2, keepalive=0.4, body=0.2, min_rate=1000)
+
+
+class Request:
+    must_close = False
+
+    def force_close(self) -> None:
+        self.must_close = True
+
+
+@pytest.fixture
+def pair():
+    server, client = socket.socketpair()
+    yield Connection(server, LIMITS, probes_only=False), client
+    server.close()
+    client.close()
+
+
+def test_nothing_sent_reads_as_the_end_of_the_connection(pair):
+    conn, _ = pair
+    assert conn.recv(100) == b""
+
+
+def test_a_head_started_but_not_finished_in_time_is_late(pair):
+    conn, client = pair
+    client.sendall(b"GET / HTTP/1.1\r\n")
+    assert conn.recv(100) == b"GET / HTTP/1.1\r\n"
+    with pytest.raises(RequestTimeout, match=r"server\.header_timeout"):
+        conn.recv(100)
+
+
+def test_a_body_keeps_going_at_the_minimum_rate_and_no_slower(pair):
+    conn, client = pair
+    request = Request()
+    conn.begin_request(request)
+    client.sendall(b"x" * 500)  # half a second's worth of allowance
+    assert conn.recv(1000) == b"x" * 500
+    with pytest.raises(RequestTimeout, match=r"server\.body_min_rate"):
+        conn.recv(1000)
+    assert request.must_close
+
+
+def test_a_body_cut_short_ends_like_a_closed_socket(pair):
+    # The body reader (narad.http.body) counts the bytes and refuses it.
+    conn, client = pair
+    conn.begin_request(Request())
+    client.close()
+    assert conn.recv(100) == b""
+
+
+def test_after_a_request_the_next_one_may_idle_for_keepalive(pair):
+    conn, client = pair
+    conn.begin_request(Request())
+    conn.end_request()
+    client.sendall(b"G")
+    assert conn.recv(1) == b"G"  # the head's own allowance starts now
+    client.sendall(b"ET / HTTP/1.1\r\n\r\n")
+    assert conn.recv(100) == b"ET / HTTP/1.1\r\n\r\n"
+
+
+def test_a_client_not_taking_its_response_is_dropped():
+    server, client = socket.socketpair()
+    fast = Limits(header=0.2, keepalive=0.4, body=0.2, min_rate=1e9)
+    conn = Connection(server, fast, probes_only=False)
+    with pytest.raises(BrokenPipeError):
+        conn.sendall(b"x" * 10_000_000)  # never read by the client
+    server.close()
+    client.close()
+
+
+def test_without_a_pool_work_runs_in_the_caller():
+    assert offload.run(sum, [1, 2, 3]) == 6
+
+
+def test_the_pool_runs_work_on_native_threads_and_keeps_the_loop_going():
+    script = textwrap.dedent(
+        """
+        from gevent import monkey; monkey.patch_all()
+        import _thread, gevent, threading
+        from narad import offload
+        from narad.errors import InvalidPayload
+
+        offload.start(2)
+        assert monkey.get_original("_thread", "stack_size")() == 0  # restored
+        main = threading.get_ident()
+        ticks = []
+
+        def tick():
+            while True:
+                ticks.append(1)
+                gevent.sleep(0.001)
+
+        def spin():
+            import time
+            end = time.monotonic() + 0.3
+            while time.monotonic() < end:
+                pass
+            return monkey.get_original("_thread", "get_ident")()
+
+        gevent.spawn(tick)
+        assert offload.run(spin) != main
+        assert len(ticks) >= 2, ticks  # the loop ran while the thread computed
+
+        def refuse():
+            raise InvalidPayload("no")
+
+        try:
+            offload.run(refuse)
+        except InvalidPayload as exc:
+            assert "no" in str(exc)
+        else:
+            raise AssertionError("the exception did not come back")
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": f"{ROOT}:{ROOT / 'plugins'}", "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert out.stdout.strip() == "ok", out.stderr
