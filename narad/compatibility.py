@@ -53,7 +53,7 @@ from typing import Literal
 
 from narad.schema.jsontext import json_equal
 from narad.schema.jsontext import json_key
-from narad.schema.resolver import join_pointer
+from narad.schema.resolver import escape
 
 if TYPE_CHECKING:
     from narad.schema.compatibility import Walk
@@ -270,7 +270,11 @@ class RuleContext:
 
     def at(self, *tokens: str | int) -> str:
         """The pointer of a place below this subschema, e.g. ``at("items")``."""
-        return join_pointer(self.pointer, *tokens)
+        # join_pointer's loop, inline: this runs for every pair compared.
+        pointer = self.pointer
+        for token in tokens:
+            pointer += "/" + (escape(token) if isinstance(token, str) else str(token))
+        return pointer
 
     def compare(
         self,
@@ -284,8 +288,10 @@ class RuleContext:
         """Compare a previous subschema with a proposed one sitting at ``pointer``.
 
         Args:
-            old: A subschema of the previous version.
-            new: A subschema of the proposed version.
+            old: A subschema of the previous version (a part of the document
+                as the engine handed it, or ``True``: pairs are remembered by
+                identity, so never a copy).
+            new: A subschema of the proposed version, the same way.
             pointer: Where ``new`` sits in the proposed schema.
             in_place: True when the pair applies to the same instance value
                 as this one (``allOf``, ``anyOf`` branches); False when it
@@ -311,7 +317,8 @@ class RuleContext:
 
         Differences that constrain nothing do not count: annotations
         (:data:`ANNOTATIONS`), identifiers and definitions, and keywords the
-        draft does not define, wherever a subschema sits.
+        draft does not define, wherever a subschema sits. As with
+        :meth:`compare`, pass parts of the documents, never copies.
         """
         return self._walk.identical(old, new, keyword)
 

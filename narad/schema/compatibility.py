@@ -49,8 +49,6 @@ from narad.compatibility import RuleContext
 from narad.compatibility import Side
 from narad.compatibility import Violation
 from narad.compatibility import identical_or_removed
-from narad.compatibility import is_document_keyword
-from narad.compatibility import is_extension
 from narad.schema.drafts import Draft
 from narad.schema.jsontext import json_equal
 from narad.schema.jsontext import json_key
@@ -252,10 +250,7 @@ class Walk:
         # Following the dynamic scope of both sides (see _Document.enter).
         self.scoped = scoped
         self.scopes: list[tuple[tuple[str, ...], tuple[str, ...]]] = [((), ())]
-        self.extensions = frozenset(k for k, r in rules.items() if is_extension(r))
-        self.document_keywords = frozenset(
-            k for k, r in rules.items() if is_document_keyword(r)
-        )
+        self.extensions, self.document_keywords = _marked(rules)
         # Per side, as sets to test a whole subschema's keys at once: those in
         # effect, those constraining values, those that make a $ref not bare.
         self.effective = {
@@ -273,8 +268,9 @@ class Walk:
         # Pairs under comparison, by depth, each with a frame; ``low`` is the
         # shallowest depth the current comparison assumed compatible.
         self.active: dict[tuple[Any, ...], int] = {}
-        self.frames: list[int] = []
-        self.frame_depth: dict[int, int] = {}
+        self.frames: list[int] = []  # of the open pairs, by depth
+        self.frame_count = 0
+        self.frame_depth: dict[int, int] = {}  # of the frames leant on
         self.low = 0
         # Successes that leant on a pair still open further up, and the frame
         # each leans on; a frame that closed leaning on another points at it.
@@ -291,7 +287,6 @@ class Walk:
         }
         self.exact_memo: dict[tuple[int, int], Any] = {}
         self.blind_memo: dict[tuple[int, int], Any] = {}
-        self.alive: list[tuple[Any, Any]] = []  # keeps memoised ids valid
         self.by_repr = True  # see exactly_equal
 
     def run(self) -> list[Violation]:
@@ -379,18 +374,21 @@ class Walk:
             return []
         # Report where the proposed schema says it, not the $ref path to it.
         pointer = self.new.pointers.get(id(new_target), pointer)
-        also = _others(
-            self.applying[-1] if in_place and self.applying else applying, old_target
-        )
-        key: tuple[Any, ...] = (id(old_target), id(new_target))
+        if in_place and self.applying:
+            also = _others(self.applying[-1], old_target)
+        else:
+            also = _others(applying, old_target) if applying else ()
         if also:
-            key = (*key, *map(id, also))
-        shared = (old_target, *also)
-        scope = self.scopes[-1]
+            key: tuple[Any, ...] = (id(old_target), id(new_target), *map(id, also))
+            shared = (old_target, *also)
+        else:
+            key, shared = (id(old_target), id(new_target)), (old_target,)
+        scope = None
         if self.scoped:
+            outer = self.scopes[-1]
             scope = (
-                self.old.enter(scope[0], self.chain(old, "old")),
-                self.new.enter(scope[1], self.chain(new, "new")),
+                self.old.enter(outer[0], self.chain(old, "old")),
+                self.new.enter(outer[1], self.chain(new, "new")),
             )
             key = (*key, scope)
         if key in self.done:
@@ -407,19 +405,20 @@ class Walk:
             return [Violation(Change.too_deep, deep, "$ref", pointer)]
         outer_low, self.low = self.low, depth
         mark = len(self.provisional)
-        frame = len(self.frame_depth)
-        self.frame_depth[frame] = depth
+        frame = self.frame_count = self.frame_count + 1
         self.active[key] = depth
         self.frames.append(frame)
         self.applying.append(shared)
-        self.scopes.append(scope)
+        if scope is not None:
+            self.scopes.append(scope)
         try:
             found = self.dispatch(old, new, old_target, new_target, pointer, shared)
         finally:
             del self.active[key]
             self.frames.pop()
             self.applying.pop()
-            self.scopes.pop()
+            if scope is not None:
+                self.scopes.pop()
         self.settle(key, found, depth, mark, frame)
         self.low = min(outer_low, self.low)
         return found
@@ -452,6 +451,7 @@ class Walk:
             del self.provisional[mark:]
         else:
             lean = self.frames[self.low]
+            self.frame_depth[lean] = self.low
             self.redirect[frame] = lean
             self.provisional.append(key)
             self.leans[key] = lean
@@ -545,14 +545,13 @@ class Walk:
         decides them all at once (a pair fails when it differs or leads to a
         pair that fails), so each pair is explored once per check.
         """
-        scope_ok = self.scope_ok()
+        scope_ok = not self.scoped or self.scope_ok()
         memo = self.same_memo[exact, scope_ok]
         top: tuple[Any, ...] = (id(old), id(new))
         if kind != "schema":
             top = (*top, kind)
         if top in memo:
             return memo[top]
-        self.alive.append((old, new))
         if exact:
             verdict = self.exactly_equal(old, new)
             if verdict is not None:
@@ -593,8 +592,6 @@ class Walk:
 
     def scope_ok(self) -> bool:
         """Whether both sides reached this point through the same dynamic scope."""
-        if not self.scoped:
-            return True
         old_scope, new_scope = self.scopes[-1]
         return old_scope == new_scope
 
@@ -764,8 +761,22 @@ _KINDS = {
 }
 
 
+def _marked(rules: Mapping[str, Rule]) -> tuple[frozenset[str], frozenset[str]]:
+    """The keywords whose rules are marked as extensions, and as document
+    keywords (one pass, inline: this runs for every check)."""
+    extensions, document = [], []
+    for keyword, rule in rules.items():
+        if getattr(rule, "narad_extension", False) is True:
+            extensions.append(keyword)
+        if getattr(rule, "narad_document_keyword", False) is True:
+            document.append(keyword)
+    return frozenset(extensions), frozenset(document)
+
+
 def _others(applying: Iterable[Any], schema: Any) -> tuple[Any, ...]:
     """``applying`` without ``schema`` and repeats, in order."""
+    if type(applying) is tuple and len(applying) == 1:  # the common case
+        return () if applying[0] is schema else applying
     seen = {id(schema)}
     others = []
     for other in applying:

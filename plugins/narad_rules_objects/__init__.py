@@ -73,18 +73,20 @@ def properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Add optional properties; never remove one; each kept one must widen."""
     old = {} if old is ABSENT else old
     new = {} if new is ABSENT else new
-    members = _Members(ctx)
+    # The common case, one subschema whose members only properties govern,
+    # needs no gathering for the members it lists.
+    members = None if _alone(ctx) else _Members(ctx)
     for name, schema in old.items():
         if name not in new:
             message = f"property {show(name)} removed"
             yield Violation(Change.property_removed, message)
         else:
             at = ctx.at("properties", name)
-            also = members.applying(name, schema)
+            also = members.applying(name, schema) if members else ()
             yield from ctx.compare(schema, new[name], at, applying=also)
     for name, schema in new.items():
         if name not in old:
-            governing = members.governing(name)
+            governing = (members or _Members(ctx)).governing(name)
             for i, before in enumerate(governing):
                 also = governing[:i] + governing[i + 1 :]
                 before = True if before is UNKNOWN else before
@@ -100,21 +102,11 @@ class _Members:
         self.ctx = ctx
         self.keywords = ctx.old_draft.keywords
         self.place = InPlace.of(ctx)
-        only = self.place.positive == [ctx.old_schema] and not (
-            self.place.turning or self.place.unknown
-        )
-        # The common case: one subschema, whose members only properties govern.
-        self.plain = only and {
-            "patternProperties",
-            "unevaluatedProperties",
-        }.isdisjoint(ctx.old)
 
     def applying(self, name: str, own: Any) -> list[Any]:
         """The subschemas other than ``own`` applying to the member ``name``,
         :data:`UNKNOWN` where the previous version constrains it in ways no
         subschema says."""
-        if self.plain and own is not None:
-            return []  # a listed member: only its own schema applies
         found = {id(own): own}
         for schema in self.place.positive:
             for subschema in self.member_schemas(schema, name):
@@ -198,6 +190,38 @@ class _Members:
             get(schema, "unevaluatedProperties"),
         ]
         return [s for s in found if s is not ABSENT]
+
+
+# Keywords by which a subschema applies more to its own members than its
+# properties do, directly or through other subschemas.
+_NOT_ALONE = frozenset(
+    {
+        "patternProperties",
+        "unevaluatedProperties",
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "dependentSchemas",
+        "dependencies",
+    }
+)
+
+
+def _alone(ctx: RuleContext) -> bool:
+    """Whether only this subschema's ``properties`` apply to the members it
+    lists: nothing else applies to the value, and it has no keyword that
+    applies more to them."""
+    applying = ctx.old_applying
+    return (
+        len(applying) == 1
+        and applying[0] is ctx.old_schema
+        and _NOT_ALONE.isdisjoint(ctx.old)
+    )
 
 
 def _items(value: Any) -> list[tuple[str, Any]]:
