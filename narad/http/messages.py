@@ -1,10 +1,12 @@
-"""Produce, consume, ack and replay under ``/v1/topics/{name}``."""
+"""Produce, consume, ack and replay under ``/v1/topics/{name}``, one message
+at a time or in batches."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 import falcon
@@ -12,6 +14,7 @@ import falcon
 from narad.broker.messages import Delivery
 from narad.broker.messages import MessageService
 from narad.broker.messages import Outgoing
+from narad.broker.messages import Produced
 from narad.errors import InvalidArgument
 from narad.http import dumps
 from narad.http import encode
@@ -23,11 +26,21 @@ from narad.http.body import query_int
 from narad.http.body import read_body
 from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
+from narad.quoting import quote
 from narad.storage import PayloadKind
 from narad.storage import Settle
 
 MAX_BATCH = 1000
-BATCH_ENTRY_FIELDS = ("value", "value_base64", "key", "partition")
+BATCH_ENTRY_FIELDS = ("value", "value_base64", "key", "partition", "idempotency_key")
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+#: Answered ``true`` when every message of a produce was stored by an earlier
+#: attempt with the same idempotency key (nothing was stored this time).
+REPLAYED_HEADER = "Idempotent-Replayed"
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+DEFAULT_CONSUME_BATCH = 10
+MAX_CONSUME_BATCH = 100
+MAX_ACK_BATCH = 1000
+ACK_BATCH_FIELDS = ("receipt_handles", "extend")
 
 
 class Produce:
@@ -38,18 +51,48 @@ class Produce:
         check_name(name)
         key = _utf8(param(req, "key") or "", "key")
         partition = query_int(req, "partition")
+        idempotency_key = _request_key(req)
         body = read_body(req)
-        self.messages.produce(name, [Outgoing(body, key, partition)])
+        produced = self.messages.produce(
+            name, [Outgoing(body, key, partition)], idempotency_key=idempotency_key
+        )
+        _replayed(resp, produced)
         resp.status = falcon.HTTP_202
 
     def on_post_batch(
         self, req: falcon.Request, resp: falcon.Response, name: str
     ) -> None:
         check_name(name)
-        outgoing = _batch(read_body(req))
-        accepted = self.messages.produce(name, outgoing, batch=True)
+        idempotency_key = _request_key(req)
+        outgoing = _batch(read_body(req), keyed_request=idempotency_key is not None)
+        produced = self.messages.produce(
+            name, outgoing, batch=True, idempotency_key=idempotency_key
+        )
+        _replayed(resp, produced)
         resp.status = falcon.HTTP_202
-        resp.text = dumps({"accepted": accepted})
+        answer = {"accepted": produced.accepted}
+        if idempotency_key is not None or any(o.idempotency_key for o in outgoing):
+            answer["duplicates"] = produced.repeated
+        resp.text = dumps(answer)
+
+
+def _idempotency_key(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _IDEMPOTENCY_KEY.fullmatch(value):
+        shown = quote(value) if isinstance(value, str) else "not a string"
+        raise InvalidArgument(
+            f"{what} must be 1 to 255 visible ASCII characters, got {shown}"
+        )
+    return value
+
+
+def _request_key(req: falcon.Request) -> str | None:
+    value = req.get_header(IDEMPOTENCY_HEADER)
+    return None if value is None else _idempotency_key(value, IDEMPOTENCY_HEADER)
+
+
+def _replayed(resp: falcon.Response, produced: Produced) -> None:
+    if produced.repeated and not produced.stored:
+        resp.set_header(REPLAYED_HEADER, "true")
 
 
 def _utf8(text: str, what: str) -> bytes:
@@ -63,7 +106,7 @@ def _utf8(text: str, what: str) -> bytes:
         ) from None
 
 
-def _batch(data: bytes) -> list[Outgoing]:
+def _batch(data: bytes, *, keyed_request: bool) -> list[Outgoing]:
     body = parse_json(data)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise InvalidArgument('request body must be {"messages": [...]}')
@@ -75,7 +118,25 @@ def _batch(data: bytes) -> list[Outgoing]:
         raise InvalidArgument(
             f"messages holds {len(items)} entries; at most {MAX_BATCH}"
         )
-    return [_entry(item, f"messages[{i}]: ") for i, item in enumerate(items)]
+    outgoing = [_entry(item, f"messages[{i}]: ") for i, item in enumerate(items)]
+    first_with: dict[str, int] = {}
+    for index, item in enumerate(outgoing):
+        key = item.idempotency_key
+        if key is None:
+            continue
+        if keyed_request:
+            raise InvalidArgument(
+                f"messages[{index}]: idempotency_key given with the "
+                f"{IDEMPOTENCY_HEADER} header: give one key for the request or "
+                "one per message, not both"
+            )
+        if key in first_with:
+            raise InvalidArgument(
+                f"messages[{index}]: idempotency_key {quote(key)} repeats "
+                f"messages[{first_with[key]}]'s"
+            )
+        first_with[key] = index
+    return outgoing
 
 
 def _entry(item: Any, where: str) -> Outgoing:
@@ -99,7 +160,10 @@ def _entry(item: Any, where: str) -> Outgoing:
     partition = item.get("partition")
     if partition is not None:
         partition = integer(partition, f"{where}partition", low=0)
-    return Outgoing(payload, _utf8(key, f"{where}key"), partition)
+    idempotency_key = item.get("idempotency_key")
+    if idempotency_key is not None:
+        idempotency_key = _idempotency_key(idempotency_key, f"{where}idempotency_key")
+    return Outgoing(payload, _utf8(key, f"{where}key"), partition, idempotency_key)
 
 
 class Consume:
@@ -119,6 +183,39 @@ class Consume:
             resp.status = falcon.HTTP_204
             return
         resp.text = render(delivery)
+
+    def on_get_batch(
+        self, req: falcon.Request, resp: falcon.Response, name: str
+    ) -> None:
+        check_name(name)
+        if param(req, "offset") is not None:
+            raise InvalidArgument(
+                "consume/batch leases messages; replay by offset is "
+                "consume?partition=&offset="
+            )
+        partition = query_int(req, "partition")
+        count = query_int(req, "max", low=1, high=MAX_CONSUME_BATCH)
+        wait_ms = query_duration_ms(req, "wait")
+        deliveries = self.messages.consume_batch(
+            name,
+            count=DEFAULT_CONSUME_BATCH if count is None else count,
+            wait_ms=wait_ms,
+            partition=partition,
+        )
+        if not deliveries:
+            resp.status = falcon.HTTP_204
+            return
+        resp.text = render_batch(deliveries)
+
+    def on_head_batch(
+        self, req: falcon.Request, resp: falcon.Response, name: str
+    ) -> None:
+        """HEAD is safe: a batch consume would lease messages."""
+        check_name(name)
+        raise InvalidArgument(
+            "HEAD of consume/batch is not served: it would lease messages; "
+            "replay one by HEAD of consume?partition=&offset="
+        )
 
     def on_head(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         """HEAD is safe: it may replay but never lease a message."""
@@ -164,9 +261,53 @@ class Ack:
         self.messages.settle(name, handle, action)
         resp.status = falcon.HTTP_204
 
+    def on_post_batch(
+        self, req: falcon.Request, resp: falcon.Response, name: str
+    ) -> None:
+        check_name(name)
+        body = parse_json(read_body(req))
+        if not isinstance(body, dict) or not isinstance(
+            body.get("receipt_handles"), list
+        ):
+            raise InvalidArgument('request body must be {"receipt_handles": [...]}')
+        refuse_unknown(body, ACK_BATCH_FIELDS)
+        handles = body["receipt_handles"]
+        if not handles:
+            raise InvalidArgument("receipt_handles must not be empty")
+        if len(handles) > MAX_ACK_BATCH:
+            raise InvalidArgument(
+                f"receipt_handles holds {len(handles)} entries; at most {MAX_ACK_BATCH}"
+            )
+        for index, handle in enumerate(handles):
+            if not isinstance(handle, str):
+                raise InvalidArgument(f"receipt_handles[{index}] must be a string")
+        extend = body.get("extend")
+        if extend is None or extend is False:
+            action = Settle.ACK
+        elif extend is True:
+            action = Settle.EXTEND
+        elif extend == 0 and type(extend) is int:
+            action = Settle.RELEASE
+        else:
+            raise InvalidArgument(
+                "extend must be true (renew the leases) or 0 (give the messages back)"
+            )
+        results = self.messages.settle_batch(name, handles, action)
+        resp.text = dumps({"results": results})
+
+
+def render_batch(deliveries: list[Delivery]) -> str:
+    """The batch consume response: ``{"messages": [...]}``, each message as
+    :func:`render` writes it."""
+    return '{"messages":[' + ",".join(map(_render, deliveries)) + "]}\n"
+
 
 def render(delivery: Delivery) -> str:
     """The consume response; a JSON payload is embedded verbatim."""
+    return _render(delivery) + "\n"
+
+
+def _render(delivery: Delivery) -> str:
     message = delivery.message
     head: dict[str, Any] = {
         "topic": delivery.topic,
@@ -184,4 +325,4 @@ def render(delivery: Delivery) -> str:
     else:
         head["payload_encoding"] = "base64"
         payload = '"' + base64.b64encode(message.payload).decode() + '"'
-    return encode(head)[:-1] + ',"payload":' + payload + "}\n"
+    return encode(head)[:-1] + ',"payload":' + payload + "}"
