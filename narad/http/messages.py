@@ -41,6 +41,7 @@ DEFAULT_CONSUME_BATCH = 10
 MAX_CONSUME_BATCH = 100
 MAX_ACK_BATCH = 1000
 ACK_BATCH_FIELDS = ("receipt_handles", "extend")
+_ENTRY_FIELDS = frozenset(BATCH_ENTRY_FIELDS)
 
 
 class Produce:
@@ -95,14 +96,15 @@ def _replayed(resp: falcon.Response, produced: Produced) -> None:
         resp.set_header(REPLAYED_HEADER, "true")
 
 
-def _utf8(text: str, what: str) -> bytes:
+def _utf8(text: str, what: str, index: int | None = None) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate ("\ud800" in JSON): UTF-8 cannot hold it, and
         # storing its CESU-8 bytes would hand consumers invalid UTF-8.
+        where = "" if index is None else f"messages[{index}]: "
         raise InvalidArgument(
-            f"{what} holds a lone surrogate, which UTF-8 cannot store"
+            f"{where}{what} holds a lone surrogate, which UTF-8 cannot store"
         ) from None
 
 
@@ -118,7 +120,7 @@ def _batch(data: bytes, *, keyed_request: bool) -> list[Outgoing]:
         raise InvalidArgument(
             f"messages holds {len(items)} entries; at most {MAX_BATCH}"
         )
-    outgoing = [_entry(item, f"messages[{i}]: ") for i, item in enumerate(items)]
+    outgoing = [_entry(item, index) for index, item in enumerate(items)]
     first_with: dict[str, int] = {}
     for index, item in enumerate(outgoing):
         key = item.idempotency_key
@@ -139,31 +141,43 @@ def _batch(data: bytes, *, keyed_request: bool) -> list[Outgoing]:
     return outgoing
 
 
-def _entry(item: Any, where: str) -> Outgoing:
-    if not isinstance(item, dict):
-        raise InvalidArgument(f"{where}must be an object")
-    refuse_unknown(item, BATCH_ENTRY_FIELDS, where)
+def _entry(item: Any, index: int) -> Outgoing:
+    # Once per message of a batch: the common entry ({"value": ...}) takes
+    # the fewest checks, and error messages are built only when needed.
+    if type(item) is not dict:
+        raise InvalidArgument(f"messages[{index}]: must be an object")
+    if not _ENTRY_FIELDS.issuperset(item):
+        refuse_unknown(item, BATCH_ENTRY_FIELDS, f"messages[{index}]: ")
+    value = item.get("value")
     if ("value" in item) == ("value_base64" in item):
-        raise InvalidArgument(f"{where}give exactly one of value and value_base64")
-    if "value" in item:
-        if not isinstance(item["value"], str):
-            raise InvalidArgument(f"{where}value must be a string")
-        payload = _utf8(item["value"], f"{where}value")
+        raise InvalidArgument(
+            f"messages[{index}]: give exactly one of value and value_base64"
+        )
+    if type(value) is str:
+        payload = _utf8(value, "value", index)
+    elif "value" in item:
+        raise InvalidArgument(f"messages[{index}]: value must be a string")
     else:
         try:
             payload = base64.b64decode(item["value_base64"], validate=True)
         except (binascii.Error, TypeError, ValueError):
-            raise InvalidArgument(f"{where}value_base64 is not base64") from None
+            raise InvalidArgument(
+                f"messages[{index}]: value_base64 is not base64"
+            ) from None
     key = item.get("key", "")
-    if not isinstance(key, str):
-        raise InvalidArgument(f"{where}key must be a string")
+    if type(key) is not str:
+        raise InvalidArgument(f"messages[{index}]: key must be a string")
     partition = item.get("partition")
     if partition is not None:
-        partition = integer(partition, f"{where}partition", low=0)
+        partition = integer(partition, f"messages[{index}]: partition", low=0)
     idempotency_key = item.get("idempotency_key")
     if idempotency_key is not None:
-        idempotency_key = _idempotency_key(idempotency_key, f"{where}idempotency_key")
-    return Outgoing(payload, _utf8(key, f"{where}key"), partition, idempotency_key)
+        idempotency_key = _idempotency_key(
+            idempotency_key, f"messages[{index}]: idempotency_key"
+        )
+    return Outgoing(
+        payload, _utf8(key, "key", index) if key else b"", partition, idempotency_key
+    )
 
 
 class Consume:
@@ -182,7 +196,7 @@ class Consume:
         if delivery is None:
             resp.status = falcon.HTTP_204
             return
-        resp.text = render(delivery)
+        resp.data = render(delivery)
 
     def on_get_batch(
         self, req: falcon.Request, resp: falcon.Response, name: str
@@ -205,7 +219,7 @@ class Consume:
         if not deliveries:
             resp.status = falcon.HTTP_204
             return
-        resp.text = render_batch(deliveries)
+        resp.data = render_batch(deliveries)
 
     def on_head_batch(
         self, req: falcon.Request, resp: falcon.Response, name: str
@@ -235,7 +249,7 @@ class Consume:
         if partition is None:
             raise InvalidArgument("offset needs partition")
         delivery = self.messages.replay(name, partition=partition, offset=offset)
-        resp.text = render(delivery)
+        resp.data = render(delivery)
 
 
 class Ack:
@@ -296,33 +310,42 @@ class Ack:
         resp.text = dumps({"results": results})
 
 
-def render_batch(deliveries: list[Delivery]) -> str:
+def render_batch(deliveries: list[Delivery]) -> bytes:
     """The batch consume response: ``{"messages": [...]}``, each message as
     :func:`render` writes it."""
-    return '{"messages":[' + ",".join(map(_render, deliveries)) + "]}\n"
+    return b'{"messages":[' + b",".join(map(_render, deliveries)) + b"]}\n"
 
 
-def render(delivery: Delivery) -> str:
+def render(delivery: Delivery) -> bytes:
     """The consume response; a JSON payload is embedded verbatim."""
-    return _render(delivery) + "\n"
+    return _render(delivery) + b"\n"
 
 
-def _render(delivery: Delivery) -> str:
+def _render(delivery: Delivery) -> bytes:
+    # Written by hand, once per message of a batch: the topic name and the
+    # handle need no escaping (their alphabets are [A-Za-z0-9._-]), the
+    # numbers none, and only the key goes through the JSON encoder.
     message = delivery.message
-    head: dict[str, Any] = {
-        "topic": delivery.topic,
-        "partition": message.partition,
-        "offset": message.offset,
-        "key": message.key.decode("utf-8", "replace") if message.key else None,
-        "timestamp": message.timestamp,
-    }
+    key = (
+        encode(message.key.decode("utf-8", "replace")).encode()
+        if message.key
+        else b"null"
+    )
+    head = b'{"topic":"%s","partition":%d,"offset":%d,"key":%s,"timestamp":%d' % (
+        delivery.topic.encode(),
+        message.partition,
+        message.offset,
+        key,
+        message.timestamp,
+    )
     if delivery.receipt_handle is not None:
-        head["receipt_handle"] = delivery.receipt_handle
+        head += b',"receipt_handle":"%s"' % delivery.receipt_handle.encode()
     if message.kind is PayloadKind.JSON:
-        payload = message.payload.decode("utf-8")
+        payload = message.payload
     elif message.kind is PayloadKind.TEXT:
-        payload = json.dumps(message.payload.decode("utf-8"), ensure_ascii=False)
+        text = message.payload.decode("utf-8")
+        payload = json.dumps(text, ensure_ascii=False).encode()
     else:
-        head["payload_encoding"] = "base64"
-        payload = '"' + base64.b64encode(message.payload).decode() + '"'
-    return encode(head)[:-1] + ',"payload":' + payload + "}"
+        head += b',"payload_encoding":"base64"'
+        payload = b'"' + base64.b64encode(message.payload) + b'"'
+    return head + b',"payload":' + payload + b"}"

@@ -339,6 +339,10 @@ class RedisStorage:
         for guard in idempotency:
             args += [guard.key, guard.digest, guard.start + 1, guard.stop]
         slot_of: dict[int, int] = {}
+        # The record as stored, commit time included: the script then stores
+        # the argument without copying it (unless the partition's clock is
+        # ahead of this node's).
+        stamp = b"%d," % now_ms
         for entry in entries:
             slot = slot_of.get(entry.partition)
             if slot is None:
@@ -346,8 +350,14 @@ class RedisStorage:
                 keys += self._partition_keys(meta.name, entry.partition)
             args.append(slot)
             args.append(
-                b"%s%d:%s%s"
-                % (entry.kind.value.encode(), len(entry.key), entry.key, entry.payload)
+                b"%s%s%d:%s%s"
+                % (
+                    stamp,
+                    _KIND_CODES[entry.kind],
+                    len(entry.key),
+                    entry.key,
+                    entry.payload,
+                )
             )
         reply = self._run("append", keys, args)
         status = Status(reply[0].decode())
@@ -550,23 +560,22 @@ def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
 
 
 _KINDS = {kind.value.encode(): kind for kind in PayloadKind}
+_KIND_CODES = {kind: code for code, kind in _KINDS.items()}
 _STATUSES = {status.value.encode(): status for status in Status}
 _EVENTS = {event.value: event for event in Event}
 
 
 def _message(partition: int, offset: int, record: bytes, nonce: str) -> Message:
-    ts, _, rest = record.partition(b",")
-    kind = _KINDS[rest[:1]]
-    length, _, body = rest[1:].partition(b":")
-    size = int(length)
+    # "<ts>,<kind><key length>:<key><payload>", cut by index: one copy of
+    # the payload (this runs once per message of a batch).
+    comma = record.index(b",")
+    colon = record.index(b":", comma + 2)
+    start = colon + 1
+    end = start + int(record[comma + 2 : colon])
+    kind = _KINDS[record[comma + 1 : comma + 2]]
+    timestamp = int(record[:comma])
     return Message(
-        partition=partition,
-        offset=offset,
-        timestamp=int(ts),
-        key=body[:size],
-        payload=body[size:],
-        kind=kind,
-        nonce=nonce,
+        partition, offset, timestamp, record[start:end], record[end:], kind, nonce
     )
 
 

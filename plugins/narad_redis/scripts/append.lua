@@ -20,8 +20,9 @@
 -- ARGV[9] = bytes counted per key besides its key and digest
 -- ARGV[10] = G, the number of idempotency keys; then G times:
 --   key, digest, first entry, last entry (entries numbered from 1)
--- ARGV[11+4*G ..] = slot, record, slot, record, ... (record = kind, key length,
---   key, bytes), one pair per entry
+-- ARGV[11+4*G ..] = slot, record, slot, record, ... one pair per entry; record =
+--   "<now>,<kind><key length>:<key><bytes>", stored as it is unless the
+--   partition's last timestamp is later than now
 -- returns {"ok", stored, repeated, evicted} | {"no_topic"}
 --         | {"key_reused", index of the key (from 0)} | {"stale_schema", current_version}
 local meta = KEYS[1]
@@ -186,7 +187,11 @@ local function append_entries(skip)
         fields[s] = f
       end
       f[#f + 1] = st.next
-      f[#f + 1] = int(ts) .. ',' .. ARGV[i + 1]
+      if ts == now then
+        f[#f + 1] = ARGV[i + 1]
+      else
+        f[#f + 1] = int(ts) .. string.sub(ARGV[i + 1], #ARGV[3] + 1)
+      end
       st.next = st.next + 1
       st.last_ts = ts
       count = count + 1

@@ -20,67 +20,114 @@ end
 local visibility, max_acked_ahead = tonumber(m[2]), tonumber(m[3])
 local action, now = ARGV[2], tonumber(ARGV[3])
 
-local slots = {}
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- Each partition's leases are read in two calls (deadlines, nonces) and its
+-- changes written in a few at the end; in between, `deadline` and `holder`
+-- hold each offset's state as the leases before it left it.
+local slots, order = {}, {}
 local function slot_state(s)
   local st = slots[s]
-  if st then
-    return st
+  if not st then
+    local base = 2 + 5 * (s - 1)
+    st = {
+      state = KEYS[base], lease = KEYS[base + 2], nonce = KEYS[base + 3],
+      acked = KEYS[base + 4], offsets = {}, deadline = {}, holder = {},
+      ahead = {}, changed = {}, acked_now = {},
+    }
+    slots[s] = st
+    order[#order + 1] = s
   end
-  local base = 2 + 5 * (s - 1)
-  st = {
-    state = KEYS[base], lease = KEYS[base + 2], nonce = KEYS[base + 3],
-    acked = KEYS[base + 4],
-    floor = tonumber(redis.call('HGET', KEYS[base], 'floor') or '0'),
-  }
-  st.first_floor = st.floor
-  slots[s] = st
   return st
 end
 
-local function is_acked(st, n, offset)
-  return n < st.floor or redis.call('ZSCORE', st.acked, offset) ~= false
+for i = 6, #ARGV, 3 do
+  local st = slot_state(tonumber(ARGV[i]))
+  st.offsets[#st.offsets + 1] = ARGV[i + 1]
+end
+for _, s in ipairs(order) do
+  local st = slots[s]
+  local deadlines = redis.call('ZMSCORE', st.lease, unpack(st.offsets))
+  local holders = redis.call('HMGET', st.nonce, unpack(st.offsets))
+  for k, offset in ipairs(st.offsets) do
+    st.deadline[offset] = deadlines[k] and tonumber(deadlines[k]) or false
+    st.holder[offset] = holders[k]
+  end
+  st.floor = tonumber(redis.call('HGET', st.state, 'floor') or '0')
+  st.first_floor = st.floor
+end
+
+-- Offsets acked above the floor: those stored in the acked set, and those
+-- acked by this call (`ahead`, written at the end).
+local function acked_count(st)
+  if not st.stored then
+    st.stored = redis.call('ZCARD', st.acked)
+    st.pending = 0
+  end
+  return st.stored + st.pending
+end
+
+local function acked_above_floor(st, offset)
+  return st.ahead[offset] or redis.call('ZSCORE', st.acked, offset) ~= false
 end
 
 local function ack(st, n, offset)
   if n ~= st.floor then
-    if redis.call('ZCARD', st.acked) >= max_acked_ahead then
+    if acked_count(st) >= max_acked_ahead then
       return 'acked_ahead_full'
     end
-    redis.call('ZADD', st.acked, n, offset)
+    st.ahead[offset] = true
+    st.pending = st.pending + 1
   else
+    acked_count(st)
     st.floor = st.floor + 1
-    while redis.call('ZREM', st.acked, string.format('%d', st.floor)) == 1 do
+    while true do
+      local next_offset = int(st.floor)
+      if st.ahead[next_offset] then
+        st.ahead[next_offset] = nil
+        st.pending = st.pending - 1
+      elseif st.stored > 0 and redis.call('ZREM', st.acked, next_offset) == 1 then
+        st.stored = st.stored - 1
+      else
+        break
+      end
       st.floor = st.floor + 1
     end
   end
   -- The nonce stays: it says who acked, so that a retry of this ack is known.
-  redis.call('ZREM', st.lease, offset)
+  st.deadline[offset] = false
+  st.changed[offset] = true
+  st.acked_now[#st.acked_now + 1] = offset
   return 'ok'
 end
 
 local released = false
 local function settle(st, offset, nonce)
   local n = tonumber(offset)
-  local deadline = redis.call('ZSCORE', st.lease, offset)
-  local holder = redis.call('HGET', st.nonce, offset)
+  local deadline, holder = st.deadline[offset], st.holder[offset]
   if not deadline then
     -- Out of the lease set with its nonce kept: acked under that nonce.
-    if action == 'ack' and holder == nonce and is_acked(st, n, offset) then
+    if action == 'ack' and holder == nonce
+        and (n < st.floor or acked_above_floor(st, offset)) then
       return 'repeated'
     end
     return 'gone'
   end
-  if tonumber(deadline) <= now or holder ~= nonce then
+  if deadline <= now or holder ~= nonce then
     return 'gone'
   end
   if action == 'extend' then
-    redis.call('ZADD', st.lease, now + visibility, offset)
+    st.deadline[offset] = now + visibility
+    st.changed[offset] = true
     return 'ok'
   end
   if action == 'release' then
     -- A deadline of 0 has lapsed for every "now": the next reserve takes it.
-    redis.call('ZADD', st.lease, 0, offset)
-    redis.call('HDEL', st.nonce, offset)
+    st.deadline[offset] = 0
+    st.holder[offset] = false
+    st.changed[offset] = true
     released = true
     return 'ok'
   end
@@ -89,11 +136,45 @@ end
 
 local results = {}
 for i = 6, #ARGV, 3 do
-  results[#results + 1] = settle(slot_state(tonumber(ARGV[i])), ARGV[i + 1], ARGV[i + 2])
+  results[#results + 1] = settle(slots[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
 end
-for _, st in pairs(slots) do
+
+for _, s in ipairs(order) do
+  local st = slots[s]
+  local scores, gone, nonces_gone, ahead = {}, {}, {}, {}
+  for offset in pairs(st.changed) do
+    local deadline = st.deadline[offset]
+    if deadline then -- extended, or given back (0); false: acked
+      scores[#scores + 1] = int(deadline)
+      scores[#scores + 1] = offset
+    end
+    if st.holder[offset] == false then
+      nonces_gone[#nonces_gone + 1] = offset
+    end
+  end
+  for _, offset in ipairs(st.acked_now) do
+    if st.deadline[offset] == false then
+      gone[#gone + 1] = offset
+    end
+  end
+  for offset in pairs(st.ahead) do
+    ahead[#ahead + 1] = offset
+    ahead[#ahead + 1] = offset
+  end
+  if #scores > 0 then
+    redis.call('ZADD', st.lease, unpack(scores))
+  end
+  if #gone > 0 then
+    redis.call('ZREM', st.lease, unpack(gone))
+  end
+  if #nonces_gone > 0 then
+    redis.call('HDEL', st.nonce, unpack(nonces_gone))
+  end
+  if #ahead > 0 then
+    redis.call('ZADD', st.acked, unpack(ahead))
+  end
   if st.floor ~= st.first_floor then
-    redis.call('HSET', st.state, 'floor', string.format('%d', st.floor))
+    redis.call('HSET', st.state, 'floor', int(st.floor))
   end
 end
 if released then
