@@ -177,8 +177,9 @@ class IdempotencyKey:
     nothing new, from a different request reusing the key.
 
     Attributes:
-        key: The client's key (1 to 255 visible ASCII characters); keys of
-            one append are distinct.
+        key: The client's key (1 to 255 visible ASCII characters); the keys
+            of one append are distinct, and the entries they guard do not
+            overlap.
         digest: The caller's digest of the guarded entries (at most 64 bytes).
         start: Index of the first guarded entry.
         stop: Index past the last guarded entry (``start < stop``).
