@@ -45,6 +45,9 @@ caller read them (``meta.children``) and answers :attr:`Status.STALE_CHILDREN`
 without changing anything when they moved on; the caller reads the record
 again and retries. A child's schema history is its parent's, version for
 version, for as long as it is attached (see :meth:`Storage.attach_child`).
+A backend that spreads topics over shards must keep a parent and its
+children where one step can write them all (the Redis backend's notes say
+what that means for a sharded Redis Cluster).
 """
 
 from __future__ import annotations

@@ -37,7 +37,9 @@ with topic keys. Narad does not run on a sharded Redis Cluster.
 Notifications travel on one pub/sub channel, ``narad:events``, published by
 the scripts themselves (so an event is never lost between a write and its
 announcement): each message is ``<event> <topic>``, the event being a
-:class:`narad.storage.Event` value.
+:class:`narad.storage.Event` value, or ``<event> <topic> <topic> ...`` for
+several topics at once (an append to a parent and its children: one message
+however many children, not one per child to every subscriber).
 """
 
 from __future__ import annotations
@@ -115,9 +117,9 @@ class RedisStorage:
         base = f"{self._topic(name)}:p{index}"
         return [base, base + ":log", base + ":lease", base + ":nonce", base + ":acked"]
 
-    def _event(self, event: Event, topic: str) -> list[str]:
+    def _event(self, event: Event, *topics: str) -> list[str]:
         """The channel and message a script publishes ``event`` with."""
-        return [self.EVENTS, f"{event.value} {topic}"]
+        return [self.EVENTS, " ".join((event.value, *topics))]
 
     def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         fn = self.scripts[script]
@@ -495,7 +497,7 @@ class RedisStorage:
             meta.epoch,
             schema_version,
             now_ms,
-            *self._event(Event.MESSAGES, meta.name),
+            *self._event(Event.MESSAGES, meta.name, *(c.name for c in meta.children)),
             _children_field(meta.children),
             len(slot_of),
             len(entries),
@@ -507,13 +509,7 @@ class RedisStorage:
             keys.append(self._topic(child.name) + ":meta")
             for index in targets:
                 keys += self._partition_keys(child.name, index)
-            args += [
-                self._event(Event.MESSAGES, child.name)[1],
-                child.delay_ms,
-                child.partitions,
-                len(targets),
-                *targets,
-            ]
+            args += [child.delay_ms, child.partitions, len(targets), *targets]
         reply = self._run("append", keys, args)
         status = Status(reply[0].decode())
         if status is Status.OK:
@@ -616,10 +612,11 @@ class RedisStorage:
                 if message is None:
                     yield None
                 elif message["type"] == "message":
-                    code, _, topic = message["data"].decode().partition(" ")
+                    code, *topics = message["data"].decode().split(" ")
                     event = _EVENTS.get(code)
                     if event is not None:  # a newer node's event: not ours
-                        yield Notification(event, topic)
+                        for topic in topics:
+                            yield Notification(event, topic)
         finally:
             pubsub.close()
 

@@ -101,15 +101,14 @@ def test_an_append_refused_for_a_bad_fan_out_plan_writes_nothing(storage):
         0,
         1000,
         storage.EVENTS,
-        f"messages {parent.name}",
+        f"messages {parent.name} {child.name}",
         f"{child.name}:{child.epoch}:2:0",
         1,
         1,
         1,
         1,  # route 1: the child's partition 1, which has no slot below
         b"t0:m",
-        f"messages {child.name}",
-        0,
+        0,  # the child: delay, 2 partitions, 1 slot: partition 0
         2,
         1,
         0,
@@ -120,3 +119,19 @@ def test_an_append_refused_for_a_bad_fan_out_plan_writes_nothing(storage):
         assert [s.next_offset for s in storage.partition_stats(meta, now_ms=0)] == [
             0
         ] * meta.partitions
+
+
+def test_an_append_announces_its_topic_and_children_in_one_message(storage):
+    parent, child = new_meta(), new_meta()
+    for meta in (parent, child):
+        assert storage.create_topic(meta).status is Status.OK
+    storage.attach_child(parent, child, delay_ms=0, limits=LIMITS, max_children=108)
+    pubsub = storage.client.redis.pubsub()
+    pubsub.subscribe(storage.EVENTS)
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+    entry = Entry(0, b"", b"m", PayloadKind.TEXT)
+    meta = storage.get_topic(parent.name)
+    assert storage.append(meta, [entry], schema_version=0, now_ms=0).count == 1
+    message = pubsub.get_message(timeout=5)
+    assert message["data"] == f"messages {parent.name} {child.name}".encode()
+    pubsub.close()

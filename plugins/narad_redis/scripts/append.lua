@@ -13,14 +13,15 @@
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = schema version the payloads were validated against ("0": none)
 -- ARGV[3] = now, in milliseconds (the commit timestamp)
--- ARGV[4] = events channel; ARGV[5] = the "messages" event for this topic
+-- ARGV[4] = events channel; ARGV[5] = the "messages" event for this topic and
+--   each child, in one message
 -- ARGV[6] = the topic's "children" field as the caller read it ("" for none)
 -- ARGV[7] = P, the number of the topic's partition slots
 -- ARGV[8] = N, the number of entries
 -- ARGV[9 .. 8+3N] = per entry: slot, route, record (record = kind, key length,
 --   key, bytes); a copy goes to the child's partition route % its partitions
--- then per child: its "messages" event, delay_ms, partitions, S (its slot
---   count), and the partition index of each of its S slots
+-- then per child: delay_ms, partitions, S (its slot count), and the partition
+--   index of each of its S slots
 -- returns {"ok", count} | {"no_topic"} | {"delay_child"}
 --         | {"stale_schema", current_version} | {"stale_children"}
 local meta = KEYS[1]
@@ -112,16 +113,16 @@ local function plan_fan_out(key_at)
   local plan, at = {}, ENTRIES + 3 * n
   while at <= #ARGV do
     local child = {
-      event = ARGV[at], delay = tonumber(ARGV[at + 1]),
+      delay = tonumber(ARGV[at]),
       retention = tonumber(redis.call('HGET', KEYS[key_at], 'retention_ms') or '0'),
       slots = {}, target = {},
     }
-    local partitions, count = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+    local partitions, count = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
     local by_partition = {}
     for s = 1, count do
       local st = load(key_at + 1 + 5 * (s - 1))
       child.slots[s] = st
-      by_partition[tonumber(ARGV[at + 3 + s])] = st
+      by_partition[tonumber(ARGV[at + 2 + s])] = st
     end
     for i = 1, n do
       local route = tonumber(ARGV[ENTRIES + 3 * (i - 1) + 1])
@@ -132,7 +133,7 @@ local function plan_fan_out(key_at)
     end
     plan[#plan + 1] = child
     key_at = key_at + 1 + 5 * count
-    at = at + 4 + count
+    at = at + 3 + count
   end
   return plan
 end
@@ -148,7 +149,6 @@ local function fan_out(plan, stamps)
     for _, st in ipairs(child.slots) do
       save(st, child.retention, 2 * n + 100)
     end
-    redis.call('PUBLISH', ARGV[4], child.event)
   end
 end
 
@@ -169,6 +169,6 @@ end
 for s = 1, nslots do
   save(parts[s], retention, 2 * n + 100)
 end
-redis.call('PUBLISH', ARGV[4], ARGV[5])
 fan_out(plan, stamps)
+redis.call('PUBLISH', ARGV[4], ARGV[5])
 return {'ok', n}
