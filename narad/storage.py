@@ -659,9 +659,11 @@ class Storage(Protocol):
         """
         ...
 
-    def count_not_due(self, meta: TopicMeta, *, now_ms: int) -> int:
-        """How many retained messages have a timestamp after ``now_ms``: the
-        copies a delay child holds that are not due yet. A read."""
+    def count_not_due(self, metas: Sequence[TopicMeta], *, now_ms: int) -> list[int]:
+        """For each topic, in order, how many of its retained messages have a
+        timestamp after ``now_ms``: the copies a delay child holds that are
+        not due yet. A read, in a bounded number of round trips however many
+        topics."""
         ...
 
     # -- schemas -------------------------------------------------------------

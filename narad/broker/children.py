@@ -167,12 +167,9 @@ class ChildrenService:
         parent = self.records.refresh(parent_name)
         delayed = [c for c in parent.children if c.delay_ms]
         metas = self.storage.get_topics([c.name for c in delayed])
-        now = now_ms()
-        lag = {
-            meta.name: self.storage.count_not_due(meta, now_ms=now)
-            for meta in metas
-            if meta is not None
-        }
+        metas = [meta for meta in metas if meta is not None]  # deleted meanwhile
+        counts = self.storage.count_not_due(metas, now_ms=now_ms())
+        lag = {meta.name: count for meta, count in zip(metas, counts, strict=True)}
         return parent, [ChildLag(c, lag.get(c.name, 0)) for c in parent.children]
 
 

@@ -848,7 +848,7 @@ class StorageContract:
         self.put(storage, parent, b"a", now=5_000, partition=0)
         self.put(storage, parent, b"b", now=5_500, partition=0)
         assert storage.read(child, 0, 0, now_ms=5_999) is None
-        assert storage.count_not_due(child, now_ms=5_999) == 2
+        assert storage.count_not_due([child, parent], now_ms=5_999) == [2, 0]
         none = storage.reserve(child, [1, 0], nonce=nonce(1), now_ms=5_999)
         assert (none.message, none.next_lease_expiry_ms, none.next_due_ms) == (
             None,
@@ -860,9 +860,10 @@ class StorageContract:
         held = storage.reserve(child, [0], nonce=nonce(3), now_ms=6_499)
         assert (held.message, held.next_due_ms) == (None, 6_500)
         assert held.next_lease_expiry_ms == 7_000
-        assert storage.count_not_due(child, now_ms=6_499) == 1
+        assert storage.count_not_due([child], now_ms=6_499) == [1]
         assert storage.read(child, 0, 1, now_ms=6_500).payload == b"b"
-        assert storage.count_not_due(child, now_ms=6_500) == 0
+        assert storage.count_not_due([child], now_ms=6_500) == [0]
+        assert storage.count_not_due([], now_ms=0) == []
         # The parent's own messages are due at once.
         assert storage.read(parent, 0, 1, now_ms=5_500).payload == b"b"
 

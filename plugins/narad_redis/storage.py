@@ -367,38 +367,46 @@ class RedisStorage:
         )
         return Status(reply.decode())
 
-    def count_not_due(self, meta: TopicMeta, *, now_ms: int) -> int:
+    def count_not_due(self, metas: Sequence[TopicMeta], *, now_ms: int) -> list[int]:
         # Stamps never decrease within a partition: binary-search each one
-        # for its first message after now_ms, every partition a step at once.
+        # for its first message after now_ms, every partition of every topic
+        # a step at once.
+        logs = [
+            self._partition_keys(meta.name, index)[:2]
+            for meta in metas
+            for index in range(meta.partitions)
+        ]
+
         def bounds(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)
-            for index in range(meta.partitions):
-                pipe.hmget(self._partition_keys(meta.name, index)[0], "oldest", "next")
+            for state, _ in logs:
+                pipe.hmget(state, "oldest", "next")
             return pipe.execute()
 
-        ranges = {
-            index: [int(low or 0), int(high or 0)]
-            for index, (low, high) in enumerate(self.client.call(bounds))
-        }
-        span = {index: high for index, (_, high) in ranges.items()}
-        while searching := {i: r for i, r in ranges.items() if r[0] < r[1]}:
+        ranges = [
+            [int(low or 0), int(high or 0)] for low, high in self.client.call(bounds)
+        ]
+        ends = [high for _, high in ranges]
+        while searching := [i for i, (low, high) in enumerate(ranges) if low < high]:
 
-            def probe(r: redis.Redis, searching=searching) -> list[Any]:
+            def probe(r: redis.Redis, searching: list[int] = searching) -> list[Any]:
                 pipe = r.pipeline(transaction=False)
-                for index, (low, high) in searching.items():
-                    log = self._partition_keys(meta.name, index)[1]
-                    pipe.hget(log, (low + high) // 2)
+                for i in searching:
+                    pipe.hget(logs[i][1], sum(ranges[i]) // 2)
                 return pipe.execute()
 
-            for bound, record in zip(
-                searching.values(), self.client.call(probe), strict=True
-            ):
-                middle = (bound[0] + bound[1]) // 2
+            for i, record in zip(searching, self.client.call(probe), strict=True):
+                middle = sum(ranges[i]) // 2
                 if record is None or int(record.partition(b",")[0]) <= now_ms:
-                    bound[0] = middle + 1  # trimmed meanwhile, or due
+                    ranges[i][0] = middle + 1  # trimmed meanwhile, or due
                 else:
-                    bound[1] = middle
-        return sum(span[index] - low for index, (low, _) in ranges.items())
+                    ranges[i][1] = middle
+        counts, at = [], 0
+        for meta in metas:
+            parts = range(at, at + meta.partitions)
+            counts.append(sum(ends[i] - ranges[i][0] for i in parts))
+            at += meta.partitions
+        return counts
 
     # -- schemas ------------------------------------------------------------
 

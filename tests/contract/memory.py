@@ -396,11 +396,18 @@ class MemoryStorage:
             self._unlink(above, self._topics[child])
             return Status.OK
 
-    def count_not_due(self, meta: TopicMeta, *, now_ms: int) -> int:
+    def count_not_due(self, metas: Sequence[TopicMeta], *, now_ms: int) -> list[int]:
         with self._lock:
-            topic = self._topics.get(meta.name)
-            parts = topic.partitions if topic else []
-            return sum(1 for p in parts for m in p.log.values() if m.timestamp > now_ms)
+            counts = []
+            for meta in metas:
+                topic = self._topics.get(meta.name)
+                parts = topic.partitions if topic else []
+                counts.append(
+                    sum(
+                        1 for p in parts for m in p.log.values() if m.timestamp > now_ms
+                    )
+                )
+            return counts
 
     # -- schemas -------------------------------------------------------------
 
