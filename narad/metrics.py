@@ -49,6 +49,9 @@ IDEMPOTENCY_KEYS_EVICTED = Counter(
     "Idempotency keys forgotten before their window closed, to keep a topic "
     "within broker.idempotency_max_keys / _max_bytes.",
 )
+FANOUT_COPIES = Counter(
+    "narad_fanout_copies", "Copies of accepted messages stored in fan-out children."
+)
 STORAGE_RETRIES = Counter(
     "narad_storage_retries",
     "Storage commands retried after MOVED, CLUSTERDOWN, TRYAGAIN or a lost link.",

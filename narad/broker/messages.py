@@ -1,17 +1,20 @@
 """Produce, consume, settle and replay.
 
 A produce is validated (when the topic has a schema) and then appended by one
-script that also checks the topic's epoch and schema version: if either moved
-on since the worker's cached record, the record is refreshed, the payload
-validated again, and the append retried. A 202 therefore always means the
-message was stored under the schema version it was checked against.
+script that also checks the topic's epoch, schema version and children: if
+any moved on since the worker's cached record, the record is refreshed, the
+payload validated again, and the append retried. A 202 therefore always means
+the message was stored under the schema version it was checked against, and
+copied to every child the topic had at that moment (children share their
+parent's history, so a copy is never validated against another version).
 
 A produce may carry idempotency keys (the ``Idempotency-Key`` header for the
 whole request, or one per batch entry). Each key travels with a digest of
 what it guards (payload, message key, requested partition), and the same
 script that appends checks them: a key the topic remembers with the same
 digest means the request was stored before (its client did not get the
-answer), so nothing is stored again; with another digest it is a conflict.
+answer), so nothing is stored (or copied to children) again; with another
+digest it is a conflict.
 
 The HTTP layer gets :class:`Delivery` values with the receipt handle already
 encoded, and gives handles back as opaque strings: receipts are this
@@ -44,9 +47,11 @@ from narad.errors import LeaseGone
 from narad.errors import MalformedReceipt
 from narad.errors import MessageNotFound
 from narad.errors import PartitionOutOfRange
+from narad.errors import ProduceToDelayChild
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.metrics import ACKS_REPEATED
+from narad.metrics import FANOUT_COPIES
 from narad.metrics import IDEMPOTENCY_KEYS_EVICTED
 from narad.metrics import MESSAGES_ACKED
 from narad.metrics import MESSAGES_CONSUMED
@@ -175,6 +180,8 @@ class MessageService:
         guards = _guards(outgoing, idempotency_key)
         meta = self.records.cached(topic)
         for _ in range(WRITE_ATTEMPTS):
+            if meta.fanout_delay_ms:
+                meta = self._refuse_delay_child(meta)
             try:
                 entries = self._entries(meta, outgoing, batch)
             except InvalidArgument:
@@ -199,6 +206,8 @@ class MessageService:
             )
             if result.status is Status.OK:
                 MESSAGES_PRODUCED.inc(result.count)
+                if meta.children:
+                    FANOUT_COPIES.inc(result.count * len(meta.children))
                 if result.repeated:
                     MESSAGES_DEDUPLICATED.inc(result.repeated)
                 if result.evicted:
@@ -213,8 +222,18 @@ class MessageService:
                 if batch and not header:
                     error.at_entry(guard.start)
                 raise error
-            meta = self.records.refresh(topic)  # recreated, or a new schema version
+            # Recreated, a new schema version, children come or gone, or
+            # attached as a delay child.
+            meta = self.records.refresh(topic)
         raise TopicKeptChanging(topic)
+
+    def _refuse_delay_child(self, meta: TopicMeta) -> TopicMeta:
+        """Refuse a produce to a delay child (checking a cached record
+        against the stored one first); the record when it is none."""
+        meta = self.records.refresh(meta.name)
+        if meta.fanout_delay_ms:
+            raise ProduceToDelayChild(meta.name, meta.parent)
+        return meta
 
     def _entries(
         self, meta: TopicMeta, outgoing: Sequence[Outgoing], batch: bool
@@ -235,15 +254,14 @@ class MessageService:
         # Round-robin ticks are taken only once every entry passed: a refused
         # produce must not move the next message to another partition.
         ticks = self._ticks(meta)
-        return [
-            Entry(
-                next(ticks) % meta.partitions if partition is None else partition,
-                item.key,
-                item.payload,
-                kind,
-            )
-            for partition, item, kind in checked
-        ]
+        entries = []
+        for partition, item, kind in checked:
+            if partition is None:
+                partition = next(ticks) % meta.partitions
+            # A copy in a child goes to the child's partition for its key.
+            route = zlib.crc32(item.key) if item.key and meta.children else None
+            entries.append(Entry(partition, item.key, item.payload, kind, route))
+        return entries
 
     def _partition(self, meta: TopicMeta, item: Outgoing) -> int | None:
         """The partition ``item`` must go to; None for round-robin."""
@@ -338,16 +356,18 @@ class MessageService:
     def _look(
         self, meta: TopicMeta, partition: int | None, count: int
     ) -> tuple[Status, Sequence[Message], int | None]:
-        """One reserve: (status, messages leased, next lease expiry)."""
+        """One reserve: (status, messages leased, and when a message may become
+        available without any publish: a lapsing lease, or a copy in a delay
+        child falling due)."""
         order = self._order(meta, partition)
         if count == 1:
             one = self.storage.reserve(meta, order, nonce=new_nonce(), now_ms=now_ms())
             found = (one.message,) if one.message is not None else ()
-            return one.status, found, one.next_lease_expiry_ms
+            return one.status, found, one.next_change_ms
         many = self.storage.reserve_batch(
             meta, order, nonces=new_nonces(count), now_ms=now_ms()
         )
-        return many.status, many.messages, many.next_lease_expiry_ms
+        return many.status, many.messages, many.next_change_ms
 
     def _order(self, meta: TopicMeta, partition: int | None) -> list[int]:
         if partition is not None:

@@ -1,10 +1,12 @@
--- Append messages to a topic's partitions, all or nothing, storing nothing twice
--- for a retried request that carries idempotency keys, and trim retention.
+-- Append messages to a topic's partitions, all or nothing, copy each one to
+-- every attached child in the same step (fan-out), store nothing twice for a
+-- retried request that carries idempotency keys, and trim retention.
 -- KEYS[1] = narad:{<topic>}:meta
 -- KEYS[2] = narad:{<topic>}:idem        hash: idempotency key -> digest
 -- KEYS[3] = narad:{<topic>}:idem:at     zset: idempotency key scored by when stored
 -- KEYS[4] = narad:{<topic>}:idem:bytes  string: bytes the remembered keys count
--- KEYS[5+5*(s-1) .. 9+5*(s-1)] = partition slot s: state, log, lease, nonce, acked
+-- KEYS[5+5*(s-1) .. 9+5*(s-1)] = the topic's partition slot s (1..P): state, log,
+--   lease, nonce, acked
 --   state = narad:{<topic>}:p<i>        hash: next, oldest, cursor, floor, last_ts
 --   log   = narad:{<topic>}:p<i>:log    hash: offset -> "<ts>,<record>"
 --   lease = narad:{<topic>}:p<i>:lease  zset: offset scored by lease deadline
@@ -12,31 +14,47 @@
 --                                       reservation (kept once acked: a retried
 --                                       ack with that nonce is recognised)
 --   acked = narad:{<topic>}:p<i>:acked  zset: offsets acked above the floor
+-- then, for each child in the order of ARGV: narad:{<child>}:meta, followed by
+--   the 5 keys of each of the child's partition slots (as above, in slot order)
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = schema version the payloads were validated against ("0": none)
 -- ARGV[3] = now, in milliseconds (the commit timestamp)
--- ARGV[4] = events channel; ARGV[5] = the "messages" event for this topic
--- ARGV[6] = idempotency window (ms); ARGV[7] = most keys; ARGV[8] = most bytes;
--- ARGV[9] = bytes counted per key besides its key and digest
--- ARGV[10] = G, the number of idempotency keys; then G times:
+-- ARGV[4] = events channel; ARGV[5] = the "messages" event for this topic and
+--   each child, in one message
+-- ARGV[6] = the topic's "children" field as the caller read it ("" for none)
+-- ARGV[7] = P, the number of the topic's partition slots
+-- ARGV[8] = N, the number of entries
+-- ARGV[9] = idempotency window (ms); ARGV[10] = most keys; ARGV[11] = most bytes;
+-- ARGV[12] = bytes counted per key besides its key and digest
+-- ARGV[13] = G, the number of idempotency keys; then G times:
 --   key, digest, first entry, last entry (entries numbered from 1)
--- ARGV[11+4*G ..] = slot, record, slot, record, ... one pair per entry; record =
---   "<now>,<kind><key length>:<key><bytes>", stored as it is unless the
---   partition's last timestamp is later than now
--- returns {"ok", stored, repeated, evicted} | {"no_topic"}
---         | {"key_reused", index of the key (from 0)} | {"stale_schema", current_version}
+-- ARGV[14+4G .. 13+4G+3N] = per entry: slot, route, record; record =
+--   "<now>,<kind><key length>:<key><bytes>" (stored as it is when its stamp is
+--   now); a copy goes to the child's partition route % its partitions
+-- then per child: delay_ms, partitions, S (its slot count), and the partition
+--   index of each of its S slots
+-- returns {"ok", stored, repeated, evicted} | {"no_topic"} | {"delay_child"}
+--         | {"key_reused", index of the key (from 0)}
+--         | {"stale_schema", current_version} | {"stale_children"}
 local meta = KEYS[1]
 local idem, idem_at, idem_bytes = KEYS[2], KEYS[3], KEYS[4]
-local m = redis.call('HMGET', meta, 'epoch', 'schema_version', 'retention_ms')
+local m = redis.call('HMGET', meta, 'epoch', 'schema_version', 'retention_ms',
+  'fanout_delay_ms', 'children')
 if m[1] ~= ARGV[1] then
   return {'no_topic'}
 end
+if tonumber(m[4] or '0') > 0 then
+  return {'delay_child'}
+end
 local retention = tonumber(m[3] or '0')
 local now = tonumber(ARGV[3])
-local window, max_keys = tonumber(ARGV[6]), tonumber(ARGV[7])
-local max_bytes, per_key = tonumber(ARGV[8]), tonumber(ARGV[9])
-local guards = tonumber(ARGV[10])
-local first_entry = 11 + 4 * guards
+local nslots, n = tonumber(ARGV[7]), tonumber(ARGV[8])
+local window, max_keys = tonumber(ARGV[9]), tonumber(ARGV[10])
+local max_bytes, per_key = tonumber(ARGV[11]), tonumber(ARGV[12])
+local guards = tonumber(ARGV[13])
+local GUARDS = 14
+local ENTRIES = GUARDS + 4 * guards
+local SLOTS = 5
 
 local function int(n)
   return string.format('%d', n)
@@ -56,8 +74,8 @@ local function forget(keys, bytes)
   return bytes
 end
 
--- A key counts while stored_at + window > now; an older one is dropped here
--- (at most `budget` of them per call) and treated as absent meanwhile.
+-- A key counts while stored_at + window > now; an older one is dropped by
+-- `remember` (a bounded number per call) and treated as absent meanwhile.
 local function remembered(key)
   local at = redis.call('ZSCORE', idem_at, key)
   if at and tonumber(at) + window > now then
@@ -67,11 +85,11 @@ local function remembered(key)
 end
 
 -- Which entries a remembered key covers (skip[i] = true), how many, and the
--- keys to remember; or the index of a key remembered for something else.
+-- keys to remember; or nil and the index of a key remembered for other content.
 local function check_keys()
   local skip, repeated, fresh = {}, 0, {}
   for g = 1, guards do
-    local at = 7 + 4 * g
+    local at = GUARDS + 4 * (g - 1)
     local key, digest = ARGV[at], ARGV[at + 1]
     local seen = remembered(key)
     if seen == digest then
@@ -124,34 +142,55 @@ end
 
 -- -- partitions ---------------------------------------------------------------
 
-local slots = {}
-local function slot_state(s)
-  local st = slots[s]
-  if st then
-    return st
-  end
-  local base = 5 + 5 * (s - 1)
+local function load(base)
   local f = redis.call('HMGET', KEYS[base], 'next', 'oldest', 'cursor', 'floor', 'last_ts')
-  st = {
+  return {
     state = KEYS[base], log = KEYS[base + 1], lease = KEYS[base + 2],
-    nonce = KEYS[base + 3], acked = KEYS[base + 4],
+    nonce = KEYS[base + 3], acked = KEYS[base + 4], pending = {},
     next = tonumber(f[1] or '0'), oldest = tonumber(f[2] or '0'),
     cursor = tonumber(f[3] or '0'), floor = tonumber(f[4] or '0'),
     last_ts = tonumber(f[5] or '0'),
   }
-  slots[s] = st
-  return st
+end
+
+-- Entry i's record from its comma on, for a stamp other than now (cut once).
+local stamp_length = #ARGV[3]
+local tails = {}
+local function tail(i)
+  local t = tails[i]
+  if not t then
+    t = string.sub(ARGV[ENTRIES + 3 * (i - 1) + 2], stamp_length + 1)
+    tails[i] = t
+  end
+  return t
+end
+
+-- Queue entry i at the partition's next offset, stamped at least `ts` and
+-- never below the partition's last stamp; returns the stamp. `save` writes
+-- the partition's queue in one command.
+local function put(st, ts, i)
+  ts = math.max(ts, st.last_ts)
+  local pending = st.pending
+  pending[#pending + 1] = int(st.next)
+  if ts == now then
+    pending[#pending + 1] = ARGV[ENTRIES + 3 * (i - 1) + 2]
+  else
+    pending[#pending + 1] = int(ts) .. tail(i)
+  end
+  st.next = st.next + 1
+  st.last_ts = ts
+  return ts
 end
 
 -- Drop messages older than the retention window (at most `budget` of them),
 -- with their leases and acks, and move the cursor and floor past them.
-local function trim(st, budget)
-  if retention <= 0 then
+local function trim(st, keep, budget)
+  if keep <= 0 then
     return
   end
   while st.oldest < st.next and budget > 0 do
     local rec = redis.call('HGET', st.log, st.oldest)
-    if rec and tonumber(string.match(rec, '^(%d+),')) + retention > now then
+    if rec and tonumber(string.match(rec, '^(%d+),')) + keep > now then
       break
     end
     redis.call('HDEL', st.log, st.oldest)
@@ -172,54 +211,100 @@ local function trim(st, budget)
   end
 end
 
--- Append every entry not skipped, one HSET per partition; returns the count.
-local function append_entries(skip)
-  local fields = {}
-  local count = 0
-  for i = first_entry, #ARGV, 2 do
-    if not skip[(i - first_entry) / 2 + 1] then
-      local s = tonumber(ARGV[i])
-      local st = slot_state(s)
-      local ts = math.max(now, st.last_ts)
-      local f = fields[s]
-      if not f then
-        f = {}
-        fields[s] = f
+local function save(st, keep, budget)
+  if #st.pending > 0 then
+    redis.call('HSET', st.log, unpack(st.pending))
+    st.pending = {}
+  end
+  trim(st, keep, budget)
+  redis.call('HSET', st.state, 'next', int(st.next), 'oldest', int(st.oldest),
+    'cursor', int(st.cursor), 'floor', int(st.floor), 'last_ts', int(st.last_ts))
+end
+
+-- Fan-out, planned before anything is written (a script's writes are not
+-- undone by a later error): each child's retention and partition slots, and
+-- the slot every entry's copy goes to.
+local function plan_fan_out(key_at)
+  local plan, at = {}, ENTRIES + 3 * n
+  while at <= #ARGV do
+    local child = {
+      delay = tonumber(ARGV[at]),
+      retention = tonumber(redis.call('HGET', KEYS[key_at], 'retention_ms') or '0'),
+      slots = {}, target = {},
+    }
+    local partitions, count = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+    local by_partition = {}
+    for s = 1, count do
+      local st = load(key_at + 1 + SLOTS * (s - 1))
+      child.slots[s] = st
+      by_partition[tonumber(ARGV[at + 2 + s])] = st
+    end
+    for i = 1, n do
+      local route = tonumber(ARGV[ENTRIES + 3 * (i - 1) + 1])
+      child.target[i] = by_partition[route % partitions]
+      if not child.target[i] then
+        return nil
       end
-      f[#f + 1] = st.next
-      if ts == now then
-        f[#f + 1] = ARGV[i + 1]
-      else
-        f[#f + 1] = int(ts) .. string.sub(ARGV[i + 1], #ARGV[3] + 1)
+    end
+    plan[#plan + 1] = child
+    key_at = key_at + 1 + SLOTS * count
+    at = at + 3 + count
+  end
+  return plan
+end
+
+-- Copy each stored entry to every child in entry order, bytes and kind as they
+-- are, stamped with the parent's commit time plus the child's delay: the
+-- moment a copy in a delay child falls due. A child's caps never refuse a copy.
+local function fan_out(plan, stamps, skip)
+  for _, child in ipairs(plan) do
+    for i = 1, n do
+      if not skip[i] then
+        put(child.target[i], stamps[i] + child.delay, i)
       end
-      st.next = st.next + 1
-      st.last_ts = ts
-      count = count + 1
+    end
+    for _, st in ipairs(child.slots) do
+      save(st, child.retention, 2 * n + 100)
     end
   end
-  for s, f in pairs(fields) do
-    redis.call('HSET', slots[s].log, unpack(f))
-  end
-  return count
 end
 
 local skip, repeated, fresh = check_keys()
 if not skip then
   return {'key_reused', repeated}
 end
-local total = (#ARGV - first_entry + 1) / 2
-if repeated < total and (m[2] or '0') ~= ARGV[2] then
-  return {'stale_schema', m[2] or '0'}
+local stored = n - repeated
+if stored > 0 then
+  if (m[2] or '0') ~= ARGV[2] then
+    return {'stale_schema', m[2] or '0'}
+  end
+  -- The children travel in KEYS, so a concurrent attach or detach must not
+  -- slip between the caller's read and this step: the caller reads again and
+  -- retries.
+  if (m[5] or '') ~= ARGV[6] then
+    return {'stale_children'}
+  end
+  local parts = {}
+  for s = 1, nslots do
+    parts[s] = load(5 + SLOTS * (s - 1))
+  end
+  local plan = plan_fan_out(5 + SLOTS * nslots)
+  if not plan then
+    return redis.error_reply('append: an entry routed to a child partition with no slot')
+  end
+  local stamps = {}
+  for i = 1, n do
+    if not skip[i] then
+      stamps[i] = put(parts[tonumber(ARGV[ENTRIES + 3 * (i - 1)])], now, i)
+    end
+  end
+  for s = 1, nslots do
+    save(parts[s], retention, 2 * n + 100)
+  end
+  fan_out(plan, stamps, skip)
 end
-
-local count = append_entries(skip)
 local evicted = remember(fresh)
-for _, st in pairs(slots) do
-  trim(st, 2 * count + 100)
-  redis.call('HSET', st.state, 'next', int(st.next), 'oldest', int(st.oldest),
-    'cursor', int(st.cursor), 'floor', int(st.floor), 'last_ts', int(st.last_ts))
-end
-if count > 0 then
+if stored > 0 then
   redis.call('PUBLISH', ARGV[4], ARGV[5])
 end
-return {'ok', count, repeated, evicted}
+return {'ok', stored, repeated, evicted}
