@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import falcon
 
+from narad.broker.children import ChildrenService
 from narad.broker.messages import MessageService
 from narad.broker.notifications import Listener
 from narad.broker.records import TopicRecords
@@ -37,6 +38,8 @@ from narad.errors import Unauthorized
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
 from narad.http import error_body
+from narad.http.children import Child
+from narad.http.children import Children
 from narad.http.health import Health
 from narad.http.health import Metrics
 from narad.http.health import Ready
@@ -51,6 +54,7 @@ from narad.plugins import Plugins
 from narad.plugins import load_plugins
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.service import SchemaService
+from narad.storage import IdempotencyLimits
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -133,13 +137,19 @@ def create_app(
     waiters = Waiters(listener)
     records = TopicRecords(storage, listener)
     schemas = SchemaService(plugins, storage, records, capacity_for(config))
-    topics = TopicService(storage, records, schemas)
+    children = ChildrenService(storage, records, schemas)
+    topics = TopicService(storage, records, schemas, children)
     messages = MessageService(
         storage,
         records,
         schemas,
         waiters,
         max_wait_ms=config.get("broker.max_wait_ms"),
+        idempotency=IdempotencyLimits(
+            window_ms=config.get("broker.idempotency_window_ms"),
+            max_keys=config.get("broker.idempotency_max_keys"),
+            max_bytes=config.get("broker.idempotency_max_bytes"),
+        ),
     )
 
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
@@ -159,8 +169,14 @@ def create_app(
     app.add_route("/v1/topics/{name}", TopicItem(topics))
     app.add_route("/v1/topics/{name}/produce", produce)
     app.add_route("/v1/topics/{name}/produce/batch", produce, suffix="batch")
-    app.add_route("/v1/topics/{name}/consume", Consume(messages))
-    app.add_route("/v1/topics/{name}/ack", Ack(messages))
+    consume = Consume(messages)
+    app.add_route("/v1/topics/{name}/consume", consume)
+    app.add_route("/v1/topics/{name}/consume/batch", consume, suffix="batch")
+    ack = Ack(messages)
+    app.add_route("/v1/topics/{name}/ack", ack)
+    app.add_route("/v1/topics/{name}/ack/batch", ack, suffix="batch")
+    app.add_route("/v1/topics/{name}/children", Children(children))
+    app.add_route("/v1/topics/{name}/children/{child}", Child(children))
     history = SchemaHistory(topics, schemas)
     app.add_route("/v1/topics/{name}/schemas", history)
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")

@@ -21,10 +21,17 @@ from urllib.parse import urlsplit
 
 from narad import hookimpl
 from narad.config import Config
+from narad.storage import DEFAULT_IDEMPOTENCY
+from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import AppendResult
+from narad.storage import BatchReserveResult
 from narad.storage import Capabilities
+from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
+from narad.storage import IdempotencyKey
+from narad.storage import IdempotencyLimits
+from narad.storage import Lease
 from narad.storage import Message
 from narad.storage import Notification
 from narad.storage import Page
@@ -52,7 +59,7 @@ class _Partition:
     floor: int = 0  # lowest offset not acked
     last_ts: int = 0
     leases: dict[int, int] = field(default_factory=dict)  # offset -> deadline
-    nonces: dict[int, str] = field(default_factory=dict)
+    nonces: dict[int, str] = field(default_factory=dict)  # kept once acked
     acked: set[int] = field(default_factory=set)  # acked above the floor
 
     def trim(self, retention_ms: int, now_ms: int, budget: int) -> None:
@@ -78,10 +85,25 @@ class _Partition:
             self.acked.remove(self.floor)
             self.floor += 1
 
+    def put(self, message: Message, ts: int) -> int:
+        """Store ``message`` at the next offset, stamped at least ``ts``."""
+        self.last_ts = max(ts, self.last_ts)
+        self.log[self.next] = replace(message, offset=self.next, timestamp=self.last_ts)
+        self.next += 1
+        return self.last_ts
+
+    def due(self, now_ms: int) -> int | None:
+        """When the message at the cursor falls due, if after ``now_ms``."""
+        message = self.log.get(self.cursor)
+        if message is not None and message.timestamp > now_ms:
+            return message.timestamp
+        return None
+
     def candidate(self, meta: TopicMeta, now_ms: int) -> int | None:
         fresh = (
             self.cursor < self.next
             and len(self.leases) < meta.max_in_flight_per_partition
+            and self.due(now_ms) is None
         )
         if len(self.acked) >= meta.max_acked_ahead_per_partition:
             deadline = self.leases.get(self.floor)
@@ -93,12 +115,56 @@ class _Partition:
             return min(lapsed)
         return self.cursor if fresh else None
 
+    def is_acked(self, offset: int) -> bool:
+        return self.oldest <= offset < self.floor or offset in self.acked
+
+
+@dataclass
+class _Keys:
+    """A topic's idempotency keys: key -> (digest, stored at), oldest first."""
+
+    stored: dict[str, tuple[str, int]] = field(default_factory=dict)
+    bytes: int = 0
+
+    def remembered(self, key: str, limits: IdempotencyLimits, now_ms: int):
+        seen = self.stored.get(key)
+        if seen is None or seen[1] + limits.window_ms <= now_ms:
+            return None
+        return seen[0]
+
+    def forget(self, key: str) -> None:
+        digest, _ = self.stored.pop(key)
+        self.bytes -= len(key) + len(digest) + IdempotencyLimits.KEY_OVERHEAD
+
+    def remember(
+        self, fresh: list[IdempotencyKey], limits: IdempotencyLimits, now_ms: int
+    ) -> int:
+        for key, (_, at) in list(self.stored.items()):
+            if at + limits.window_ms > now_ms:
+                break  # oldest first: the rest are younger
+            self.forget(key)
+        for guard in fresh:
+            if guard.key in self.stored:
+                self.forget(guard.key)
+            self.stored[guard.key] = (guard.digest, now_ms)
+            self.bytes += (
+                len(guard.key) + len(guard.digest) + IdempotencyLimits.KEY_OVERHEAD
+            )
+        evicted = 0
+        while self.stored and (
+            len(self.stored) > limits.max_keys or self.bytes > limits.max_bytes
+        ):
+            self.forget(next(iter(self.stored)))
+            evicted += 1
+        return evicted
+
 
 @dataclass
 class _Topic:
     meta: TopicMeta
     partitions: list[_Partition]
     schemas: dict[int, SchemaVersion] = field(default_factory=dict)
+    keys: _Keys = field(default_factory=_Keys)
 
 
 class MemoryStorage:
@@ -137,6 +203,7 @@ class MemoryStorage:
         *,
         limits: SchemaLimits | None = None,
     ) -> SchemaWriteResult:
+        meta = replace(meta, parent="", fanout_delay_ms=0, children=())
         with self._lock:
             if meta.name in self._topics:
                 return SchemaWriteResult(Status.EXISTS)
@@ -166,6 +233,109 @@ class MemoryStorage:
                 Status.OK, stored.schema_version, size, self._cluster_bytes
             )
 
+    def create_child(
+        self,
+        meta: TopicMeta,
+        parent: TopicMeta,
+        *,
+        delay_ms: int,
+        limits: SchemaLimits,
+        max_children: int,
+    ) -> SchemaWriteResult:
+        with self._lock:
+            if meta.name in self._topics:
+                return SchemaWriteResult(Status.EXISTS)
+            above = self._live(parent)
+            if above is None:
+                return SchemaWriteResult(Status.NO_TOPIC, topic=parent.name)
+            refusal = (
+                self._parent_refusal(above)
+                or self._room_refusal(above, delay_ms, max_children)
+                or self._stale_schema((above, parent))
+                or self._adoption_refusal(above, limits)
+            )
+            if refusal is not None:
+                return refusal
+            created = replace(
+                meta,
+                schema_version=0,
+                schema_high_cost=False,
+                schema_bytes=0,
+                parent="",
+                fanout_delay_ms=0,
+                children=(),
+            )
+            topic = _Topic(created, [_Partition() for _ in range(meta.partitions)])
+            self._topics[meta.name] = topic
+            return self._link(above, topic, delay_ms)
+
+    @staticmethod
+    def _parent_refusal(parent: _Topic) -> SchemaWriteResult | None:
+        if parent.meta.parent:
+            return SchemaWriteResult(Status.PARENT_IS_CHILD)
+        return None
+
+    @staticmethod
+    def _room_refusal(
+        parent: _Topic, delay_ms: int, max_children: int
+    ) -> SchemaWriteResult | None:
+        if len(parent.meta.children) >= max_children:
+            return SchemaWriteResult(Status.TOO_MANY_CHILDREN)
+        retention = parent.meta.retention_ms
+        if retention and retention < delay_ms + RETENTION_MARGIN_MS:
+            return SchemaWriteResult(Status.RETENTION_TOO_SHORT)
+        return None
+
+    @staticmethod
+    def _stale_schema(*pairs: tuple[_Topic, TopicMeta]) -> SchemaWriteResult | None:
+        for topic, known in pairs:
+            if topic.meta.schema_version != known.schema_version:
+                return SchemaWriteResult(Status.STALE_SCHEMA)
+        return None
+
+    def _adoption_refusal(
+        self, parent: _Topic, limits: SchemaLimits
+    ) -> SchemaWriteResult | None:
+        size = parent.meta.schema_bytes
+        if not size:
+            return None  # nothing to adopt
+        if size > limits.topic_bytes:
+            return SchemaWriteResult(
+                Status.TOPIC_BUDGET, 0, size, self._cluster_bytes, parent.meta.name
+            )
+        if self._cluster_bytes + size > limits.cluster_bytes:
+            return SchemaWriteResult(
+                Status.CLUSTER_BUDGET, cluster_bytes=self._cluster_bytes
+            )
+        return None
+
+    def _link(self, parent: _Topic, child: _Topic, delay_ms: int) -> SchemaWriteResult:
+        """Attach ``child``, adopting the parent's history if it has none."""
+        if not child.meta.schema_version and parent.meta.schema_version:
+            child.schemas = dict(parent.schemas)
+            child.meta = replace(
+                child.meta,
+                schema_version=parent.meta.schema_version,
+                schema_high_cost=parent.meta.schema_high_cost,
+                schema_bytes=parent.meta.schema_bytes,
+            )
+            self._cluster_bytes += parent.meta.schema_bytes
+        child.meta = replace(
+            child.meta, parent=parent.meta.name, fanout_delay_ms=delay_ms
+        )
+        listed = Child(
+            child.meta.name, child.meta.epoch, child.meta.partitions, delay_ms
+        )
+        parent.meta = replace(parent.meta, children=(*parent.meta.children, listed))
+        self._publish(Event.TOPIC_CHANGED, child.meta.name)
+        self._publish(Event.TOPIC_CHANGED, parent.meta.name)
+        return SchemaWriteResult(
+            Status.OK,
+            child.meta.schema_version,
+            child.meta.schema_bytes,
+            self._cluster_bytes,
+        )
+
     def get_topic(self, name: str) -> TopicMeta | None:
         with self._lock:
             topic = self._topics.get(name)
@@ -186,6 +356,8 @@ class MemoryStorage:
             topic = self._live(meta)
             if topic is None:
                 return Status.NO_TOPIC
+            if _breaks_margin(topic.meta, changes):
+                return Status.RETENTION_TOO_SHORT
             topic.meta = replace(topic.meta, **dict(changes.items()))
             self._publish(Event.TOPIC_CHANGED, meta.name)
             return Status.OK
@@ -195,10 +367,27 @@ class MemoryStorage:
             topic = self._live(meta)
             if topic is None:
                 return Status.NO_TOPIC
+            if (topic.meta.parent, topic.meta.children) != (meta.parent, meta.children):
+                return Status.STALE_CHILDREN
+            if meta.parent:
+                self._unlink(self._topics[meta.parent], topic)
+            for child in meta.children:
+                self._unlink(topic, self._topics[child.name])
             self._cluster_bytes -= topic.meta.schema_bytes
             del self._topics[meta.name]
             self._publish(Event.TOPIC_CHANGED, meta.name)
             return Status.OK
+
+    def _unlink(self, parent: _Topic, child: _Topic) -> None:
+        parent.meta = replace(
+            parent.meta,
+            children=tuple(
+                c for c in parent.meta.children if c.name != child.meta.name
+            ),
+        )
+        child.meta = replace(child.meta, parent="", fanout_delay_ms=0)
+        self._publish(Event.TOPIC_CHANGED, parent.meta.name)
+        self._publish(Event.TOPIC_CHANGED, child.meta.name)
 
     def partition_stats(self, meta: TopicMeta, *, now_ms: int) -> list[PartitionStats]:
         with self._lock:
@@ -208,6 +397,66 @@ class MemoryStorage:
                 PartitionStats(i, p.oldest, p.next, len(p.leases))
                 for i, p in enumerate(parts)
             ]
+
+    # -- fan-out -------------------------------------------------------------
+
+    def attach_child(
+        self,
+        parent: TopicMeta,
+        child: TopicMeta,
+        *,
+        delay_ms: int,
+        limits: SchemaLimits,
+        max_children: int,
+    ) -> SchemaWriteResult:
+        with self._lock:
+            above, below = self._live(parent), self._live(child)
+            if above is None:
+                return SchemaWriteResult(Status.NO_TOPIC, topic=parent.name)
+            if below is None:
+                return SchemaWriteResult(Status.NO_TOPIC, topic=child.name)
+            refusal = self._parent_refusal(above)
+            if refusal is not None:
+                return refusal
+            if below.meta.children:
+                return SchemaWriteResult(Status.CHILD_IS_PARENT)
+            if below.meta.parent:
+                return SchemaWriteResult(Status.ATTACHED, topic=below.meta.parent)
+            refusal = self._room_refusal(above, delay_ms, max_children)
+            refusal = refusal or self._stale_schema((above, parent), (below, child))
+            if refusal is not None:
+                return refusal
+            versions = below.meta.schema_version
+            if versions and versions != above.meta.schema_version:
+                return SchemaWriteResult(Status.SCHEMA_MISMATCH)
+            if not versions:
+                refusal = self._adoption_refusal(above, limits)
+                if refusal is not None:
+                    return refusal
+            return self._link(above, below, delay_ms)
+
+    def detach_child(self, parent: TopicMeta, child: str) -> Status:
+        with self._lock:
+            above = self._live(parent)
+            if above is None:
+                return Status.NO_TOPIC
+            if child not in {c.name for c in above.meta.children}:
+                return Status.NOT_CHILD
+            self._unlink(above, self._topics[child])
+            return Status.OK
+
+    def count_not_due(self, metas: Sequence[TopicMeta], *, now_ms: int) -> list[int]:
+        with self._lock:
+            counts = []
+            for meta in metas:
+                topic = self._topics.get(meta.name)
+                parts = topic.partitions if topic else []
+                counts.append(
+                    sum(
+                        1 for p in parts for m in p.log.values() if m.timestamp > now_ms
+                    )
+                )
+            return counts
 
     # -- schemas -------------------------------------------------------------
 
@@ -224,33 +473,51 @@ class MemoryStorage:
             topic = self._live(meta)
             if topic is None:
                 return SchemaWriteResult(Status.NO_TOPIC)
+            if topic.meta.parent:
+                return SchemaWriteResult(Status.ATTACHED, topic=topic.meta.parent)
+            if topic.meta.children != meta.children:
+                return SchemaWriteResult(Status.STALE_CHILDREN)
             current = topic.meta.schema_version
             if current != expected_current:
                 return SchemaWriteResult(Status.BASE_MISMATCH, version=current)
             if current >= limits.max_versions:
                 return SchemaWriteResult(Status.TOO_MANY_VERSIONS, version=current)
-            stored, size = topic.meta.schema_bytes, len(version.document)
-            if stored + size > limits.topic_bytes:
+            size = len(version.document)
+            children = [self._topics[c.name] for c in meta.children]
+            for each in (topic, *children):
+                if each.meta.schema_bytes + size > limits.topic_bytes:
+                    return SchemaWriteResult(
+                        Status.TOPIC_BUDGET,
+                        0,
+                        each.meta.schema_bytes,
+                        self._cluster_bytes,
+                        "" if each is topic else each.meta.name,
+                    )
+            added = size * (1 + len(children))
+            if self._cluster_bytes + added > limits.cluster_bytes:
                 return SchemaWriteResult(
-                    Status.TOPIC_BUDGET, 0, stored, self._cluster_bytes
+                    Status.CLUSTER_BUDGET,
+                    0,
+                    topic.meta.schema_bytes,
+                    self._cluster_bytes,
                 )
-            if self._cluster_bytes + size > limits.cluster_bytes:
-                return SchemaWriteResult(
-                    Status.CLUSTER_BUDGET, 0, stored, self._cluster_bytes
-                )
+            changes = changes or TopicChanges()
+            if _breaks_margin(topic.meta, changes):
+                return SchemaWriteResult(Status.RETENTION_TOO_SHORT)
             number = current + 1
-            topic.schemas[number] = replace(version, version=number)
-            topic.meta = replace(
-                topic.meta,
-                schema_version=number,
-                schema_high_cost=version.high_cost,
-                schema_bytes=stored + size,
-                **dict((changes or TopicChanges()).items()),
-            )
-            self._cluster_bytes += size
-            self._publish(Event.TOPIC_CHANGED, meta.name)
+            for each in (topic, *children):
+                each.schemas[number] = replace(version, version=number)
+                each.meta = replace(
+                    each.meta,
+                    schema_version=number,
+                    schema_high_cost=version.high_cost,
+                    schema_bytes=each.meta.schema_bytes + size,
+                )
+                self._publish(Event.TOPIC_CHANGED, each.meta.name)
+            topic.meta = replace(topic.meta, **dict(changes.items()))
+            self._cluster_bytes += added
             return SchemaWriteResult(
-                Status.OK, number, stored + size, self._cluster_bytes
+                Status.OK, number, topic.meta.schema_bytes, self._cluster_bytes
             )
 
     def get_schema(self, name: str, version: int) -> SchemaVersion | None:
@@ -264,6 +531,12 @@ class MemoryStorage:
             schemas = topic.schemas if topic else {}
             return [SchemaSize(v, len(schemas[v].document)) for v in sorted(schemas)]
 
+    def get_schemas(self, name: str) -> list[SchemaVersion]:
+        with self._lock:
+            topic = self._topics.get(name)
+            schemas = topic.schemas if topic else {}
+            return [schemas[v] for v in sorted(schemas)]
+
     # -- messages ------------------------------------------------------------
 
     def append(
@@ -273,32 +546,70 @@ class MemoryStorage:
         *,
         schema_version: int,
         now_ms: int,
+        idempotency: Sequence[IdempotencyKey] = (),
+        limits: IdempotencyLimits = DEFAULT_IDEMPOTENCY,
     ) -> AppendResult:
         with self._lock:
             topic = self._live(meta)
             if topic is None:
                 return AppendResult(Status.NO_TOPIC)
-            if topic.meta.schema_version != schema_version:
-                return AppendResult(
-                    Status.STALE_SCHEMA, schema_version=topic.meta.schema_version
-                )
+            if topic.meta.fanout_delay_ms:
+                return AppendResult(Status.DELAY_CHILD)
+            skip: set[int] = set()
+            fresh = []
+            for index, guard in enumerate(idempotency):
+                seen = topic.keys.remembered(guard.key, limits, now_ms)
+                if seen is None:
+                    fresh.append(guard)
+                elif seen == guard.digest:
+                    skip.update(range(guard.start, guard.stop))
+                else:
+                    return AppendResult(Status.KEY_REUSED, key_index=index)
+            kept = [e for i, e in enumerate(entries) if i not in skip]
+            if kept:
+                if topic.meta.schema_version != schema_version:
+                    return AppendResult(
+                        Status.STALE_SCHEMA, schema_version=topic.meta.schema_version
+                    )
+                if topic.meta.children != meta.children:
+                    return AppendResult(Status.STALE_CHILDREN)
+                self._store(topic, meta.children, kept, now_ms)
+            evicted = topic.keys.remember(fresh, limits, now_ms)
+            return AppendResult(
+                Status.OK, count=len(kept), repeated=len(skip), evicted=evicted
+            )
+
+    def _store(
+        self,
+        topic: _Topic,
+        children: Sequence[Child],
+        entries: Sequence[Entry],
+        now_ms: int,
+    ) -> None:
+        budget = 2 * len(entries) + 100
+        stamps = []
+        touched = {}
+        for entry in entries:
+            part = touched[entry.partition] = topic.partitions[entry.partition]
+            message = Message(
+                entry.partition, 0, 0, entry.key, entry.payload, entry.kind
+            )
+            stamps.append(part.put(message, now_ms))
+        for part in touched.values():
+            part.trim(topic.meta.retention_ms, now_ms, budget)
+        self._publish(Event.MESSAGES, topic.meta.name)
+        for listed in children:
+            child = self._topics[listed.name]
             touched = {}
-            for entry in entries:
-                part = touched[entry.partition] = topic.partitions[entry.partition]
-                part.last_ts = max(now_ms, part.last_ts)
-                part.log[part.next] = Message(
-                    entry.partition,
-                    part.next,
-                    part.last_ts,
-                    entry.key,
-                    entry.payload,
-                    entry.kind,
-                )
-                part.next += 1
+            for entry, stamp in zip(entries, stamps, strict=True):
+                route = entry.partition if entry.route is None else entry.route
+                index = route % listed.partitions
+                part = touched[index] = child.partitions[index]
+                message = Message(index, 0, 0, entry.key, entry.payload, entry.kind)
+                part.put(message, stamp + listed.delay_ms)
             for part in touched.values():
-                part.trim(topic.meta.retention_ms, now_ms, 2 * len(entries) + 100)
-            self._publish(Event.MESSAGES, meta.name)
-            return AppendResult(Status.OK, count=len(entries))
+                part.trim(child.meta.retention_ms, now_ms, budget)
+            self._publish(Event.MESSAGES, listed.name)
 
     def reserve(
         self,
@@ -308,28 +619,58 @@ class MemoryStorage:
         nonce: str,
         now_ms: int,
     ) -> ReserveResult:
+        batch = self.reserve_batch(meta, partitions, nonces=[nonce], now_ms=now_ms)
+        message = batch.messages[0] if batch.messages else None
+        return ReserveResult(
+            batch.status, message, batch.next_lease_expiry_ms, batch.next_due_ms
+        )
+
+    def reserve_batch(
+        self,
+        meta: TopicMeta,
+        partitions: Sequence[int],
+        *,
+        nonces: Sequence[str],
+        now_ms: int,
+    ) -> BatchReserveResult:
         with self._lock:
             topic = self._live(meta)
             if topic is None:
-                return ReserveResult(Status.NO_TOPIC)
+                return BatchReserveResult(Status.NO_TOPIC)
             stored = topic.meta
-            earliest = None
+            earliest = due = None
+            taken: list[Message] = []
             for index in partitions:
                 part = topic.partitions[index]
                 part.trim(stored.retention_ms, now_ms, TRIM_BUDGET)
-                offset = part.candidate(stored, now_ms)
-                if offset is not None:
+                # One message at a time, as that many single reserves would.
+                while len(taken) < len(nonces):
+                    offset = part.candidate(stored, now_ms)
+                    if offset is None:
+                        break
                     if offset == part.cursor:
                         part.cursor += 1
+                    nonce = nonces[len(taken)]
                     part.leases[offset] = now_ms + stored.visibility_timeout_ms
                     part.nonces[offset] = nonce
-                    return ReserveResult(
-                        Status.OK, replace(part.log[offset], nonce=nonce)
-                    )
+                    taken.append(replace(part.log[offset], nonce=nonce))
+                if len(taken) == len(nonces):
+                    break
+                if taken:
+                    continue
                 if part.leases:
                     first = min(part.leases.values())
                     earliest = first if earliest is None else min(earliest, first)
-            return ReserveResult(Status.OK, None, earliest)
+                held = part.due(now_ms)
+                if (
+                    held is not None
+                    and part.cursor < part.next
+                    and len(part.leases) < stored.max_in_flight_per_partition
+                ):
+                    due = held if due is None else min(due, held)
+            if taken:
+                return BatchReserveResult(Status.OK, tuple(taken))
+            return BatchReserveResult(Status.OK, (), earliest, due)
 
     def settle(
         self,
@@ -341,36 +682,54 @@ class MemoryStorage:
         action: Settle,
         now_ms: int,
     ) -> Status:
+        lease = Lease(partition, offset, nonce)
+        return self.settle_batch(meta, [lease], action=action, now_ms=now_ms)[0]
+
+    def settle_batch(
+        self,
+        meta: TopicMeta,
+        leases: Sequence[Lease],
+        *,
+        action: Settle,
+        now_ms: int,
+    ) -> list[Status]:
         with self._lock:
             topic = self._live(meta)
             if topic is None:
-                return Status.NO_TOPIC
-            part = topic.partitions[partition]
-            deadline = part.leases.get(offset)
-            if (
-                deadline is None
-                or deadline <= now_ms
-                or part.nonces.get(offset) != nonce
-            ):
-                return Status.GONE
-            if action is Settle.EXTEND:
-                part.leases[offset] = now_ms + topic.meta.visibility_timeout_ms
-                return Status.OK
-            if action is Settle.RELEASE:
-                part.leases[offset] = 0
-                del part.nonces[offset]
+                return [Status.NO_TOPIC] * len(leases)
+            results = [self._settle(topic, lease, action, now_ms) for lease in leases]
+            if action is Settle.RELEASE and Status.OK in results:
                 self._publish(Event.MESSAGES, meta.name)
-                return Status.OK
-            if offset != part.floor:
-                if len(part.acked) >= topic.meta.max_acked_ahead_per_partition:
-                    return Status.ACKED_AHEAD_FULL
-                part.acked.add(offset)
-            else:
-                part.floor += 1
-                part.advance_floor()
-            del part.leases[offset]
+            return results
+
+    @staticmethod
+    def _settle(topic: _Topic, lease: Lease, action: Settle, now_ms: int) -> Status:
+        part = topic.partitions[lease.partition]
+        offset, nonce = lease.offset, lease.nonce
+        deadline = part.leases.get(offset)
+        holder = part.nonces.get(offset)
+        if deadline is None:
+            if action is Settle.ACK and holder == nonce and part.is_acked(offset):
+                return Status.REPEATED
+            return Status.GONE
+        if deadline <= now_ms or holder != nonce:
+            return Status.GONE
+        if action is Settle.EXTEND:
+            part.leases[offset] = now_ms + topic.meta.visibility_timeout_ms
+            return Status.OK
+        if action is Settle.RELEASE:
+            part.leases[offset] = 0
             del part.nonces[offset]
             return Status.OK
+        if offset != part.floor:
+            if len(part.acked) >= topic.meta.max_acked_ahead_per_partition:
+                return Status.ACKED_AHEAD_FULL
+            part.acked.add(offset)
+        else:
+            part.floor += 1
+            part.advance_floor()
+        del part.leases[offset]  # the nonce stays: a retried ack is known by it
+        return Status.OK
 
     def read(
         self, meta: TopicMeta, partition: int, offset: int, *, now_ms: int
@@ -383,7 +742,7 @@ class MemoryStorage:
             retention = topic.meta.retention_ms
         if message is None or (retention and message.timestamp + retention <= now_ms):
             return None
-        return message
+        return None if message.timestamp > now_ms else message
 
     # -- notifications -------------------------------------------------------
 
@@ -401,6 +760,12 @@ class MemoryStorage:
         finally:
             with self._lock:
                 self._subscribers.remove(inbox)
+
+
+def _breaks_margin(meta: TopicMeta, changes: TopicChanges) -> bool:
+    """Whether ``changes`` give a parent a retention below its children's margin."""
+    retention = changes.retention_ms
+    return bool(retention) and retention < meta.min_retention_ms()
 
 
 _stores: dict[tuple[str, bool], MemoryStorage] = {}
