@@ -54,6 +54,7 @@ from narad.schema.jsontext import json_equal
 from narad.schema.jsontext import json_key
 from narad.schema.resolver import LIST_SUBSCHEMAS
 from narad.schema.resolver import MAP_SUBSCHEMAS
+from narad.schema.resolver import REFERENCE_KEYWORDS
 from narad.schema.resolver import SINGLE_SUBSCHEMA
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import Target
@@ -652,7 +653,7 @@ class Walk:
         if not isinstance(b, dict) or len(a) != len(b) or list(a) != list(b):
             return None
         holders: list[Any] = []
-        if any(isinstance(a.get(k), str) for k in _REFERENCES):
+        if any(isinstance(a.get(k), str) for k in REFERENCE_KEYWORDS):
             holders.append((a, b))
         for key, value in a.items():
             found = self.exact(value, b[key])
@@ -702,7 +703,7 @@ class Walk:
         if {k for k in b if k in new_keys} != set(compared):
             return None
         holders: list[Any] = []
-        if any(isinstance(a.get(k), str) for k in _REFERENCES if k in old_keys):
+        if any(isinstance(a.get(k), str) for k in REFERENCE_KEYWORDS if k in old_keys):
             holders.append((a, b))
         for key in compared:
             found = self.blind(a[key], b[key], _KINDS.get(key, "data"))
@@ -721,7 +722,7 @@ class Walk:
     def holder_targets(
         self, old_holder: dict[str, Any], new_holder: dict[str, Any], scope_ok: bool
     ) -> Iterable[tuple[Any, Any]]:
-        for keyword in _REFERENCES:
+        for keyword in REFERENCE_KEYWORDS:
             if not isinstance(old_holder.get(keyword), str):
                 continue
             if keyword == "$ref":
@@ -750,10 +751,8 @@ class Walk:
                 yield old_target.schema, new_target.schema
 
 
-# The keywords by which a subschema points elsewhere in the document.
-_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 # How a member named after one of them starts in the ``repr`` of a dict.
-_REFERENCE_MARKS = tuple(f"'{keyword}': " for keyword in _REFERENCES)
+_REFERENCE_MARKS = tuple(f"'{keyword}': " for keyword in REFERENCE_KEYWORDS)
 # Where a keyword's value holds subschemas, for sameness blind to annotations.
 _KINDS = {
     **dict.fromkeys(SINGLE_SUBSCHEMA | LIST_SUBSCHEMAS, "schema"),
