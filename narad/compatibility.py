@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = (
     "ABSENT",
     "ANNOTATIONS",
+    "IN_PLACE",
     "UNKNOWN",
     "Change",
     "InPlace",
@@ -353,8 +354,9 @@ class RuleContext:
 Rule = Callable[[Any, Any, RuleContext], Iterable[Violation]]
 
 
-# The keywords by which a subschema applies others to its own instance value.
-_IN_PLACE = frozenset(
+#: The keywords by which a subschema applies others to its own instance value:
+#: what :meth:`InPlace.of` follows.
+IN_PLACE = frozenset(
     {
         "$ref",
         "$dynamicRef",
@@ -414,7 +416,7 @@ class InPlace:
         if len(applying) == 1 and applying[0] is schema:
             if not isinstance(schema, dict):
                 return cls([], [], False)
-            if _IN_PLACE.isdisjoint(schema):
+            if IN_PLACE.isdisjoint(schema):
                 return cls([schema], [], False)
         found = cls([], [], False)
         seen: set[tuple[int, bool]] = set()

@@ -49,6 +49,7 @@ import re2
 
 from narad import hookimpl
 from narad.compatibility import ABSENT
+from narad.compatibility import IN_PLACE
 from narad.compatibility import UNKNOWN
 from narad.compatibility import Change
 from narad.compatibility import InPlace
@@ -194,22 +195,7 @@ class _Members:
 
 # Keywords by which a subschema applies more to its own members than its
 # properties do, directly or through other subschemas.
-_NOT_ALONE = frozenset(
-    {
-        "patternProperties",
-        "unevaluatedProperties",
-        "$ref",
-        "$dynamicRef",
-        "$recursiveRef",
-        "allOf",
-        "anyOf",
-        "oneOf",
-        "not",
-        "if",
-        "dependentSchemas",
-        "dependencies",
-    }
-)
+_NOT_ALONE = IN_PLACE | {"patternProperties", "unevaluatedProperties"}
 
 
 def _alone(ctx: RuleContext) -> bool:
