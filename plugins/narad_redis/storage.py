@@ -24,13 +24,13 @@ announcement): each message is ``<event> <topic>``, the event being a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
 import redis
-from redis.exceptions import MovedError
 
 from narad.errors import StorageError
 from narad.storage import AppendResult
@@ -53,6 +53,18 @@ from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 from narad_redis.client import RetryingClient
+
+#: Scripts the client may send again after the link failed mid-call (a
+#: second run harms nothing): a second reserve leases another message, and
+#: the one the first run leased is delivered again once its lease lapses.
+#: The others could apply a write twice, or answer as though the first run
+#: had not happened (an ack then says "gone").
+REPLAYABLE = frozenset({"reserve"})
+
+#: Silence on the subscription before it is checked with a PING, and how long
+#: the answer may take before the subscription counts as lost.
+KEEPALIVE_S = 1.0
+PING_WAIT_S = 5.0
 
 _INT_FIELDS = (
     "partitions",
@@ -99,36 +111,35 @@ class RedisStorage:
         """The channel and message a script publishes ``event`` with."""
         return [self.EVENTS, f"{event.value} {topic}"]
 
-    def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    def _run(
+        self,
+        script: str,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        *,
+        replayable: bool | None = None,
+    ) -> Any:
+        """Run ``script``; ``replayable`` (default: :data:`REPLAYABLE`) says
+        whether the client may send it again after a link lost mid-call."""
         fn = self.scripts[script]
-        return self.client.call(lambda r: fn(keys=keys, args=args, client=r))
+        if replayable is None:
+            replayable = script in REPLAYABLE
+        return self.client.call(
+            lambda r: fn(keys=keys, args=args, client=r), replayable=replayable
+        )
 
     # -- health -------------------------------------------------------------
 
-    def _own_connection(self) -> redis.Redis:
-        """A client on a connection of its own, outside the bounded pool, to
-        the server the pool currently talks to."""
-        pool = self.client.redis.connection_pool
-        return redis.Redis(
-            connection_pool=redis.ConnectionPool(
-                connection_class=pool.connection_class, **pool.connection_kwargs
-            )
-        )
-
     def ping(self) -> bool:
-        # Readiness answers even while every pooled connection is busy.
-        probe = self._own_connection()
-        try:
-            return bool(probe.ping())
-        except (redis.RedisError, OSError):
-            return False
-        finally:
-            probe.connection_pool.disconnect()
+        # On connections of their own: readiness answers even while every
+        # pooled connection is busy. On RedisRaft, only a leader counts.
+        return self.client.leader_answers()
 
     def server_status(self) -> ServerStatus | None:
-        # One round trip, tried once: callers poll it and must not hang on
-        # retries. INFO works for a user without CONFIG; RedisRaft answers
-        # INFO raft, other servers an empty section.
+        # One round trip per node, tried once: callers poll it and must not
+        # hang on retries. INFO works for a user without CONFIG; RedisRaft
+        # answers INFO raft (any node: a follower knows it is durable, and
+        # lists its peers), other servers an empty section.
         def read(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)
             for section in ("memory", "persistence", "raft"):
@@ -136,12 +147,14 @@ class RedisStorage:
             pipe.config_get("appendfsync")
             return pipe.execute(raise_on_error=False)
 
-        try:
-            memory, persistence, raft, fsync = read(self.client.redis)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+        replies = self.client.first_answer(read)
+        if replies is None:
             return None
+        memory, persistence, raft, fsync = replies
         if isinstance(memory, Exception):
             return ServerStatus(False, f"INFO refused: {memory}", 0, 0)
+        if isinstance(raft, dict):
+            self.client.learn_raft(raft)
         used, limit = int(memory["used_memory"]), int(memory["maxmemory"])
         durable, detail = _durability(memory, persistence, raft, fsync)
         return ServerStatus(durable, detail, used, limit)
@@ -407,14 +420,29 @@ class RedisStorage:
             raise StorageError(f"cannot subscribe to {self.EVENTS}: {exc}") from exc
         try:
             yield Notification(Event.LISTENING)
+            heard = time.monotonic()  # last traffic from the server
+            pinged = False
             while True:
                 try:
                     message = pubsub.get_message(timeout=1.0)
+                    now = time.monotonic()
+                    if message is not None:
+                        heard, pinged = now, False
+                    elif now - heard >= KEEPALIVE_S + PING_WAIT_S and pinged:
+                        # A dead host or a partition closes nothing: only the
+                        # silence tells (RedisRaft itself drops subscribers
+                        # of a node that stops being leader).
+                        raise redis.ConnectionError(
+                            f"no answer to PING within {PING_WAIT_S:g} s"
+                        )
+                    elif now - heard >= KEEPALIVE_S and not pinged:
+                        pubsub.ping()
+                        pinged = True
                 except (redis.RedisError, OSError) as exc:
                     raise StorageError(
                         f"{self.EVENTS} subscription lost: {exc}"
                     ) from exc
-                if message is None:
+                if message is None or message["type"] == "pong":
                     yield None
                 elif message["type"] == "message":
                     code, _, topic = message["data"].decode().partition(" ")
@@ -429,24 +457,24 @@ class RedisStorage:
 
         Until the confirmation arrives a publish could be missed, so the
         stream says LISTENING only after it. A RedisRaft follower refuses
-        with MOVED to the leader, where the scripts publish.
+        with MOVED to the leader, where the scripts publish; the client
+        follows it, and asks the other nodes when the one it knows is gone.
         """
-        for _ in range(self.client.attempts + 1):
+
+        def subscribe(r: redis.Redis) -> redis.client.PubSub:
             # On a connection of its own: the subscription must come up even
             # while every pooled connection is busy.
-            pubsub = self._own_connection().pubsub()
+            pubsub = self.client.unpooled(self.client.address).pubsub()
             try:
                 pubsub.subscribe(self.EVENTS)
                 if pubsub.get_message(timeout=5.0) is None:
-                    raise redis.ConnectionError("no subscription confirmation in 5 s")
+                    raise redis.TimeoutError("no subscription confirmation in 5 s")
                 return pubsub
-            except MovedError as exc:
-                pubsub.close()
-                self.client.move_to(exc.host, exc.port)
             except BaseException:
                 pubsub.close()
                 raise
-        raise redis.ConnectionError("MOVED on every attempt to subscribe")
+
+        return self.client.call(subscribe)
 
 
 def _durability(
