@@ -143,6 +143,9 @@ class _ReplyTracking:
             self._quiet = quiet
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        # redis-py's order: connect, then the health check, then the command.
+        if not self._sock:
+            self.connect_check_health(check_health=False)
         if check_health:
             self.check_health()
         self._sent = False
@@ -286,6 +289,7 @@ class RetryingClient:
         self._lock = threading.Lock()
         self._down: dict[Address, float] = {}  # address -> down until
         self._reported: set[Address] = set()  # logged as unreachable
+        self._answering: Address | None = None  # the last node a call succeeded on
         self._options: dict[str, Any] = {
             "socket_timeout": socket_timeout_s,
             "socket_connect_timeout": min(socket_timeout_s, connect_timeout_s),
@@ -385,8 +389,8 @@ class RetryingClient:
                 last = exc
                 self._rotate(link)
             else:
-                if link.address in self._reported:
-                    self._back(link.address)
+                if link.address != self._answering:
+                    self._answered(link.address)
                 return result
             STORAGE_RETRIES.labels(reason=reason).inc()
             if waits >= self.attempts or (
@@ -528,7 +532,6 @@ class RetryingClient:
             if self._link is not link or link.address == address:
                 return
             self._link = self._open(address)
-        log.info("storage: now talking to %s (was %s)", address, link.address)
         link.redis.connection_pool.retire()
 
     def _rotate(self, link: _Link, avoid: Address | None = None) -> bool:
@@ -559,10 +562,16 @@ class RetryingClient:
             log.warning("storage node %s is unreachable: %s", address, exc)
         return self._rotate(link)
 
-    def _back(self, address: Address) -> None:
-        self._reported.discard(address)
+    def _answered(self, address: Address | None) -> None:
+        """A call succeeded on ``address``, not the node that answered last:
+        said once per change (a new leader), not once per node tried."""
         self._down.pop(address, None)
-        log.warning("storage node %s answers again", address)
+        self._reported.discard(address)
+        if self._answering is not None:
+            log.info(
+                "storage: %s answers now, in place of %s", address, self._answering
+            )
+        self._answering = address
 
     def _is_down(self, address: Address) -> bool:
         return self._down.get(address, 0) > self._clock()
