@@ -322,7 +322,13 @@ class RetryingClient:
 
     # -- calls ----------------------------------------------------------------
 
-    def call(self, fn: Callable[[redis.Redis], T], *, replayable: bool = True) -> T:
+    def call(
+        self,
+        fn: Callable[[redis.Redis], T],
+        *,
+        replayable: bool = True,
+        backoff_max_s: float | None = None,
+    ) -> T:
         """Run ``fn(client)`` on the current node, retrying as the module says.
 
         Args:
@@ -330,6 +336,8 @@ class RetryingClient:
             replayable: Whether running ``fn`` twice is harmless; when False,
                 a link lost after it was sent raises :class:`StorageUncertain`
                 instead of sending it again.
+            backoff_max_s: A lower cap on the waits than the client's, for a
+                caller that must notice a new leader sooner.
 
         Raises:
             StorageFull: The server refused a write for memory.
@@ -337,7 +345,8 @@ class RetryingClient:
             StorageError: No node answered within the retry budget.
         """
         started = self._clock()
-        delay = self.backoff_s
+        cap = min(backoff_max_s or self.backoff_max_s, self.backoff_max_s)
+        delay = min(self.backoff_s, cap)
         waits = moves = 0
         while True:
             link = self._link
@@ -401,7 +410,7 @@ class RetryingClient:
                 ) from last
             self._sleep(delay)
             waits += 1
-            delay = min(delay * 2, self.backoff_max_s)
+            delay = min(delay * 2, cap)
 
     # -- readiness ------------------------------------------------------------
 

@@ -65,6 +65,8 @@ REPLAYABLE = frozenset({"reserve"})
 #: the answer may take before the subscription counts as lost.
 KEEPALIVE_S = 1.0
 PING_WAIT_S = 5.0
+#: Longest wait between tries to subscribe (while a new leader is elected).
+SUBSCRIBE_BACKOFF_MAX_S = 0.2
 
 _INT_FIELDS = (
     "partitions",
@@ -458,7 +460,10 @@ class RedisStorage:
         Until the confirmation arrives a publish could be missed, so the
         stream says LISTENING only after it. A RedisRaft follower refuses
         with MOVED to the leader, where the scripts publish; the client
-        follows it, and asks the other nodes when the one it knows is gone.
+        follows it, and asks the other nodes when the one it knows is gone,
+        waiting at most :data:`SUBSCRIBE_BACKOFF_MAX_S` between tries: no
+        request waits on this, and wake-ups should resume well within a
+        second of a new leader's election.
         """
 
         def subscribe(r: redis.Redis) -> redis.client.PubSub:
@@ -474,7 +479,7 @@ class RedisStorage:
                 pubsub.close()
                 raise
 
-        return self.client.call(subscribe)
+        return self.client.call(subscribe, backoff_max_s=SUBSCRIBE_BACKOFF_MAX_S)
 
 
 def _durability(
