@@ -154,7 +154,11 @@ class RedisStorage:
             return None
         memory, persistence, raft, fsync = replies
         if isinstance(memory, Exception):
-            return ServerStatus(False, f"INFO refused: {memory}", 0, 0)
+            hint = ""
+            if "'raft'" in str(memory):
+                # RedisRaft runs every command through its RAFT command.
+                hint = "; on RedisRaft, allow Narad's user +raft (conf/redisraft.conf)"
+            return ServerStatus(False, f"INFO refused: {memory}{hint}", 0, 0)
         if isinstance(raft, dict):
             self.client.learn_raft(raft)
         used, limit = int(memory["used_memory"]), int(memory["maxmemory"])
