@@ -37,7 +37,9 @@ MESSAGES_CONSUMED = Counter(
 MESSAGES_ACKED = Counter("narad_messages_acked", "Leases settled by ack.")
 STORAGE_RETRIES = Counter(
     "narad_storage_retries",
-    "Storage commands retried after MOVED, CLUSTERDOWN, TRYAGAIN or a lost link.",
+    "Storage calls retried, by reason: moved (to the leader), connection (refused, "
+    "lost or timed out), clusterdown, tryagain, loading, readonly, raft "
+    "(RedisRaft's transient -ERR replies).",
     ["reason"],
 )
 

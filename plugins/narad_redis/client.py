@@ -500,12 +500,7 @@ class RetryingClient:
         ``address`` (default: the node talked to now). The caller closes it
         (``connection_pool.disconnect()``)."""
         if address is None or address == self._link.address:
-            pool = self.redis.connection_pool
-            return redis.Redis(
-                connection_pool=redis.ConnectionPool(
-                    connection_class=pool.connection_class, **pool.connection_kwargs
-                )
-            )
+            return detached(self.redis)
         return redis.Redis(
             connection_pool=redis.ConnectionPool(**self._connection_kwargs(address))
         )
@@ -590,6 +585,17 @@ class RetryingClient:
 
     def _probe_order(self) -> list[Address | None]:
         return [self._link.address, *self._others()]
+
+
+def detached(client: redis.Redis) -> redis.Redis:
+    """A client to the same node as ``client``, on a connection of its own
+    (the caller closes it: ``connection_pool.disconnect()``)."""
+    pool = client.connection_pool
+    return redis.Redis(
+        connection_pool=redis.ConnectionPool(
+            connection_class=pool.connection_class, **pool.connection_kwargs
+        )
+    )
 
 
 def _transient(exc: redis.ResponseError) -> str | None:

@@ -53,6 +53,7 @@ from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 from narad_redis.client import RetryingClient
+from narad_redis.client import detached
 
 #: Scripts the client may send again after the link failed mid-call (a
 #: second run harms nothing): a second reserve leases another message, and
@@ -473,7 +474,7 @@ class RedisStorage:
         def subscribe(r: redis.Redis) -> redis.client.PubSub:
             # On a connection of its own: the subscription must come up even
             # while every pooled connection is busy.
-            pubsub = self.client.unpooled(self.client.address).pubsub()
+            pubsub = detached(r).pubsub()
             try:
                 pubsub.subscribe(self.EVENTS)
                 if pubsub.get_message(timeout=5.0) is None:
