@@ -90,6 +90,7 @@ class RaftCluster:
         for line in out.splitlines():
             if line.startswith("ports "):
                 self.ports = [int(p) for p in line.split()[1:]]
+        self.wait_whole()
         return self
 
     def leader(self, timeout: float = 15.0) -> int:
@@ -136,20 +137,29 @@ class RaftCluster:
         raise RuntimeError(f"no leader other than {old} within {timeout} s")
 
     def wait_whole(self, timeout: float = 60.0) -> None:
-        """Wait until every node is up and the leader is connected to both
-        others, as after ``up``: tests that kill nodes leave it so."""
+        """Wait until the leader is connected to both other nodes and every
+        node knows it, as after ``up``: tests that kill nodes leave it so."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                with redis.Redis(port=self.leader(), protocol=2) as client:
-                    info = client.info("raft")
-            except (redis.RedisError, RuntimeError):
-                info = {}
-            peers = [v for k, v in info.items() if re.fullmatch(r"raft_node\d+", k)]
-            if len(peers) == 2 and all(p["state"] == "connected" for p in peers):
+            if self._whole():
                 return
             time.sleep(0.1)
         raise RuntimeError("the RedisRaft cluster did not come back whole")
+
+    def _whole(self) -> bool:
+        infos = []
+        for port in self.ports:
+            try:
+                with redis.Redis(port=port, protocol=2, socket_timeout=2) as client:
+                    infos.append(client.info("raft"))
+            except redis.RedisError:
+                return False
+        leaders = {info.get("raft_leader_id") for info in infos}
+        if len(leaders) != 1 or -1 in leaders:
+            return False
+        [leader] = [info for info in infos if info.get("raft_role") == "leader"] or [{}]
+        peers = [v for k, v in leader.items() if re.fullmatch(r"raft_node\d+", k)]
+        return len(peers) == 2 and all(p["state"] == "connected" for p in peers)
 
     def down(self) -> None:
         self._run("down", str(self.workdir))

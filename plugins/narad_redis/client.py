@@ -17,7 +17,9 @@ and :meth:`first_answer`).
   known node after a backoff instead.
 - A connection refused or timed out while connecting: nothing was sent. The
   address counts as down for ``backoff_max_s`` and the next known node that
-  is not down is asked at once.
+  is not down is asked at once. A pooled connection found dead before the
+  command left (redis-py's health-check PING, a failed send) is replaced by
+  a fresh one to the same node at once.
 - Replies that say the command was not run: ``-CLUSTERDOWN``, ``-TRYAGAIN``,
   ``-LOADING``, ``-READONLY`` (a replica), ``-NOCLUSTER`` and RedisRaft's
   plain ``-ERR`` forms (``not leader``, ``no raft leader``, ``leader
@@ -98,6 +100,10 @@ class ReplyLost(redis.ConnectionError):
     """The link failed after a command was sent: the command may have run."""
 
 
+class ConnectFailed(redis.ConnectionError):
+    """No connection could be made (refused, timed out, handshake refused)."""
+
+
 class PoolExhausted(redis.ConnectionError):
     """No pooled connection came free within the pool's timeout."""
 
@@ -132,6 +138,10 @@ class _ReplyTracking:
         quiet, self._quiet = self._quiet, True
         try:
             super().connect_check_health(*args, **kwargs)
+        except (BusyLoadingError, ConnectFailed):
+            raise
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise ConnectFailed(str(exc)) from exc
         finally:
             self._quiet = quiet
 
@@ -384,10 +394,17 @@ class RetryingClient:
             except BusyLoadingError as exc:
                 last, reason = exc, "loading"
                 self._rotate(link)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                # Nothing was sent: the connection itself failed.
+            except ConnectFailed as exc:
                 last, reason = exc, "connection"
                 if self._failed(link, exc) and moves <= len(self.known):
+                    moves += 1
+                    STORAGE_RETRIES.labels(reason=reason).inc()
+                    continue
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # A pooled link found dead before the command left (the
+                # health check's PING, a failed send): try a fresh one at once.
+                last, reason = exc, "connection"
+                if moves <= len(self.known):
                     moves += 1
                     STORAGE_RETRIES.labels(reason=reason).inc()
                     continue
@@ -440,7 +457,11 @@ class RetryingClient:
         that is leader, or the leader a node names, confirming it is. On any
         other server, a node answering at all.
         """
-        for address in self._probe_order():
+        tried: set[Address | None] = set()
+        # The order grows as nodes name their peers: each is asked once.
+        while pending := [a for a in self._probe_order() if a not in tried]:
+            address = pending[0]
+            tried.add(address)
             try:
                 raft = self._raft_info(address)
                 if raft is None:

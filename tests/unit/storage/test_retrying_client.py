@@ -306,3 +306,23 @@ def test_a_raft_follower_is_ready_only_while_the_leader_it_names_answers(servers
     assert not client.leader_answers()
     follower.info = RAFT_INFO.format(me=8, role="candidate", leader=-1, port=1)
     assert not client.leader_answers()
+
+
+def test_a_pooled_link_found_dead_before_sending_is_replaced_at_once(servers):
+    """redis-py's health-check PING or a failed send: nothing left, the node
+    itself may be fine, so a fresh connection to it is tried without waiting
+    and without passing the node over."""
+    server = servers([])
+    sleeps: list[float] = []
+    client = client_for(server, sleeps)
+    tries = []
+
+    def fn(r):
+        tries.append(r)
+        if len(tries) == 1:
+            raise redis.ConnectionError("Error 32 while writing to socket")
+        return "ok"
+
+    assert client.call(fn, replayable=False) == "ok"
+    assert sleeps == []
+    assert not client._is_down(client.address)
