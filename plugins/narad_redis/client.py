@@ -186,13 +186,6 @@ class _Unix(_ReplyTracking, redis.UnixDomainSocketConnection):
     pass
 
 
-_TRACKED = {
-    redis.Connection: _Tcp,
-    redis.SSLConnection: _Tls,
-    redis.UnixDomainSocketConnection: _Unix,
-}
-
-
 class _Pool(redis.BlockingConnectionPool):
     """The bounded pool of one node; once retired (the client moved to
     another node) it closes each connection as it comes back."""

@@ -275,6 +275,8 @@ def test_single_urls_keep_working():
 def test_an_empty_node_in_the_list_is_refused():
     with pytest.raises(InvalidConfiguration, match=r"`storage\.url` has an empty"):
         parse_seeds("redis://h1:1,,h2:2/0")
+    with pytest.raises(InvalidConfiguration, match=r"`storage\.url`: Port"):
+        parse_seeds("redis://h1:1,h2:two/0")
 
 
 # -- readiness ------------------------------------------------------------------
