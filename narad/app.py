@@ -55,6 +55,7 @@ from narad.plugins import Plugins
 from narad.plugins import load_plugins
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.service import SchemaService
+from narad.storage import IdempotencyLimits
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,11 @@ def create_app(
         schemas,
         waiters,
         max_wait_ms=config.get("broker.max_wait_ms"),
+        idempotency=IdempotencyLimits(
+            window_ms=config.get("broker.idempotency_window_ms"),
+            max_keys=config.get("broker.idempotency_max_keys"),
+            max_bytes=config.get("broker.idempotency_max_bytes"),
+        ),
     )
 
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
@@ -164,8 +170,12 @@ def create_app(
     app.add_route("/v1/topics/{name}", TopicItem(topics))
     app.add_route("/v1/topics/{name}/produce", produce)
     app.add_route("/v1/topics/{name}/produce/batch", produce, suffix="batch")
-    app.add_route("/v1/topics/{name}/consume", Consume(messages))
-    app.add_route("/v1/topics/{name}/ack", Ack(messages))
+    consume = Consume(messages)
+    app.add_route("/v1/topics/{name}/consume", consume)
+    app.add_route("/v1/topics/{name}/consume/batch", consume, suffix="batch")
+    ack = Ack(messages)
+    app.add_route("/v1/topics/{name}/ack", ack)
+    app.add_route("/v1/topics/{name}/ack/batch", ack, suffix="batch")
     app.add_route("/v1/topics/{name}/children", Children(children))
     app.add_route("/v1/topics/{name}/children/{child}", Child(children))
     history = SchemaHistory(topics, schemas)

@@ -29,10 +29,11 @@ and :meth:`first_answer`).
 - The link lost, or the reply timed out, after the command was sent: the
   command may have run. It is sent again only when the caller says a
   second run is harmless (``replayable``: reads, and scripts whose rerun
-  changes nothing a client relies on). Otherwise :class:`StorageUncertain`
+  changes nothing a client relies on: an append whose entries all carry
+  idempotency keys, an ack, a reserve; see
+  :data:`narad_redis.storage.REPLAYABLE`). Otherwise :class:`StorageUncertain`
   is raised at once (503, saying the write may have been applied): running
-  it again could apply it twice within one request. A caller that makes a
-  write idempotent (a token the script checks) passes ``replayable=True``.
+  it again could apply it twice within one request.
 - No free pooled connection within the socket timeout: :class:`StorageError`
   without retrying (the wait already took that long).
 
