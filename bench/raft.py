@@ -18,8 +18,10 @@ Measures single produce (32 keep-alive clients, 1 KiB JSON bodies) and batch
 produce (8 clients, 100 messages a request) on each, with the load generator
 of ``bench/messaging.py``.
 
-Then the failover: producers (each message a unique id) and consumers
-(consume + ack) against the RedisRaft node; the leader is killed (SIGKILL),
+Then the failover: producers (each message a unique id; half of them send
+an ``Idempotency-Key`` with each, so the storage client may send their
+writes again) and consumers (consume + ack) against the RedisRaft node; the
+leader is killed (SIGKILL),
 and restarted some seconds later. Printed: how long the election took, the
 longest time without a 202, how long after the election produces succeeded
 again, the 202s lost (the topic is drained and every accepted id accounted
@@ -185,11 +187,11 @@ class Ledger:
                 self.uncertain[op] += 1
 
 
-def exchange(conn, method: str, path: str, body: bytes = b""):
+def exchange(conn, method: str, path: str, body: bytes = b"", headers=None):
     """One request on a kept-alive connection; (status, body) or the error's
     name (the connection is then dropped: never resent)."""
     try:
-        conn.request(method, path, body=body)
+        conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()
         return resp.status, resp.read()
     except (OSError, http.client.HTTPException) as exc:
@@ -197,15 +199,19 @@ def exchange(conn, method: str, path: str, body: bytes = b""):
         return type(exc).__name__, b""
 
 
-def producer(port, topic, ledger, name, stop) -> None:
+def producer(port, topic, ledger, name, stop, keyed: bool) -> None:
+    """Produces unique ids, with an ``Idempotency-Key`` each if ``keyed``."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    op = "keyed produce" if keyed else "produce"
     seq = 0
     while not stop.is_set():
         ident = f"{name}-{seq}"
         seq += 1
         body = json.dumps({"id": ident}).encode()
-        status, data = exchange(conn, "POST", f"/v1/topics/{topic}/produce", body)
-        ledger.answer("produce", status, data)
+        headers = {"Idempotency-Key": ident} if keyed else {}
+        path = f"/v1/topics/{topic}/produce"
+        status, data = exchange(conn, "POST", path, body, headers)
+        ledger.answer(op, status, data)
         if status == 202:
             with ledger.lock:
                 ledger.accepted.add(ident)
@@ -243,7 +249,8 @@ def failover(cluster: Cluster, port: int, seconds: float) -> dict:
     stop_producing, stop_consuming = threading.Event(), threading.Event()
     threads = [
         threading.Thread(
-            target=producer, args=(port, topic, ledger, f"p{i}", stop_producing)
+            target=producer,
+            args=(port, topic, ledger, f"p{i}", stop_producing, i % 2 == 1),
         )
         for i in range(PRODUCERS)
     ] + [
@@ -357,7 +364,8 @@ def report(cluster: Cluster, nodes: list[Node], raft_url: str, args) -> None:
         k: n for k, n in answers.items() if not isinstance(k[1], int) or k[1] >= 500
     }
     print(
-        f"failover: {PRODUCERS} producers + {CONSUMERS} consumers (consume+ack) on "
+        f"failover: {PRODUCERS} producers (half with an Idempotency-Key per "
+        f"message) + {CONSUMERS} consumers (consume+ack) on "
         f"the redisraft node; leader killed with SIGKILL, restarted "
         f"{args.failover_seconds / 2:g} s after the election"
     )
