@@ -19,6 +19,7 @@ from redis import exceptions as redis_errors
 
 import narad_redis
 from narad.config import Config
+from narad.errors import StorageUncertain
 from narad.storage import Entry
 from narad.storage import IdempotencyKey
 from narad.storage import PayloadKind
@@ -143,8 +144,10 @@ def dropping(valkey):
 
 
 def test_a_script_retried_after_a_lost_reply_is_safe_with_keys(dropping):
-    """The storage client resends a script whose reply was lost: with a key
-    the second run finds the first's work; without one it stores again."""
+    """The storage client resends a script whose reply was lost only where a
+    rerun is harmless: with a key the second run finds the first's work;
+    without one it is not resent (it was applied once), and the caller
+    learns the write may have been applied."""
     storage = dropping
     meta = new_meta()
     assert storage.create_topic(meta).status is Status.OK
@@ -156,8 +159,10 @@ def test_a_script_retried_after_a_lost_reply_is_safe_with_keys(dropping):
     assert not storage.proxy.armed.is_set()  # the first reply was dropped
     assert (keyed.status, keyed.count, keyed.repeated) == (Status.OK, 0, 1)
     storage.proxy.armed.set()
-    assert storage.append(meta, entry, schema_version=0, now_ms=2).count == 1
-    assert storage.partition_stats(meta, now_ms=3)[0].next_offset == 4  # 1+1+2
+    with pytest.raises(StorageUncertain, match="may have been applied"):
+        storage.append(meta, entry, schema_version=0, now_ms=2)
+    assert not storage.proxy.armed.is_set()
+    assert storage.partition_stats(meta, now_ms=3)[0].next_offset == 3  # 1+1+1
 
     held = storage.reserve(meta, [0], nonce="n" * 16, now_ms=3).message
     unknown = storage.settle(meta, 0, 9, "x" * 16, action=Settle.ACK, now_ms=3)
