@@ -27,6 +27,7 @@ from narad.broker.receipts import decode as decode_receipt
 from narad.broker.receipts import new_nonce
 from narad.broker.records import TopicRecords
 from narad.broker.waiters import Waiters
+from narad.caches import BoundedCache
 from narad.errors import AckedAheadFull
 from narad.errors import InvalidArgument
 from narad.errors import LeaseGone
@@ -89,6 +90,14 @@ def _not_json(name: str) -> None:
 _DECODER = json.JSONDecoder(parse_constant=_not_json)  # stateless: shared
 
 
+def _topic_of(key: tuple[str, str]) -> str:
+    return key[0]
+
+
+def _same_epoch(key: tuple[str, str], meta: TopicMeta) -> bool:
+    return key[1] == meta.epoch
+
+
 class MessageService:
     def __init__(
         self,
@@ -107,7 +116,13 @@ class MessageService:
         # One counter per topic incarnation (name, epoch): topics produced
         # to in turn do not share ticks, so each spreads over all its
         # partitions, and a new topic starts at partition 0 in every worker.
-        self._round_robin: dict[tuple[str, str], Iterator[int]] = {}
+        # As many as the topic records, dropped with them.
+        self.round_robin: BoundedCache[tuple[str, str], Iterator[int]] = BoundedCache(
+            "round_robin",
+            max_entries=records.cache.max_entries,
+            topic_of=_topic_of,
+        )
+        records.attach(self.round_robin, _same_epoch, kept_on_change=True)
         self._consume_start = itertools.count()
 
     # -- produce -------------------------------------------------------------
@@ -184,11 +199,10 @@ class MessageService:
 
     def _ticks(self, meta: TopicMeta) -> Iterator[int]:
         key = (meta.name, meta.epoch)
-        ticks = self._round_robin.get(key)
+        ticks = self.round_robin.get(key)
         if ticks is None:
-            if len(self._round_robin) > 10_000:
-                self._round_robin.clear()
-            ticks = self._round_robin.setdefault(key, itertools.count())
+            ticks = itertools.count()
+            self.round_robin.put(key, ticks)
         return ticks
 
     # -- consume -------------------------------------------------------------
@@ -218,12 +232,12 @@ class MessageService:
                     now_ms=now_ms(),
                 )
                 if result.status is Status.NO_TOPIC:
-                    waiters.forget_empty(key)
+                    waiters.forget_empty(key, topic)
                     meta = self.records.refresh(topic)
                     self._check_partition(meta, partition)
                     continue
                 if result.message is not None:
-                    waiters.forget_empty(key)
+                    waiters.forget_empty(key, topic)
                     MESSAGES_CONSUMED.inc()
                     message = result.message
                     receipt = Receipt(message.partition, message.offset, message.nonce)

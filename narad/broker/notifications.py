@@ -35,6 +35,7 @@ class Listener:
             list
         )
         self._live_handlers: list[Callable[[bool], None]] = []
+        self._tick_handlers: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -46,6 +47,11 @@ class Listener:
     def on_live(self, handler: Callable[[bool], None]) -> None:
         """Call ``handler(True)`` when the stream goes live, ``(False)`` when lost."""
         self._live_handlers.append(handler)
+
+    def on_tick(self, handler: Callable[[], None]) -> None:
+        """Call ``handler()`` after every event and every idle second; it must
+        be cheap (the cache metrics check whether they are due)."""
+        self._tick_handlers.append(handler)
 
     def start(self) -> None:
         """Start the thread once; a no-op for a backend without notifications."""
@@ -68,6 +74,8 @@ class Listener:
                 for note in self._storage.notifications():
                     if self._stopped:
                         return
+                    for tick in self._tick_handlers:
+                        tick()
                     if note is None:
                         continue
                     if note.event is Event.LISTENING:
