@@ -25,6 +25,10 @@ Phases (each can be turned off with 0):
   worker caches them; the worker growth is divided by the topics each worker
   caches, the storage's by the topics created.
 
+- ``--listener-events N`` (50,000): the CPU a worker spends hearing one
+  storage event (every produce anywhere is heard by every worker that
+  caches a topic), against the CPU of a produce in the worker serving it.
+
 ``--rounds N`` runs the experiment of issue 20 instead of the churn phase: N
 rounds of create a topic whose schema has 20 properties with patterns,
 produce 4 messages, delete; memory is printed every ``--rounds-every``
@@ -586,28 +590,29 @@ GIB = 1024 * MIB
 # -- in-process trace -----------------------------------------------------------
 
 
-def trace(node: Node, rounds: int, block: int) -> None:
-    """Issue rounds against two in-process apps; the producing one is measured."""
+def in_process_app(node: Node) -> Any:
+    """The Narad app built as a worker builds it, over the node's storage,
+    driven in this process (a falcon test client)."""
     import falcon.testing
 
     from narad.app import create_app
     from narad.config import Config
     from narad.plugins import load_plugins
 
-    def app() -> falcon.testing.TestClient:
-        config = Config.load(
-            env={},
-            overrides={
-                "storage.url": node.storage_url,
-                "storage.data_dir": str(node.data),
-                "validation.capacity_dir": str(node.tmp / "capacity"),
-            },
-        )
-        return falcon.testing.TestClient(
-            create_app(config, plugins=load_plugins(config))
-        )
+    config = Config.load(
+        env={},
+        overrides={
+            "storage.url": node.storage_url,
+            "storage.data_dir": str(node.data),
+            "validation.capacity_dir": str(node.tmp / "capacity"),
+        },
+    )
+    return falcon.testing.TestClient(create_app(config, plugins=load_plugins(config)))
 
-    admin, producer = app(), app()
+
+def trace(node: Node, rounds: int, block: int) -> None:
+    """Issue rounds against two in-process apps; the producing one is measured."""
+    admin, producer = in_process_app(node), in_process_app(node)
     libc = ctypes.CDLL("libc.so.6")
     payload = churn_payload()
     schema = churn_schema()
@@ -654,6 +659,59 @@ def trace(node: Node, rounds: int, block: int) -> None:
     time.sleep(1.5)
 
 
+# -- what hearing every event costs -------------------------------------------
+
+
+def listener_cost(node: Node, events: int, workers: int) -> None:
+    """A worker's CPU per event heard, against a produce's CPU in the worker
+    that serves it: since every worker that caches a topic listens (to drop
+    what it caches when the topic changes), every produce is heard by every
+    worker of every node."""
+    from narad.storage import Event
+
+    client = in_process_app(node)
+    listener = client.app._waiters._listener
+    heard: list[float] = []
+    done = threading.Event()
+
+    def count(topic: str) -> None:
+        heard.append(time.thread_time())
+        if len(heard) == events + 1:
+            done.set()
+
+    listener.on(Event.MESSAGES, count)
+    body = json.dumps({"name": "cost", "schema": TYPICAL_SCHEMA}).encode()
+    assert client.simulate_post("/v1/topics", body=body).status_code == 201
+    assert client.simulate_post("/v1/topics/cost/produce", body=TYPICAL_PAYLOAD)
+    deadline = time.monotonic() + 10
+    while not heard and time.monotonic() < deadline:  # listening
+        client.simulate_post("/v1/topics/cost/produce", body=TYPICAL_PAYLOAD)
+        time.sleep(0.1)
+    heard.clear()
+    channel = "narad:events"
+    for first in range(0, events + 1, 1000):
+        pipe = node.storage.pipeline(transaction=False)
+        for i in range(first, min(first + 1000, events + 1)):
+            pipe.publish(channel, f"{Event.MESSAGES.value} other-topic-{i}")
+        pipe.execute()
+    done.wait(60)
+    got = heard[: events + 1]
+    per_event = (got[-1] - got[0]) / (len(got) - 1)
+    produces = 2000
+    cpu = time.thread_time()
+    for _ in range(produces):
+        client.simulate_post("/v1/topics/cost/produce", body=TYPICAL_PAYLOAD)
+    per_produce = (time.thread_time() - cpu) / produces
+    client.app.drain()
+    print(
+        f"\nhearing the storage's events: {per_event * 1e6:.1f} us of a worker's CPU "
+        f"per event ({len(got) - 1:,} heard); a produce of a typical event "
+        f"costs {per_produce * 1e6:.0f} us in the worker serving it (in-process, "
+        f"without HTTP); with {workers} workers hearing each produce: "
+        f"+{100 * workers * per_event / per_produce:.0f}% of a produce's CPU"
+    )
+
+
 # -- main ---------------------------------------------------------------------
 
 
@@ -666,6 +724,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=0)
     parser.add_argument("--rounds-every", type=int, default=500)
     parser.add_argument("--trace", type=int, default=0)
+    parser.add_argument("--listener-events", type=int, default=50_000)
     parser.add_argument("--every", type=float, default=60)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--clients", type=int, default=8)
@@ -750,6 +809,8 @@ def main() -> None:
                 )
         if args.live_topics and not args.trace:
             live_topics_phase(node, args.live_topics, args.conns)
+        if args.listener_events and not args.trace:
+            listener_cost(node, args.listener_events, args.workers)
     finally:
         node.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Bounded caches of a worker process, and the registry that empties them.
+"""Bounded caches of a worker process, and the registry that publishes them.
 
 Everything a worker keeps per topic or per schema (topic records, compiled
 validators, round-robin counters, waiting consumers' state) or shares across
@@ -163,10 +163,6 @@ class BoundedCache(Generic[K, V]):
                 self._by_topic.setdefault(self.topic_of(key), set()).add(key)
             self._shrink()
 
-    def pop(self, key: K) -> V | None:
-        with self._lock:
-            return self._remove(key)
-
     def drop_topic(self, topic: str) -> None:
         """Drop every entry of ``topic``."""
         if self.topic_of is None:
@@ -243,9 +239,6 @@ class Caches:
         if any(c.name == cache.name for c in self._caches):
             raise ValueError(f"two caches named {cache.name!r}")
         self._caches.append(cache)
-
-    def __iter__(self) -> Iterator[SizedCache]:
-        return iter(self._caches)
 
     def tick(self) -> None:
         """Publish the metrics if they were not written for a while."""

@@ -5,8 +5,11 @@ hands each event to the handlers registered for it: waiting consumers are
 woken by ``MESSAGES``, cached topic records dropped by ``TOPIC_CHANGED``.
 Handlers also learn when the stream goes live or is lost (``on_live``): while
 it is down an event may be missed, so they stop trusting what they hold.
+Tick handlers (``on_tick``) run after every event and every idle second:
+the caches' deferred drops and metrics ride on them.
 
-The thread starts on first use and survives any failure: it opens a new
+The thread starts on first use (the first topic record a worker caches, or
+the first long poll) and survives any failure: it opens a new
 stream after a pause, and logs the loss once and the recovery once, not
 every attempt.
 """

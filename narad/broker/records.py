@@ -21,7 +21,8 @@ topic, epoch and more (compiled validators, round-robin counters) are
   :data:`CHANGED_GRACE_S` (deleted, most likely) are dropped then, including
   any put while the change was on its way.
 - When the stream is lost or comes back, events may have been missed: every
-  record is dropped, and attached entries are treated as changed.
+  record is dropped, and every attached entry goes unless its topic is read
+  again within the grace (and it still belongs).
 
 The worker's notification listener starts with the first record cached: a
 worker that keeps nothing about any topic has nothing to drop, and one that
@@ -140,14 +141,17 @@ class TopicRecords:
         self.cache.clear()
         for cache, _ in self._attached:
             for name in cache.topics():
-                self._on_changed(name)
+                self._suspect(name)
 
     def _on_changed(self, name: str) -> None:
         self.cache.drop_topic(name)
         for cache in self._dropped_on_change:
             cache.drop_topic(name)
-        if not self._attached:
-            return
+        if self._attached:
+            self._suspect(name)
+
+    def _suspect(self, name: str) -> None:
+        """Drop what is attached to ``name`` unless it is read again soon."""
         with self._lock:
             self._changed.pop(name, None)
             self._changed[name] = time.monotonic()
