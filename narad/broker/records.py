@@ -11,8 +11,9 @@ topic, epoch and more (compiled validators, round-robin counters) are
 :meth:`attached <TopicRecords.attach>` to it.
 
 - A ``TOPIC_CHANGED`` notification (create, alter, schema version, delete,
-  from any worker of any node) drops the topic's record at once, and the
-  attached entries that are costly to hold (validators).
+  from any worker of any node), or :meth:`TopicRecords.drop` by the worker
+  that made the change, drops the topic's record at once, and the attached
+  entries that are costly to hold (validators).
 - Whenever a record is cached, the attached entries of that topic that do
   not belong to it (another epoch: the topic was recreated; an older schema
   version) are dropped, and those that do are kept: altering a topic does
@@ -119,12 +120,9 @@ class TopicRecords:
             cache.retain(meta.name, meta, belongs)
 
     def drop(self, name: str) -> None:
-        """Forget everything kept about topic ``name`` (gone)."""
-        with self._lock:
-            self._changed.pop(name, None)
-        self.cache.drop_topic(name)
-        for cache, _ in self._attached:
-            cache.drop_topic(name)
+        """Forget topic ``name``'s record: it changed or is gone (see
+        ``TOPIC_CHANGED`` in the module doc for what goes with it)."""
+        self._on_changed(name)
 
     def clear(self) -> None:
         with self._lock:

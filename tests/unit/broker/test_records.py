@@ -155,11 +155,15 @@ def test_a_new_schema_version_drops_the_old_versions_validator(world):
     assert len(w.counters) == 1
 
 
-def test_a_delete_served_here_drops_everything_at_once(world):
+def test_a_delete_served_here_drops_everything(world, clock):
     w = world
     hold(w)
+    w.storage.delete_topic(w.meta)
     w.records.drop(w.meta.name)
-    assert (len(w.records.cache), len(w.validators), len(w.counters)) == (0, 0, 0)
+    assert (len(w.records.cache), len(w.validators), len(w.counters)) == (0, 0, 1)
+    clock.now += records_module.CHANGED_GRACE_S
+    w.events.tick()
+    assert len(w.counters) == 0
 
 
 def test_a_stream_that_comes_back_distrusts_every_record(world, clock):

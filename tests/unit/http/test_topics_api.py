@@ -237,4 +237,4 @@ def test_metrics_show_the_caches_and_a_delete_empties_them(client):
     assert cache_entries(client, "patterns") >= 1
     assert client.simulate_delete("/v1/topics/t").status_code == 204
     assert cache_entries(client, "validators") == 0
-    assert cache_entries(client, "round_robin") == 0
+    assert cache_entries(client, "topic_records") == 0
