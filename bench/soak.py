@@ -540,13 +540,13 @@ def live_topics_phase(node: Node, count: int, conns: int) -> None:
         client.close()
         client = Client(node.port, conns)
         now = node.caches()
-        before, held = (
+        previous, held = (
             held,
             [validators(now, p) - validators(created.caches, p) for p in node.workers],
         )
         # Done when every worker caches every topic, or as many as its
         # bounds let it (no more than after the previous pass).
-        if not now or min(held) >= count or held == before:
+        if not now or min(held) >= count or held == previous:
             break
     client.close()
     after = Sample(node, "produced", 0)
