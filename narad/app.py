@@ -35,6 +35,7 @@ from narad.errors import PayloadTooLarge
 from narad.errors import RequestTimeout
 from narad.errors import StorageError
 from narad.errors import StorageFull
+from narad.errors import StorageUncertain
 from narad.errors import Unauthorized
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
@@ -56,6 +57,7 @@ from narad.plugins import load_plugins
 from narad.schema import patterns
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.service import SchemaService
+from narad.storage import IdempotencyLimits
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -175,6 +177,11 @@ def create_app(
         schemas,
         waiters,
         max_wait_ms=config.get("broker.max_wait_ms"),
+        idempotency=IdempotencyLimits(
+            window_ms=config.get("broker.idempotency_window_ms"),
+            max_keys=config.get("broker.idempotency_max_keys"),
+            max_bytes=config.get("broker.idempotency_max_bytes"),
+        ),
     )
     caches = worker_caches(config, records, schemas, messages, waiters)
     listener.on_tick(caches.tick)
@@ -196,8 +203,12 @@ def create_app(
     app.add_route("/v1/topics/{name}", TopicItem(topics))
     app.add_route("/v1/topics/{name}/produce", produce)
     app.add_route("/v1/topics/{name}/produce/batch", produce, suffix="batch")
-    app.add_route("/v1/topics/{name}/consume", Consume(messages))
-    app.add_route("/v1/topics/{name}/ack", Ack(messages))
+    consume = Consume(messages)
+    app.add_route("/v1/topics/{name}/consume", consume)
+    app.add_route("/v1/topics/{name}/consume/batch", consume, suffix="batch")
+    ack = Ack(messages)
+    app.add_route("/v1/topics/{name}/ack", ack)
+    app.add_route("/v1/topics/{name}/ack/batch", ack, suffix="batch")
     app.add_route("/v1/topics/{name}/children", Children(children))
     app.add_route("/v1/topics/{name}/children/{child}", Child(children))
     history = SchemaHistory(topics, schemas)
@@ -228,6 +239,8 @@ def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
         # The details are the operator's business, not the client's.
         log.warning("storage error: %s", exc)
         message = "storage unavailable, retry"
+        if isinstance(exc, StorageUncertain):
+            message += ": the write may have been applied"
     else:
         message = exc.message
     _json_error(resp, status_of(exc), message)

@@ -11,12 +11,17 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
     narad:{<t>}:p<i>                  hash   next, oldest, cursor, floor, last_ts
     narad:{<t>}:p<i>:log              hash   offset -> "<ts>,<kind><keylen>:<key><body>"
     narad:{<t>}:p<i>:lease            zset   offsets in flight, scored by deadline
-    narad:{<t>}:p<i>:nonce            hash   offset -> reservation nonce
+    narad:{<t>}:p<i>:nonce            hash   offset -> nonce of its last reservation
     narad:{<t>}:p<i>:acked            zset   offsets acked above the floor
+    narad:{<t>}:idem                  hash   idempotency key -> digest
+    narad:{<t>}:idem:at               zset   idempotency keys, scored by when stored
+    narad:{<t>}:idem:bytes            string bytes the remembered keys count
 
 ``cursor`` is the next offset never delivered, ``floor`` the lowest offset not
-yet acked. Every write is one script from ``scripts/``; reads that need no
-atomicity are plain pipelined commands.
+yet acked. An acked message keeps its nonce (and leaves the lease set): that
+is how a retried ack is recognised, until retention drops the message. Every
+write is one script from ``scripts/``; reads that need no atomicity are plain
+pipelined commands.
 
 A parent's ``children`` field lists its children as comma-separated
 ``<name>:<epoch>:<partitions>:<delay_ms>`` items (names and epochs hold no
@@ -44,21 +49,26 @@ however many children, not one per child to every subscriber).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
 import redis
-from redis.exceptions import MovedError
 
 from narad.errors import StorageError
+from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import AppendResult
+from narad.storage import BatchReserveResult
 from narad.storage import Capabilities
 from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
+from narad.storage import IdempotencyKey
+from narad.storage import IdempotencyLimits
+from narad.storage import Lease
 from narad.storage import Message
 from narad.storage import Notification
 from narad.storage import Page
@@ -75,6 +85,25 @@ from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 from narad_redis.client import RetryingClient
+from narad_redis.client import detached
+
+#: Scripts the client may always send again after the link failed mid-call:
+#: a second reserve leases other messages, and those the first run leased
+#: come back when their leases lapse. Others are replayable per call: an
+#: append whose every entry is guarded by an idempotency key (the rerun finds
+#: the keys and stores nothing), an ack (a rerun answers "repeated") or an
+#: extend (it extends from now again). The rest could apply a write twice
+#: (an unguarded append, a schema change) or answer as though the first run
+#: had not happened (a give-back: "lapsed"): the client raises
+#: StorageUncertain instead (503, "the write may have been applied").
+REPLAYABLE = frozenset({"reserve"})
+
+#: Silence on the subscription before it is checked with a PING, and how long
+#: the answer may take before the subscription counts as lost.
+KEEPALIVE_S = 1.0
+PING_WAIT_S = 5.0
+#: Longest wait between tries to subscribe (while a new leader is elected).
+SUBSCRIBE_BACKOFF_MAX_S = 0.2
 
 # The settings a create writes; the scripts derive the other fields.
 _SETTINGS = (
@@ -121,36 +150,35 @@ class RedisStorage:
         """The channel and message a script publishes ``event`` with."""
         return [self.EVENTS, " ".join((event.value, *topics))]
 
-    def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    def _run(
+        self,
+        script: str,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        *,
+        replayable: bool | None = None,
+    ) -> Any:
+        """Run ``script``; ``replayable`` (default: :data:`REPLAYABLE`) says
+        whether the client may send it again after a link lost mid-call."""
         fn = self.scripts[script]
-        return self.client.call(lambda r: fn(keys=keys, args=args, client=r))
+        if replayable is None:
+            replayable = script in REPLAYABLE
+        return self.client.call(
+            lambda r: fn(keys=keys, args=args, client=r), replayable=replayable
+        )
 
     # -- health -------------------------------------------------------------
 
-    def _own_connection(self) -> redis.Redis:
-        """A client on a connection of its own, outside the bounded pool, to
-        the server the pool currently talks to."""
-        pool = self.client.redis.connection_pool
-        return redis.Redis(
-            connection_pool=redis.ConnectionPool(
-                connection_class=pool.connection_class, **pool.connection_kwargs
-            )
-        )
-
     def ping(self) -> bool:
-        # Readiness answers even while every pooled connection is busy.
-        probe = self._own_connection()
-        try:
-            return bool(probe.ping())
-        except (redis.RedisError, OSError):
-            return False
-        finally:
-            probe.connection_pool.disconnect()
+        # On connections of their own: readiness answers even while every
+        # pooled connection is busy. On RedisRaft, only a leader counts.
+        return self.client.leader_answers()
 
     def server_status(self) -> ServerStatus | None:
-        # One round trip, tried once: callers poll it and must not hang on
-        # retries. INFO works for a user without CONFIG; RedisRaft answers
-        # INFO raft, other servers an empty section.
+        # One round trip per node, tried once: callers poll it and must not
+        # hang on retries. INFO works for a user without CONFIG; RedisRaft
+        # answers INFO raft (any node: a follower knows it is durable, and
+        # lists its peers), other servers an empty section.
         def read(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)
             for section in ("memory", "persistence", "raft"):
@@ -158,12 +186,18 @@ class RedisStorage:
             pipe.config_get("appendfsync")
             return pipe.execute(raise_on_error=False)
 
-        try:
-            memory, persistence, raft, fsync = read(self.client.redis)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+        replies = self.client.first_answer(read)
+        if replies is None:
             return None
+        memory, persistence, raft, fsync = replies
         if isinstance(memory, Exception):
-            return ServerStatus(False, f"INFO refused: {memory}", 0, 0)
+            hint = ""
+            if "'raft'" in str(memory):
+                # RedisRaft runs every command through its RAFT command.
+                hint = "; on RedisRaft, allow Narad's user +raft (conf/redisraft.conf)"
+            return ServerStatus(False, f"INFO refused: {memory}{hint}", 0, 0)
+        if isinstance(raft, dict):
+            self.client.learn_raft(raft)
         used, limit = int(memory["used_memory"]), int(memory["maxmemory"])
         durable, detail = _durability(memory, persistence, raft, fsync)
         return ServerStatus(durable, detail, used, limit)
@@ -271,12 +305,17 @@ class RedisStorage:
         reply = self._run("alter_topic", [self._topic(meta.name) + ":meta"], args)
         return Status(reply.decode())
 
+    def _idempotency_keys(self, name: str) -> list[str]:
+        idem = self._topic(name) + ":idem"
+        return [idem, idem + ":at", idem + ":bytes"]
+
     def delete_topic(self, meta: TopicMeta) -> Status:
         topic = self._topic(meta.name)
         linked = [meta.parent] if meta.parent else [c.name for c in meta.children]
         keys = [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta"]
         keys += [self._topic(name) + ":meta" for name in linked]
         keys.append(topic + ":schemas")
+        keys += self._idempotency_keys(meta.name)
         for index in range(meta.partitions):
             keys += self._partition_keys(meta.name, index)
         reply = self._run(
@@ -485,11 +524,20 @@ class RedisStorage:
         *,
         schema_version: int,
         now_ms: int,
+        idempotency: Sequence[IdempotencyKey] = (),
+        limits: IdempotencyLimits = DEFAULT_IDEMPOTENCY,
     ) -> AppendResult:
-        keys = [self._topic(meta.name) + ":meta"]
+        keys = [
+            self._topic(meta.name) + ":meta",
+            *self._idempotency_keys(meta.name),
+        ]
         slot_of: dict[int, int] = {}
         records: list[Any] = []
         routes = [e.partition if e.route is None else e.route for e in entries]
+        # The record as stored, commit time included: the script then stores
+        # the argument without copying it (unless the partition's clock is
+        # ahead of this node's, or for a delay child's copy).
+        stamp = b"%d," % now_ms
         for entry, route in zip(entries, routes, strict=True):
             slot = slot_of.get(entry.partition)
             if slot is None:
@@ -498,8 +546,14 @@ class RedisStorage:
             records += [
                 slot,
                 route,
-                b"%s%d:%s%s"
-                % (entry.kind.value.encode(), len(entry.key), entry.key, entry.payload),
+                b"%s%s%d:%s%s"
+                % (
+                    stamp,
+                    _KIND_CODES[entry.kind],
+                    len(entry.key),
+                    entry.key,
+                    entry.payload,
+                ),
             ]
         args: list[Any] = [
             meta.epoch,
@@ -509,8 +563,15 @@ class RedisStorage:
             _children_field(meta.children),
             len(slot_of),
             len(entries),
-            *records,
+            limits.window_ms,
+            limits.max_keys,
+            limits.max_bytes,
+            limits.KEY_OVERHEAD,
+            len(idempotency),
         ]
+        for guard in idempotency:
+            args += [guard.key, guard.digest, guard.start + 1, guard.stop]
+        args += records
         for child in meta.children:
             # The child's partitions the copies go to, in slot order.
             targets = list(dict.fromkeys(route % child.partitions for route in routes))
@@ -518,12 +579,18 @@ class RedisStorage:
             for index in targets:
                 keys += self._partition_keys(child.name, index)
             args += [child.delay_ms, child.partitions, len(targets), *targets]
-        reply = self._run("append", keys, args)
+        guarded = sum(guard.stop - guard.start for guard in idempotency)
+        reply = self._run("append", keys, args, replayable=guarded == len(entries))
         status = Status(reply[0].decode())
         if status is Status.OK:
-            return AppendResult(status, count=int(reply[1]))
+            stored, repeated, evicted = (int(x) for x in reply[1:4])
+            return AppendResult(
+                status, count=stored, repeated=repeated, evicted=evicted
+            )
         if status is Status.STALE_SCHEMA:
             return AppendResult(status, schema_version=int(reply[1]))
+        if status is Status.KEY_REUSED:
+            return AppendResult(status, key_index=int(reply[1]))
         return AppendResult(status)
 
     def reserve(
@@ -534,23 +601,43 @@ class RedisStorage:
         nonce: str,
         now_ms: int,
     ) -> ReserveResult:
+        batch = self.reserve_batch(meta, partitions, nonces=[nonce], now_ms=now_ms)
+        message = batch.messages[0] if batch.messages else None
+        return ReserveResult(
+            batch.status, message, batch.next_lease_expiry_ms, batch.next_due_ms
+        )
+
+    def reserve_batch(
+        self,
+        meta: TopicMeta,
+        partitions: Sequence[int],
+        *,
+        nonces: Sequence[str],
+        now_ms: int,
+    ) -> BatchReserveResult:
         keys = [self._topic(meta.name) + ":meta"]
         for index in partitions:
             keys += self._partition_keys(meta.name, index)
-        reply = self._run("reserve", keys, [meta.epoch, now_ms, nonce, *partitions])
-        tag = reply[0].decode()
-        if tag == "ok":
-            message = _message(int(reply[1]), int(reply[2]), reply[3], nonce)
-            return ReserveResult(Status.OK, message)
-        if tag == "none":
-            expiry, due = int(reply[1]), int(reply[2])
-            return ReserveResult(
-                Status.OK,
-                None,
-                expiry if expiry >= 0 else None,
-                due if due >= 0 else None,
-            )
-        return ReserveResult(Status.NO_TOPIC)
+        reply = self._run(
+            "reserve",
+            keys,
+            [meta.epoch, now_ms, len(partitions), *partitions, *nonces],
+        )
+        if reply[0] == b"no_topic":
+            return BatchReserveResult(Status.NO_TOPIC)
+        messages = tuple(
+            _message(reply[i], reply[i + 1], reply[i + 2], nonces[k])
+            for k, i in enumerate(range(3, len(reply), 3))
+        )
+        if messages:
+            return BatchReserveResult(Status.OK, messages)
+        expiry, due = int(reply[1]), int(reply[2])
+        return BatchReserveResult(
+            Status.OK,
+            (),
+            expiry if expiry >= 0 else None,
+            due if due >= 0 else None,
+        )
 
     def settle(
         self,
@@ -562,23 +649,36 @@ class RedisStorage:
         action: Settle,
         now_ms: int,
     ) -> Status:
-        keys = [
-            self._topic(meta.name) + ":meta",
-            *self._partition_keys(meta.name, partition),
+        lease = Lease(partition, offset, nonce)
+        return self.settle_batch(meta, [lease], action=action, now_ms=now_ms)[0]
+
+    def settle_batch(
+        self,
+        meta: TopicMeta,
+        leases: Sequence[Lease],
+        *,
+        action: Settle,
+        now_ms: int,
+    ) -> list[Status]:
+        keys = [self._topic(meta.name) + ":meta"]
+        args: list[Any] = [
+            meta.epoch,
+            action.value,
+            now_ms,
+            *self._event(Event.MESSAGES, meta.name),
         ]
-        reply = self._run(
-            "settle",
-            keys,
-            [
-                meta.epoch,
-                offset,
-                nonce,
-                action.value,
-                now_ms,
-                *self._event(Event.MESSAGES, meta.name),
-            ],
-        )
-        return Status(reply.decode())
+        slot_of: dict[int, int] = {}
+        for lease in leases:
+            slot = slot_of.get(lease.partition)
+            if slot is None:
+                slot = slot_of[lease.partition] = len(slot_of) + 1
+                keys += self._partition_keys(meta.name, lease.partition)
+            args += [slot, lease.offset, lease.nonce]
+        replayable = action is not Settle.RELEASE
+        reply = self._run("settle", keys, args, replayable=replayable)
+        if reply == [b"no_topic"]:
+            return [Status.NO_TOPIC] * len(leases)
+        return [_STATUSES[r] for r in reply]
 
     def read(
         self, meta: TopicMeta, partition: int, offset: int, *, now_ms: int
@@ -610,14 +710,29 @@ class RedisStorage:
             raise StorageError(f"cannot subscribe to {self.EVENTS}: {exc}") from exc
         try:
             yield Notification(Event.LISTENING)
+            heard = time.monotonic()  # last traffic from the server
+            pinged = False
             while True:
                 try:
                     message = pubsub.get_message(timeout=1.0)
+                    now = time.monotonic()
+                    if message is not None:
+                        heard, pinged = now, False
+                    elif now - heard >= KEEPALIVE_S + PING_WAIT_S and pinged:
+                        # A dead host or a partition closes nothing: only the
+                        # silence tells (RedisRaft itself drops subscribers
+                        # of a node that stops being leader).
+                        raise redis.ConnectionError(
+                            f"no answer to PING within {PING_WAIT_S:g} s"
+                        )
+                    elif now - heard >= KEEPALIVE_S and not pinged:
+                        pubsub.ping()
+                        pinged = True
                 except (redis.RedisError, OSError) as exc:
                     raise StorageError(
                         f"{self.EVENTS} subscription lost: {exc}"
                     ) from exc
-                if message is None:
+                if message is None or message["type"] == "pong":
                     yield None
                 elif message["type"] == "message":
                     code, *topics = message["data"].decode().split(" ")
@@ -633,24 +748,27 @@ class RedisStorage:
 
         Until the confirmation arrives a publish could be missed, so the
         stream says LISTENING only after it. A RedisRaft follower refuses
-        with MOVED to the leader, where the scripts publish.
+        with MOVED to the leader, where the scripts publish; the client
+        follows it, and asks the other nodes when the one it knows is gone,
+        waiting at most :data:`SUBSCRIBE_BACKOFF_MAX_S` between tries: no
+        request waits on this, and wake-ups should resume well within a
+        second of a new leader's election.
         """
-        for _ in range(self.client.attempts + 1):
+
+        def subscribe(r: redis.Redis) -> redis.client.PubSub:
             # On a connection of its own: the subscription must come up even
             # while every pooled connection is busy.
-            pubsub = self._own_connection().pubsub()
+            pubsub = detached(r).pubsub()
             try:
                 pubsub.subscribe(self.EVENTS)
                 if pubsub.get_message(timeout=5.0) is None:
-                    raise redis.ConnectionError("no subscription confirmation in 5 s")
+                    raise redis.TimeoutError("no subscription confirmation in 5 s")
                 return pubsub
-            except MovedError as exc:
-                pubsub.close()
-                self.client.move_to(exc.host, exc.port)
             except BaseException:
                 pubsub.close()
                 raise
-        raise redis.ConnectionError("MOVED on every attempt to subscribe")
+
+        return self.client.call(subscribe, backoff_max_s=SUBSCRIBE_BACKOFF_MAX_S)
 
 
 def _durability(
@@ -719,22 +837,22 @@ def _children(field: str) -> tuple[Child, ...]:
 
 
 _KINDS = {kind.value.encode(): kind for kind in PayloadKind}
+_KIND_CODES = {kind: code for code, kind in _KINDS.items()}
+_STATUSES = {status.value.encode(): status for status in Status}
 _EVENTS = {event.value: event for event in Event}
 
 
 def _message(partition: int, offset: int, record: bytes, nonce: str) -> Message:
-    ts, _, rest = record.partition(b",")
-    kind = _KINDS[rest[:1]]
-    length, _, body = rest[1:].partition(b":")
-    size = int(length)
+    # "<ts>,<kind><key length>:<key><payload>", cut by index: one copy of
+    # the payload (this runs once per message of a batch).
+    comma = record.index(b",")
+    colon = record.index(b":", comma + 2)
+    start = colon + 1
+    end = start + int(record[comma + 2 : colon])
+    kind = _KINDS[record[comma + 1 : comma + 2]]
+    timestamp = int(record[:comma])
     return Message(
-        partition=partition,
-        offset=offset,
-        timestamp=int(ts),
-        key=body[:size],
-        payload=body[size:],
-        kind=kind,
-        nonce=nonce,
+        partition, offset, timestamp, record[start:end], record[end:], kind, nonce
     )
 
 
