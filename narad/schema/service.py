@@ -224,11 +224,7 @@ class SchemaService:
     def _compare(self, old_doc: Any, new: RegisteredSchema) -> list | None:
         """None when ``new`` changes nothing that matters, else its problems."""
         old_draft = self.draft_of(old_doc)
-        if jsontext.json_equal(old_doc, new.document):
-            return None
-        if compatibility.annotations_only_change(
-            old_doc, new.document, draft=old_draft
-        ):
+        if compatibility.no_change(old_doc, new.document, draft=old_draft):
             return None
         return compatibility.check(
             old_doc,
@@ -236,6 +232,7 @@ class SchemaService:
             old_draft=old_draft,
             new_draft=new.draft,
             rules=self.rules,
+            first=True,  # the refusal names one; a full report is a dry run's
         )
 
     # -- fan-out -------------------------------------------------------------

@@ -17,6 +17,9 @@ Public and covered by the README's compatibility promise, like
 - :func:`load_plugins`: the checked plugin set (built-ins, the fakeredis
   backend, yours) without whatever else is installed.
 - :func:`make_config`: a :class:`~narad.config.Config` for tests.
+- :mod:`narad.testing.compatibility`: check a pair of schema texts as a
+  schema change is checked, with your plugins
+  (:func:`~narad.testing.compatibility.check_compatibility`).
 - :mod:`narad.testing.storage_contract`: the test suite every storage
   backend must pass.
 - :mod:`narad.testing.fakeredis`: the ``fakeredis://`` backend itself.

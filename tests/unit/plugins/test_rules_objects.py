@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import narad_rules_objects
-from narad.schema.compatibility import Change
+from narad.compatibility import Change
 from tests.compatcheck import check_texts
 
 
@@ -35,7 +35,7 @@ def test_patterns_are_re2_searches():
 
 def test_removed_property_is_named():
     [problem] = check_texts('{"properties":{"a":{}}}', '{"properties":{}}')
-    assert problem.change is Change.property_removed
+    assert problem.kind is Change.property_removed
 
 
 def test_required_names_each_added_name_once():
