@@ -288,9 +288,6 @@ class SchemaService:
             return self.drafts[document["$schema"]]
         return self.default_draft
 
-    def forget(self, name: str) -> None:
-        self.validators.drop_topic(name)
-
     # -- validation on produce -----------------------------------------------
 
     def payload_check(self, meta: TopicMeta) -> Callable[[bytes], None]:
