@@ -16,10 +16,12 @@ from urllib.parse import urlsplit
 
 import falcon
 
+from narad import metrics
 from narad.broker.children import ChildrenService
 from narad.broker.messages import MessageService
 from narad.broker.notifications import Listener
 from narad.broker.records import TopicRecords
+from narad.broker.stats import TopicMetrics
 from narad.broker.topics import TopicService
 from narad.broker.waiters import Waiters
 from narad.caches import Caches
@@ -45,6 +47,7 @@ from narad.http.children import Children
 from narad.http.health import Health
 from narad.http.health import Metrics
 from narad.http.health import Ready
+from narad.http.health import RequestMetrics
 from narad.http.health import WriteGuard
 from narad.http.messages import Ack
 from narad.http.messages import Consume
@@ -185,10 +188,21 @@ def create_app(
     )
     caches = worker_caches(config, records, schemas, messages, waiters)
     listener.on_tick(caches.tick)
+    # An idle worker writes out what it counted within a second or so.
+    listener.on_tick(metrics.TALLY.maybe_flush)
+    metrics.start_worker(schemas.capacity.slots)
+    topic_metrics = TopicMetrics(
+        storage,
+        max_topics=config.get("metrics.max_topics"),
+        ttl_s=config.get("metrics.topic_stats_ttl_s"),
+        wait_s=config.get("metrics.topic_stats_wait_ms") / 1000,
+    )
 
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
     app = NaradApp(
-        waiters, media_type=falcon.MEDIA_JSON, middleware=[WriteGuard(guard)]
+        waiters,
+        media_type=falcon.MEDIA_JSON,
+        middleware=[RequestMetrics(), WriteGuard(guard)],
     )
     app.req_options.keep_blank_qs_values = True
     app.resp_options.default_media_type = falcon.MEDIA_JSON
@@ -216,7 +230,7 @@ def create_app(
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))
-    app.add_route("/metrics", Metrics(guard, caches))
+    app.add_route("/metrics", Metrics(guard, caches, topic_metrics))
     return app
 
 
@@ -235,15 +249,23 @@ def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
     if isinstance(exc, StorageFull):
         # The gauges narad_storage_memory_* show it; no log line per refused write.
         message = "storage full: nothing was stored"
+        _storage_error("full")
     elif isinstance(exc, StorageError):
         # The details are the operator's business, not the client's.
         log.warning("storage error: %s", exc)
         message = "storage unavailable, retry"
         if isinstance(exc, StorageUncertain):
             message += ": the write may have been applied"
+            _storage_error("uncertain")
+        else:
+            _storage_error("unavailable")
     else:
         message = exc.message
     _json_error(resp, status_of(exc), message)
+
+
+def _storage_error(kind: str) -> None:
+    metrics.TALLY.inc(metrics.STORAGE_ERRORS, (kind,))
 
 
 def _http_error(req, resp, exc: falcon.HTTPError, params) -> None:

@@ -19,6 +19,7 @@ that cannot answer raises :class:`Unavailable` (no connection, a timeout, a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -60,6 +61,23 @@ class Refused(ClientError):
 
 class Unavailable(ClientError):
     """The node did not answer, or could not serve the request now (a 5xx)."""
+
+
+def encode_body(body: Any) -> bytes:
+    """A request body as JSON; in an object, a member whose value is
+    ``bytes`` is taken as JSON text and sent as written (a schema keeps its
+    key order and number spellings: the node stores the text it gets)."""
+    if not isinstance(body, Mapping) or not any(
+        isinstance(v, bytes) for v in body.values()
+    ):
+        return json.dumps(body).encode()
+    members = [
+        json.dumps(name).encode()
+        + b": "
+        + (value if isinstance(value, bytes) else json.dumps(value).encode())
+        for name, value in body.items()
+    ]
+    return b"{" + b", ".join(members) + b"}"
 
 
 def _path(*segments: str) -> str:
@@ -134,7 +152,7 @@ class Client:
                 a 5xx answer.
         """
         if json_body is not None:
-            content = json.dumps(json_body).encode()
+            content = encode_body(json_body)
             headers = {"Content-Type": "application/json", **(headers or {})}
         try:
             response = self._http.request(
@@ -195,10 +213,16 @@ class Client:
         """The topic's record with its ``partition_stats``."""
         return self._json("GET", _path("v1", "topics", name))
 
-    def create_topic(self, name: str, **settings: Any) -> dict[str, Any]:
+    def create_topic(
+        self, name: str, *, schema: Any = None, **settings: Any
+    ) -> dict[str, Any]:
         """Create ``name`` with ``settings`` (``partitions``, ``retention_ms``,
-        ``schema``, ``parent``...); the new record."""
-        return self._json("POST", "/v1/topics", json_body={"name": name, **settings})
+        ``parent``...) and ``schema`` (a JSON value, or its text as bytes);
+        the new record."""
+        body = {"name": name, **settings}
+        if schema is not None:
+            body["schema"] = schema
+        return self._json("POST", "/v1/topics", json_body=body)
 
     def alter_topic(self, name: str, **changes: Any) -> dict[str, Any]:
         """PATCH the topic's settings (or ``schema``); the new record."""
@@ -243,8 +267,9 @@ class Client:
     def check_schema(
         self, name: str, schema: Any, *, against: int | str = "latest"
     ) -> dict[str, Any]:
-        """The dry run: would ``schema`` be accepted? ``{"compatible", "mode",
-        "violations": [...]}``; nothing is stored."""
+        """The dry run: would ``schema`` (a JSON value, or its text as bytes)
+        be accepted? ``{"compatible", "mode", "violations": [...]}``; nothing
+        is stored."""
         return self._json(
             "POST",
             _path("v1", "topics", name, "schemas", "compatibility"),
@@ -254,7 +279,8 @@ class Client:
     def set_schema(
         self, name: str, schema: Any, *, base_version: int | None = None
     ) -> dict[str, Any]:
-        """A new schema version (PATCH); the topic's record."""
+        """A new schema version (PATCH; ``schema`` a JSON value, or its text
+        as bytes); the topic's record."""
         body: dict[str, Any] = {"schema": schema}
         if base_version is not None:
             body["schema_base_version"] = base_version
@@ -323,13 +349,29 @@ class Client:
         partition: int | None = None,
     ) -> list[dict[str, Any]]:
         """Lease up to ``max_messages`` (at most 100); [] when none came."""
-        answer = self._json(
+        raw = self.consume_batch_raw(
+            topic, max_messages=max_messages, wait=wait, partition=partition
+        )
+        return [json.loads(message) for message in raw]
+
+    def consume_batch_raw(
+        self,
+        topic: str,
+        *,
+        max_messages: int = 10,
+        wait: str | None = None,
+        partition: int | None = None,
+    ) -> list[bytes]:
+        """:meth:`consume_batch`, each message as the JSON text the node
+        wrote (a JSON payload byte for byte, which decoding and encoding
+        again could change: ``1e400``, ``1.50``)."""
+        response = self.request(
             "GET",
             _path("v1", "topics", topic, "consume", "batch"),
             params=_params(max=max_messages, wait=wait, partition=partition),
             wait_s=_seconds(wait),
         )
-        return answer["messages"] if answer else []
+        return raw_elements(response.content) if response.content else []
 
     def ack(self, topic: str, receipt_handle: str) -> None:
         self.request(
@@ -358,16 +400,22 @@ class Client:
     def read(self, topic: str, partition: int, offset: int) -> dict[str, Any] | None:
         """Replay: the message at ``offset`` (no lease), or None when the
         offset holds none (never written, trimmed, or not due yet)."""
+        raw = self.read_raw(topic, partition, offset)
+        return None if raw is None else json.loads(raw)
+
+    def read_raw(self, topic: str, partition: int, offset: int) -> bytes | None:
+        """:meth:`read` as the JSON text the node wrote."""
         try:
-            return self._json(
+            response = self.request(
                 "GET",
                 _path("v1", "topics", topic, "consume"),
                 params={"partition": partition, "offset": offset},
             )
         except Refused as exc:
-            if exc.status == 404 and "offset" in exc.message:
+            if exc.status == 404 and f"no message at offset {offset}" in exc.message:
                 return None
             raise
+        return response.content.rstrip(b"\n")
 
     # -- users ---------------------------------------------------------------
 
@@ -414,6 +462,34 @@ class Client:
 
     def delete_user(self, name: str) -> None:
         self.request("DELETE", _path("v1", "users", name))
+
+
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},]')
+
+
+def raw_elements(document: bytes) -> list[bytes]:
+    """The text of each element of the array in a one-member JSON object
+    (``{"messages": [...]}``), as written."""
+    elements: list[bytes] = []
+    depth, start = 0, -1
+    for match in _TOKENS.finditer(document):
+        token = match.group()
+        if token[:1] == b'"':
+            continue
+        if token in b"[{":
+            depth += 1
+            if depth == 2 and token == b"[":
+                start = match.end()
+        elif token in b"]}":
+            if depth == 2 and token == b"]":
+                item = document[start : match.start()].strip()
+                if item:
+                    elements.append(item)
+            depth -= 1
+        elif depth == 2:  # a comma between elements
+            elements.append(document[start : match.start()].strip())
+            start = match.end()
+    return elements
 
 
 def _error_message(response: httpx.Response) -> str:

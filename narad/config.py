@@ -333,6 +333,44 @@ SETTINGS: tuple[Setting, ...] = (
             "estimated bytes of the compiled patterns a worker keeps, e.g. 16mb",
         ),
     ),
+    *_section(
+        "metrics",
+        Setting(
+            "max_topics",
+            1000,
+            integer(0, 1_000_000),
+            "topics /metrics shows per-topic series for (the first in name "
+            "order); past it narad_topic_metrics_truncated is 1",
+        ),
+        Setting(
+            "topic_stats_ttl_s",
+            10,
+            integer(0, 3600),
+            "seconds one read of the per-topic figures serves scrapes for",
+        ),
+        Setting(
+            "topic_stats_wait_ms",
+            2000,
+            integer(0, 600_000),
+            "how long a scrape waits for that read before answering with the "
+            "previous one",
+        ),
+    ),
+    *_section(
+        "log",
+        Setting(
+            "format",
+            "text",
+            _choice("text", "json"),
+            "log lines on standard error: text, or json (one JSON object a line)",
+        ),
+        Setting(
+            "level",
+            "info",
+            _choice("debug", "info", "warning", "error"),
+            "least severe level logged",
+        ),
+    ),
     *_section(PLUGINS, Setting("disabled", (), names, "plugin names never to load")),
 )
 

@@ -3,9 +3,12 @@ storage cannot keep them."""
 
 from __future__ import annotations
 
+import time
+
 import falcon
 
 from narad import metrics
+from narad.broker.stats import TopicMetrics
 from narad.caches import Caches
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
@@ -47,16 +50,38 @@ class Ready:
 
 
 class Metrics:
-    def __init__(self, guard: StorageGuard, caches: Caches) -> None:
+    def __init__(
+        self, guard: StorageGuard, caches: Caches, topics: TopicMetrics
+    ) -> None:
         self.guard = guard
         self.caches = caches
+        self.topics = topics
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.guard.status()  # the storage gauges, fresh for this scrape
         self.caches.publish()  # this worker's; the others publish every few s
-        resp.data, resp.content_type = metrics.render()
+        # Per-topic series: read from the storage now (cached, bounded).
+        resp.data, resp.content_type = metrics.render([self.topics])
 
     on_head = on_get
+
+
+class RequestMetrics:
+    """Middleware: counts every request by route template, method and
+    status, and times it (``narad_http_*``, through :data:`metrics.TALLY`)."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = time.perf_counter()
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource, req_succeeded
+    ) -> None:
+        metrics.record_request(
+            req.uri_template,
+            req.method,
+            resp.status_code,
+            time.perf_counter() - req.context.started,
+        )
 
 
 class WriteGuard:
