@@ -55,6 +55,7 @@ from narad.http.messages import Produce
 from narad.http.schemas import SchemaHistory
 from narad.http.topics import TopicCollection
 from narad.http.topics import TopicItem
+from narad.logs import Episode
 from narad.plugins import Plugins
 from narad.plugins import load_plugins
 from narad.schema import patterns
@@ -64,6 +65,9 @@ from narad.storage import IdempotencyLimits
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
+
+#: Requests failing for the storage, logged when they start and stop.
+STORAGE_TROUBLE = Episode(log, "requests fail for the storage")
 
 #: The HTTP status of every refusal, by error family: a named error
 #: (``TopicBudgetExceeded``) answers with its family's (``Conflict``) status.
@@ -202,7 +206,7 @@ def create_app(
     app = NaradApp(
         waiters,
         media_type=falcon.MEDIA_JSON,
-        middleware=[RequestMetrics(), WriteGuard(guard)],
+        middleware=[RequestMetrics(STORAGE_TROUBLE), WriteGuard(guard)],
     )
     app.req_options.keep_blank_qs_values = True
     app.resp_options.default_media_type = falcon.MEDIA_JSON
@@ -251,8 +255,9 @@ def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
         message = "storage full: nothing was stored"
         _storage_error("full")
     elif isinstance(exc, StorageError):
-        # The details are the operator's business, not the client's.
-        log.warning("storage error: %s", exc)
+        # The details are the operator's business, not the client's: logged
+        # once per run of failures, counted each time.
+        STORAGE_TROUBLE.failed(exc)
         message = "storage unavailable, retry"
         if isinstance(exc, StorageUncertain):
             message += ": the write may have been applied"

@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 import click
 
+from narad import logs
 from narad.cli.base import Usage
 from narad.cli.base import cli
 from narad.config import Config
@@ -57,6 +58,7 @@ def serve(
 ) -> int:
     """Run a node (gunicorn workers; the embedded Valkey unless storage.url)."""
     config = _load(config_path, **{"server.bind": bind, "server.workers": workers})
+    logs.configure(config)
     try:
         status = serve_forever(config)
     except (InvalidConfiguration, PluginError, StorageError) as exc:
@@ -144,7 +146,7 @@ def serve_forever(config: Config) -> int:
             except BaseException:
                 embedded.stop()
                 raise
-            logging.info(
+            log.info(
                 "embedded Valkey on %s (data in %s, maxmemory %d MiB)",
                 url,
                 embedded.data_dir,

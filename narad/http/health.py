@@ -13,6 +13,7 @@ from narad.caches import Caches
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
 from narad.http import dumps
+from narad.logs import Episode
 from narad.storage import Storage
 
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -68,7 +69,12 @@ class Metrics:
 
 class RequestMetrics:
     """Middleware: counts every request by route template, method and
-    status, and times it (``narad_http_*``, through :data:`metrics.TALLY`)."""
+    status, and times it (``narad_http_*``, through :data:`metrics.TALLY`);
+    a request under ``/v1`` answered below 500 ends ``trouble``, a run of
+    storage failures."""
+
+    def __init__(self, trouble: Episode) -> None:
+        self.trouble = trouble
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
@@ -76,12 +82,13 @@ class RequestMetrics:
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource, req_succeeded
     ) -> None:
+        status = resp.status_code
+        route = req.uri_template
         metrics.record_request(
-            req.uri_template,
-            req.method,
-            resp.status_code,
-            time.perf_counter() - req.context.started,
+            route, req.method, status, time.perf_counter() - req.context.started
         )
+        if self.trouble.active and status < 500 and route and route.startswith("/v1"):
+            self.trouble.recovered()
 
 
 class WriteGuard:
