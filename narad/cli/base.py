@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import click
+import httpx
 
 from narad import __version__
 from narad.cli.contexts import ContextFile
@@ -72,12 +73,19 @@ class Session:
     """What the global options say, and the client built from them on first use."""
 
     def __init__(
-        self, *, context: str | None, url: str | None, user: str | None
+        self,
+        *,
+        context: str | None = None,
+        url: str | None = None,
+        user: str | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.context = context
         self.url = url
         self.user = user
         self.contexts = ContextFile()
+        # Tests drive an app in-process (httpx.WSGITransport).
+        self.transport = transport
         self._client: Client | None = None
 
     def target(self) -> Target:
@@ -99,7 +107,12 @@ class Session:
                     hide_input=True,
                     err=True,
                 )
-            self._client = Client(target.url, user=target.user, password=password)
+            self._client = Client(
+                target.url,
+                user=target.user,
+                password=password,
+                transport=self.transport,
+            )
         return self._client
 
     def close(self) -> None:
@@ -127,7 +140,11 @@ def cli(ctx: click.Context, context: str | None, url: str | None, user: str | No
     Exit status: 0 done, 1 refused (the node said no), 2 usage, 3 unavailable
     (no answer, or a 5xx).
     """
-    session = Session(context=context, url=url, user=user)
+    # A test may hand in a session (with an in-process transport).
+    session = ctx.obj if isinstance(ctx.obj, Session) else Session()
+    session.context = context or session.context
+    session.url = url or session.url
+    session.user = user or session.user
     ctx.obj = session
     ctx.call_on_close(session.close)
 

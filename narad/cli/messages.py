@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from typing import IO
 
@@ -32,7 +33,7 @@ MAX_PRODUCE_BATCH = 1000
 MAX_CONSUME_BATCH = 100
 #: The long poll of ``consume --follow`` (the node caps it at broker.max_wait_ms).
 FOLLOW_WAIT = "30s"
-_ENTRY = re.compile(r"^messages\[(\d+)\]: ")
+_ENTRY = re.compile(r"messages\[(\d+)\]: ")
 
 
 # -- produce ------------------------------------------------------------------
@@ -95,7 +96,7 @@ def produce(
         )
         _produced(topic, 1, int(replayed), as_json)
         return
-    stream = source or click.get_binary_stream("stdin")
+    stream = source or sys.stdin.buffer
     if stream.isatty():
         note("reading messages from the terminal, one per line; end with Ctrl-D")
     accepted = duplicates = 0
@@ -165,10 +166,11 @@ def _at_line(
     """The error of a refused batch, naming the line the node named."""
     error = cli_error(exc)
     message = exc.message
-    if match := _ENTRY.match(message):
+    if match := _ENTRY.search(message):
         index = int(match[1])
         if index < len(batch):
-            message = f"line {batch[index][0]}: {message[match.end() :]}"
+            line = f"line {batch[index][0]}: "
+            message = message[: match.start()] + line + message[match.end() :]
     first = batch[0][0]
     message += (
         f" ({stored} messages stored before line {first}; none from line {first} on)"

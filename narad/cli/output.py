@@ -9,6 +9,7 @@ go to standard error, only when it is a terminal (or ``--progress``).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -43,7 +44,7 @@ def output_option(command: F) -> F:
 def wants_json(as_json: bool | None) -> bool:
     if as_json is not None:
         return as_json
-    return not click.get_text_stream("stdout").isatty()
+    return not sys.stdout.isatty()
 
 
 def print_json(document: Any) -> None:
@@ -52,19 +53,23 @@ def print_json(document: Any) -> None:
 
 def print_line(raw: bytes) -> None:
     """One JSON line, as the server wrote it (payload numbers untouched)."""
-    stream = click.get_binary_stream("stdout")
+    sys.stdout.flush()
+    stream = sys.stdout.buffer
     stream.write(raw.rstrip(b"\n") + b"\n")
     stream.flush()
 
 
 def _console() -> Console:
-    return Console(file=click.get_text_stream("stdout"), soft_wrap=True)
+    return Console(file=sys.stdout, soft_wrap=True)
 
 
 def print_table(
     columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
 ) -> None:
-    table = Table(*columns, title=title, title_justify="left")
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        # Wrapped, never cut: a topic name is worth its whole width.
+        table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
     _console().print(table)
@@ -105,12 +110,12 @@ def progress_bar(
     nothing): ``(progress, task)`` to ``update``/``advance``. ``unit``
     "messages" shows counts, anything else a percentage."""
     if enabled is None:
-        enabled = click.get_text_stream("stderr").isatty()
+        enabled = sys.stderr.isatty()
     if not enabled:
         silent = _Silent()
         yield silent, 0
         return
-    console = Console(file=click.get_text_stream("stderr"), force_terminal=True)
+    console = Console(file=sys.stderr, force_terminal=True)
     with Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),

@@ -40,7 +40,7 @@ def read_schema(source: str) -> bytes:
     """A schema document from a file, ``-`` (standard input) or inline JSON,
     as its bytes: the node stores the text as written."""
     if source == "-":
-        text = click.get_binary_stream("stdin").read()
+        text = sys.stdin.buffer.read()
     elif Path(source).is_file():
         text = Path(source).read_bytes()
     elif source.lstrip()[:1] in ("{", "[") or source.strip() in ("true", "false"):
@@ -345,7 +345,7 @@ def schema_ls(session: Session, topic_name: str, as_json: bool | None) -> None:
 def schema_get(session: Session, topic_name: str, version: str) -> None:
     """Print a schema version (default: latest) exactly as stored."""
     number, document = session.client.schema(topic_name, version)
-    click.get_binary_stream("stdout").write(document.rstrip(b"\n") + b"\n")
+    sys.stdout.buffer.write(document.rstrip(b"\n") + b"\n")
     click.echo(f"version {number}", err=True)
 
 

@@ -50,7 +50,7 @@ def _shown_grants(grants: list[dict[str, Any]]) -> str:
 def new_password(password_stdin: bool, whose: str) -> str:
     """A password from standard input's first line, or asked twice at a terminal."""
     if password_stdin:
-        line = click.get_text_stream("stdin").readline().rstrip("\r\n")
+        line = sys.stdin.readline().rstrip("\r\n")
         if not line:
             raise Usage("--password-stdin: standard input held no password")
         return line
