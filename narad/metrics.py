@@ -86,6 +86,15 @@ STORAGE_RETRIES = Counter(
     "(RedisRaft's transient -ERR replies).",
     ["reason"],
 )
+STORAGE_RETRY_REASONS = (
+    "moved",
+    "connection",
+    "clusterdown",
+    "tryagain",
+    "loading",
+    "readonly",
+    "raft",
+)
 
 STORAGE_SCRIPT_SECONDS = Histogram(
     "narad_storage_script_duration_seconds",
@@ -272,6 +281,8 @@ def start_worker(validation_slots: int) -> None:
         SCHEMA_VALIDATIONS.labels(outcome)
     for kind in STORAGE_ERROR_KINDS:
         STORAGE_ERRORS.labels(kind)
+    for reason in STORAGE_RETRY_REASONS:
+        STORAGE_RETRIES.labels(reason)
 
 
 def render(collectors: Iterable[Collector] = ()) -> tuple[bytes, str]:
