@@ -206,7 +206,10 @@ def create_app(
     app = NaradApp(
         waiters,
         media_type=falcon.MEDIA_JSON,
-        middleware=[RequestMetrics(STORAGE_TROUBLE), WriteGuard(guard)],
+        middleware=[
+            RequestMetrics(STORAGE_TROUBLE, count=config.get("metrics.requests")),
+            WriteGuard(guard),
+        ],
     )
     app.req_options.keep_blank_qs_values = True
     app.resp_options.default_media_type = falcon.MEDIA_JSON

@@ -265,15 +265,26 @@ class Client:
         return int(response.headers["Narad-Schema-Version"]), response.content
 
     def check_schema(
-        self, name: str, schema: Any, *, against: int | str = "latest"
+        self,
+        name: str,
+        schema: Any,
+        *,
+        against: int | str | None = None,
+        mode: str | None = None,
     ) -> dict[str, Any]:
         """The dry run: would ``schema`` (a JSON value, or its text as bytes)
-        be accepted? ``{"compatible", "mode", "violations": [...]}``; nothing
-        is stored."""
+        be accepted? ``{"compatible", "mode", "violations": [...], ...}``;
+        nothing is stored. ``against`` (``"latest"``, ``"all"`` or a
+        version) and ``mode`` default to what the topic's mode checks."""
+        body: dict[str, Any] = {"schema": schema}
+        if against is not None:
+            body["against"] = against
+        if mode is not None:
+            body["mode"] = mode
         return self._json(
             "POST",
             _path("v1", "topics", name, "schemas", "compatibility"),
-            json_body={"schema": schema, "against": against},
+            json_body=body,
         )
 
     def set_schema(

@@ -67,6 +67,19 @@ def integer(low: int, high: int | None = None) -> Callable[[Any], int]:
     return parse
 
 
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def boolean(value: Any) -> bool:
+    """A parser of true/false (also ``1``/``0``, ``yes``/``no``, ``on``/``off``)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
 def text(value: Any) -> str:
     """A parser of strings."""
     if not isinstance(value, str):
@@ -335,6 +348,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     *_section(
         "metrics",
+        Setting(
+            "requests",
+            True,
+            boolean,
+            "count and time every HTTP request (narad_http_requests_total, "
+            "narad_http_request_duration_seconds); false drops both",
+        ),
         Setting(
             "max_topics",
             1000,

@@ -354,34 +354,49 @@ def schema_get(session: Session, topic_name: str, version: str) -> None:
 @click.argument("source", metavar="SCHEMA")
 @click.option(
     "--against",
-    default="latest",
-    help="latest (default), all, or a version number.",
+    help="latest, all, or a version number (default: what the topic's mode checks).",
+)
+@click.option(
+    "--mode",
+    type=COMPATIBILITY,
+    help="Check under this compatibility mode (default: the topic's).",
 )
 @output_option
 @pass_session
 def schema_check(
-    session: Session, topic_name: str, source: str, against: str, as_json: bool | None
+    session: Session,
+    topic_name: str,
+    source: str,
+    against: str | None,
+    mode: str | None,
+    as_json: bool | None,
 ) -> None:
     """Would SCHEMA (a file, - or inline JSON) be accepted? Stores nothing.
 
     Exit status 0 when it would, 1 when not, with every violation listed.
     """
-    target: int | str = int(against) if against.isdigit() else against
+    target = int(against) if against and against.isdigit() else against
     report = session.client.check_schema(
-        topic_name, read_schema(source), against=target
+        topic_name, read_schema(source), against=target, mode=mode and mode.upper()
     )
     if wants_json(as_json):
         print_json(report)
     elif report["compatible"]:
-        click.echo(f"compatible ({report.get('mode', 'BACKWARD')})")
+        click.echo(f"compatible ({report['mode']})")
     else:
         print_table(
-            ["against", "pointer", "keyword", "message"],
+            ["against", "direction", "pointer", "keyword", "message"],
             (
-                (v.get("against_version"), v["pointer"], v["keyword"], v["message"])
+                (
+                    v.get("against_version"),
+                    v.get("direction"),
+                    v["pointer"],
+                    v["keyword"],
+                    v["message"],
+                )
                 for v in report["violations"]
             ),
-            title=f"not compatible ({report.get('mode', 'BACKWARD')})",
+            title=f"not compatible ({report['mode']})",
         )
     if not report["compatible"]:
         count = len(report["violations"])

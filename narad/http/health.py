@@ -69,12 +69,13 @@ class Metrics:
 
 class RequestMetrics:
     """Middleware: counts every request by route template, method and
-    status, and times it (``narad_http_*``, through :data:`metrics.TALLY`);
-    a request under ``/v1`` answered below 500 ends ``trouble``, a run of
-    storage failures."""
+    status, and times it (``narad_http_*``, through :data:`metrics.TALLY`)
+    unless ``count`` is false (``metrics.requests``); a request under ``/v1``
+    answered below 500 ends ``trouble``, a run of storage failures."""
 
-    def __init__(self, trouble: Episode) -> None:
+    def __init__(self, trouble: Episode, *, count: bool = True) -> None:
         self.trouble = trouble
+        self.count = count
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
@@ -84,9 +85,10 @@ class RequestMetrics:
     ) -> None:
         status = resp.status_code
         route = req.uri_template
-        metrics.record_request(
-            route, req.method, status, time.perf_counter() - req.context.started
-        )
+        if self.count:
+            metrics.record_request(
+                route, req.method, status, time.perf_counter() - req.context.started
+            )
         if self.trouble.active and status < 500 and route and route.startswith("/v1"):
             self.trouble.recovered()
 

@@ -1,5 +1,5 @@
 """The ``narad`` CLI in-process: click's CliRunner over an app served through
-httpx's WSGI transport (fakeredis storage). tests/integration/test_cli_http.py
+httpx's WSGI transport (fakeredis storage). tests/integration/test_operator_http.py
 drives a real node."""
 
 from __future__ import annotations

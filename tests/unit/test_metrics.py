@@ -284,6 +284,21 @@ def test_requests_are_counted_by_route_template_method_and_status(app_client, to
     assert not [k for k in after if topic in str(k) and k[0].startswith("narad_http")]
 
 
+def test_requests_go_uncounted_when_metrics_requests_is_off(tmp_path, topic):
+    config = testing.make_config(tmp_path, metrics__requests=False)
+    http = testing.client(config)
+    before = scrape(http)
+    http.simulate_post("/v1/topics", json={"name": topic})
+    http.simulate_post(f"/v1/topics/{topic}/produce", body=b"x")
+    after = scrape(http)
+    route = "/v1/topics/{name}/produce"
+    key = ("narad_http_request_duration_seconds_count", (("route", route),))
+    assert after.get(key, 0) == before.get(key, 0)
+    # The rest is still counted.
+    key = ("narad_messages_produced_total", ())
+    assert after[key] - before.get(key, 0) == 1
+
+
 def test_validations_are_counted_by_outcome(app_client, topic):
     schema = {"type": "object", "required": ["id"]}
     app_client.simulate_post("/v1/topics", json={"name": topic, "schema": schema})
