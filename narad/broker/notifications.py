@@ -9,6 +9,10 @@ it is down an event may be missed, so they stop trusting what they hold.
 The thread starts on first use and survives any failure: it opens a new
 stream after a pause, and logs the loss once and the recovery once, not
 every attempt.
+
+A listener may ask for some events only (``events``): the worker's users
+listener takes ``USER_CHANGED`` alone, so that watching credentials does not
+cost it an event per message produced anywhere.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from collections.abc import Collection
 
 from narad.storage import Event
 from narad.storage import Storage
@@ -28,8 +33,11 @@ RECONNECT_DELAY_S = 0.1
 
 
 class Listener:
-    def __init__(self, storage: Storage) -> None:
+    def __init__(
+        self, storage: Storage, events: Collection[Event] | None = None
+    ) -> None:
         self._storage = storage
+        self._events = frozenset(events) if events is not None else None
         self.enabled = storage.capabilities.notifications
         self._handlers: defaultdict[Event, list[Callable[[str], None]]] = defaultdict(
             list
@@ -65,7 +73,7 @@ class Listener:
         lost = False
         while not self._stopped:
             try:
-                for note in self._storage.notifications():
+                for note in self._storage.notifications(self._events):
                     if self._stopped:
                         return
                     if note is None:

@@ -11,19 +11,29 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
     narad:{<t>}:p<i>:lease            zset   offsets in flight, scored by deadline
     narad:{<t>}:p<i>:nonce            hash   offset -> reservation nonce
     narad:{<t>}:p<i>:acked            zset   offsets acked above the floor
+    narad:{@users}                    zset   user names, for keyset listing
+    narad:{@users}:admins             set    users holding admin on every topic
+    narad:{@users}:u:<name>           hash   the user record
+
+Users share the hash tag ``{@users}`` (no topic name holds ``@``), so every
+user script runs on one shard and sees the admins set it must keep non-empty.
 
 ``cursor`` is the next offset never delivered, ``floor`` the lowest offset not
 yet acked. Every write is one script from ``scripts/``; reads that need no
 atomicity are plain pipelined commands.
 
-Notifications travel on one pub/sub channel, ``narad:events``, published by
-the scripts themselves (so an event is never lost between a write and its
-announcement): each message is ``<event> <topic>``, the event being a
+Notifications travel on pub/sub channels, published by the scripts
+themselves (so an event is never lost between a write and its announcement):
+``narad:events`` for topics and messages, ``narad:events:users`` for users,
+so a worker that only watches users is not sent an event per message. Each
+message is ``<event> <topic or user>``, the event being a
 :class:`narad.storage.Event` value.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection
 from collections.abc import Iterator
 from collections.abc import Sequence
 from importlib import resources
@@ -37,6 +47,7 @@ from narad.storage import AppendResult
 from narad.storage import Capabilities
 from narad.storage import Entry
 from narad.storage import Event
+from narad.storage import Grant
 from narad.storage import Message
 from narad.storage import Notification
 from narad.storage import Page
@@ -52,6 +63,7 @@ from narad.storage import Settle
 from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
+from narad.storage import UserRecord
 from narad_redis.client import RetryingClient
 
 _INT_FIELDS = (
@@ -71,7 +83,10 @@ class RedisStorage:
 
     TOPICS = "narad:topics"
     SCHEMA_BYTES = "narad:schema_bytes"
+    USERS = "narad:{@users}"
+    ADMINS = "narad:{@users}:admins"
     EVENTS = "narad:events"
+    USER_EVENTS = "narad:events:users"
     capabilities = Capabilities(notifications=True)
 
     def __init__(self, client: RetryingClient) -> None:
@@ -95,9 +110,15 @@ class RedisStorage:
         base = f"{self._topic(name)}:p{index}"
         return [base, base + ":log", base + ":lease", base + ":nonce", base + ":acked"]
 
+    def _user(self, name: str) -> str:
+        return f"{self.USERS}:u:{name}"
+
+    def _channel(self, event: Event) -> str:
+        return self.USER_EVENTS if event is Event.USER_CHANGED else self.EVENTS
+
     def _event(self, event: Event, topic: str) -> list[str]:
         """The channel and message a script publishes ``event`` with."""
-        return [self.EVENTS, f"{event.value} {topic}"]
+        return [self._channel(event), f"{event.value} {topic}"]
 
     def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         fn = self.scripts[script]
@@ -165,6 +186,7 @@ class RedisStorage:
         fields: list[Any] = ["name", meta.name, "epoch", meta.epoch]
         for name in _INT_FIELDS[:-2]:
             fields += [name, getattr(meta, name)]
+        fields += ["owner", meta.owner]
         reply = self._run(
             "create_topic",
             [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta", topic + ":schemas"],
@@ -192,10 +214,19 @@ class RedisStorage:
 
         return [_topic_meta(raw) for raw in self.client.call(read)]
 
-    def list_topics(self, *, after: str, limit: int) -> Page:
-        low = "(" + after if after else "-"
+    def list_topics(self, *, after: str, limit: int, prefix: str = "") -> Page:
+        return self._page(self.TOPICS, after, limit, prefix)
+
+    def _page(self, key: str, after: str, limit: int, prefix: str = "") -> Page:
+        low, high = b"-", b"+"
+        if prefix:
+            # Names are ASCII: every name starting with the prefix sorts
+            # from it to before the prefix followed by byte 0xff.
+            low, high = b"[" + prefix.encode(), b"(" + prefix.encode() + b"\xff"
+        if after and after >= prefix:
+            low = b"(" + after.encode()
         names = self.client.call(
-            lambda r: r.zrangebylex(self.TOPICS, low, "+", start=0, num=limit + 1)
+            lambda r: r.zrangebylex(key, low, high, start=0, num=limit + 1)
         )
         names = [n.decode() for n in names]
         more = len(names) > limit
@@ -398,22 +429,89 @@ class RedisStorage:
             return None  # past retention; the next write trims it
         return message
 
+    # -- users --------------------------------------------------------------
+
+    def create_user(self, user: UserRecord, *, only_if_none: bool = False) -> Status:
+        reply = self._run(
+            "create_user",
+            [self.USERS, self.ADMINS, self._user(user.name)],
+            [
+                user.name,
+                user.password_hash,
+                _grants_text(user.grants),
+                int(user.admin),
+                user.created_ms,
+                int(only_if_none),
+                *self._event(Event.USER_CHANGED, user.name),
+            ],
+        )
+        return Status(reply.decode())
+
+    def get_user(self, name: str) -> UserRecord | None:
+        return self.get_users([name])[0]
+
+    def get_users(self, names: Sequence[str]) -> list[UserRecord | None]:
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for name in names:
+                pipe.hgetall(self._user(name))
+            return pipe.execute()
+
+        return [_user_record(raw) for raw in self.client.call(read)]
+
+    def list_users(self, *, after: str, limit: int) -> Page:
+        return self._page(self.USERS, after, limit)
+
+    def replace_grants(
+        self, name: str, grants: Sequence[Grant], *, admin: bool, revision: int
+    ) -> Status:
+        reply = self._run(
+            "replace_grants",
+            [self.ADMINS, self._user(name)],
+            [
+                name,
+                _grants_text(grants),
+                int(admin),
+                revision,
+                *self._event(Event.USER_CHANGED, name),
+            ],
+        )
+        return Status(reply.decode())
+
+    def set_password(self, name: str, password_hash: str, *, revision: int) -> Status:
+        reply = self._run(
+            "set_password",
+            [self._user(name)],
+            [password_hash, revision, *self._event(Event.USER_CHANGED, name)],
+        )
+        return Status(reply.decode())
+
+    def delete_user(self, name: str, *, revision: int) -> Status:
+        reply = self._run(
+            "delete_user",
+            [self.USERS, self.ADMINS, self._user(name)],
+            [name, revision, *self._event(Event.USER_CHANGED, name)],
+        )
+        return Status(reply.decode())
+
     # -- notifications ------------------------------------------------------
 
-    def notifications(self) -> Iterator[Notification | None]:
+    def notifications(
+        self, events: Collection[Event] | None = None
+    ) -> Iterator[Notification | None]:
+        wanted = Event if events is None else events
+        channels = sorted({self._channel(e) for e in wanted if e is not Event.LISTENING})
         try:
-            pubsub = self._subscribe()
+            pubsub = self._subscribe(channels)
         except (redis.RedisError, OSError) as exc:
-            raise StorageError(f"cannot subscribe to {self.EVENTS}: {exc}") from exc
+            raise StorageError(f"cannot subscribe to {channels}: {exc}") from exc
         try:
             yield Notification(Event.LISTENING)
             while True:
                 try:
                     message = pubsub.get_message(timeout=1.0)
                 except (redis.RedisError, OSError) as exc:
-                    raise StorageError(
-                        f"{self.EVENTS} subscription lost: {exc}"
-                    ) from exc
+                    raise StorageError(f"{channels} subscription lost: {exc}") from exc
                 if message is None:
                     yield None
                 elif message["type"] == "message":
@@ -424,21 +522,24 @@ class RedisStorage:
         finally:
             pubsub.close()
 
-    def _subscribe(self) -> redis.client.PubSub:
+    def _subscribe(self, channels: list[str]) -> redis.client.PubSub:
         """A subscription the server confirmed, on the node that accepts writes.
 
-        Until the confirmation arrives a publish could be missed, so the
-        stream says LISTENING only after it. A RedisRaft follower refuses
-        with MOVED to the leader, where the scripts publish.
+        Until the confirmations arrive (one per channel) a publish could be
+        missed, so the stream says LISTENING only after them. A RedisRaft
+        follower refuses with MOVED to the leader, where the scripts publish.
         """
         for _ in range(self.client.attempts + 1):
             # On a connection of its own: the subscription must come up even
             # while every pooled connection is busy.
             pubsub = self._own_connection().pubsub()
             try:
-                pubsub.subscribe(self.EVENTS)
-                if pubsub.get_message(timeout=5.0) is None:
-                    raise redis.ConnectionError("no subscription confirmation in 5 s")
+                pubsub.subscribe(*channels)
+                for _ in channels:
+                    if pubsub.get_message(timeout=5.0) is None:
+                        raise redis.ConnectionError(
+                            "no subscription confirmation in 5 s"
+                        )
                 return pubsub
             except MovedError as exc:
                 pubsub.close()
@@ -483,7 +584,28 @@ def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
         name=f["name"],
         epoch=f["epoch"],
         schema_high_cost=f.get("schema_high_cost") == "1",
+        owner=f.get("owner", ""),
         **{k: int(f.get(k, 0)) for k in _INT_FIELDS},
+    )
+
+
+def _grants_text(grants: Sequence[Grant]) -> str:
+    return json.dumps([[g.action, list(g.patterns)] for g in grants])
+
+
+def _user_record(raw: dict[bytes, bytes]) -> UserRecord | None:
+    if not raw:
+        return None
+    f = {k.decode(): v.decode() for k, v in raw.items()}
+    return UserRecord(
+        name=f["name"],
+        password_hash=f["password"],
+        grants=tuple(
+            Grant(action, tuple(patterns)) for action, patterns in json.loads(f["grants"])
+        ),
+        admin=f["admin"] == "1",
+        created_ms=int(f["created_ms"]),
+        revision=int(f["revision"]),
     )
 
 
