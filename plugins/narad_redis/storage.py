@@ -500,7 +500,9 @@ class RedisStorage:
         self, events: Collection[Event] | None = None
     ) -> Iterator[Notification | None]:
         wanted = Event if events is None else events
-        channels = sorted({self._channel(e) for e in wanted if e is not Event.LISTENING})
+        channels = sorted(
+            {self._channel(e) for e in wanted if e is not Event.LISTENING}
+        )
         try:
             pubsub = self._subscribe(channels)
         except (redis.RedisError, OSError) as exc:
@@ -601,7 +603,8 @@ def _user_record(raw: dict[bytes, bytes]) -> UserRecord | None:
         name=f["name"],
         password_hash=f["password"],
         grants=tuple(
-            Grant(action, tuple(patterns)) for action, patterns in json.loads(f["grants"])
+            Grant(action, tuple(patterns))
+            for action, patterns in json.loads(f["grants"])
         ),
         admin=f["admin"] == "1",
         created_ms=int(f["created_ms"]),
