@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import falcon
 
+from narad import offload
 from narad.broker.messages import MessageService
 from narad.broker.notifications import Listener
 from narad.broker.records import TopicRecords
@@ -33,6 +34,7 @@ from narad.errors import PayloadTooLarge
 from narad.errors import RequestTimeout
 from narad.errors import StorageError
 from narad.errors import StorageFull
+from narad.errors import TooManyRequests
 from narad.errors import Unauthorized
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
@@ -44,13 +46,26 @@ from narad.http.health import WriteGuard
 from narad.http.messages import Ack
 from narad.http.messages import Consume
 from narad.http.messages import Produce
+from narad.http.middleware import Authenticate
+from narad.http.middleware import RequestLog
 from narad.http.schemas import SchemaHistory
 from narad.http.topics import TopicCollection
 from narad.http.topics import TopicItem
+from narad.http.users import UserCollection
+from narad.http.users import UserItem
 from narad.plugins import Plugins
 from narad.plugins import load_plugins
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.service import SchemaService
+from narad.security.access import Gate
+from narad.security.authn import Authenticator
+from narad.security.authn import Hasher
+from narad.security.limiter import FailureLimiter
+from narad.security.passwords import Scrypt
+from narad.security.seed import admin_password_from_env
+from narad.security.seed import seed_root_admin
+from narad.security.users import UserService
+from narad.storage import Event
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -66,6 +81,7 @@ STATUS: dict[type[Exception], int] = {
     LeaseGone: 410,
     RequestTimeout: 408,
     PayloadTooLarge: 413,
+    TooManyRequests: 429,
     Unavailable: 503,
     StorageFull: 507,
     StorageError: 503,
@@ -108,6 +124,30 @@ def capacity_for(config: Config) -> ValidationCapacity:
     )
 
 
+def authenticator_for(
+    config: Config, storage: Storage, hasher: Hasher
+) -> Authenticator | None:
+    """The worker's credential checks; ``None`` while security is off."""
+    if not config.get("security.enabled"):
+        return None
+
+    def seed() -> None:
+        seed_root_admin(storage, config, admin_password_from_env(), hasher.params)
+
+    return Authenticator(
+        storage,
+        Listener(storage, events={Event.USER_CHANGED}),
+        hasher,
+        FailureLimiter(
+            burst=config.get("security.failures_burst"),
+            per_minute=config.get("security.failures_per_minute"),
+            share=config.get("server.workers"),
+        ),
+        cache_s=config.get("security.auth_cache_s"),
+        seed=lambda: offload.run(seed),
+    )
+
+
 class NaradApp(falcon.App):
     """The falcon app, plus the hook the worker calls when it starts to stop."""
 
@@ -129,7 +169,7 @@ def create_app(
     plugins = plugins or load_plugins(config)
     config = plugins.configure(config)
     storage = storage or connect_storage(config, plugins)
-    listener = Listener(storage)
+    listener = Listener(storage, events={Event.MESSAGES, Event.TOPIC_CHANGED})
     waiters = Waiters(listener)
     records = TopicRecords(storage, listener)
     schemas = SchemaService(plugins, storage, records, capacity_for(config))
@@ -142,9 +182,18 @@ def create_app(
         max_wait_ms=config.get("broker.max_wait_ms"),
     )
 
+    hasher = Hasher(Scrypt(log2_n=config.get("security.scrypt_log2_n")))
+    users = UserService(storage, hasher)
+
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
     app = NaradApp(
-        waiters, media_type=falcon.MEDIA_JSON, middleware=[WriteGuard(guard)]
+        waiters,
+        media_type=falcon.MEDIA_JSON,
+        middleware=[
+            RequestLog(config.get("server.access_log")),
+            Authenticate(authenticator_for(config, storage, hasher), Gate(records)),
+            WriteGuard(guard),
+        ],
     )
     app.req_options.keep_blank_qs_values = True
     app.resp_options.default_media_type = falcon.MEDIA_JSON
@@ -164,6 +213,11 @@ def create_app(
     history = SchemaHistory(topics, schemas)
     app.add_route("/v1/topics/{name}/schemas", history)
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")
+    app.add_route("/v1/users", UserCollection(users))
+    user = UserItem(users)
+    app.add_route("/v1/users/{username}", user)
+    app.add_route("/v1/users/{username}/grants", user, suffix="grants")
+    app.add_route("/v1/users/{username}/password", user, suffix="password")
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))
     app.add_route("/metrics", Metrics(guard))
@@ -191,6 +245,8 @@ def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
         message = "storage unavailable, retry"
     else:
         message = exc.message
+        for name, value in exc.headers.items():
+            resp.set_header(name, value)
     _json_error(resp, status_of(exc), message)
 
 

@@ -35,6 +35,12 @@ MESSAGES_CONSUMED = Counter(
     "narad_messages_consumed", "Messages handed out under a lease."
 )
 MESSAGES_ACKED = Counter("narad_messages_acked", "Leases settled by ack.")
+AUTH_FAILURES = Counter(
+    "narad_auth_failures",
+    "Requests refused for their credentials: missing, malformed, wrong (user "
+    "or password), or rate_limited (429 after too many failures).",
+    ["reason"],
+)
 STORAGE_RETRIES = Counter(
     "narad_storage_retries",
     "Storage commands retried after MOVED, CLUSTERDOWN, TRYAGAIN or a lost link.",

@@ -8,6 +8,7 @@ schema part of a request to.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 
 from narad.broker import now_ms
 from narad.broker.records import TopicRecords
@@ -49,12 +50,18 @@ class TopicService:
         return self.records.refresh(name)
 
     def create(
-        self, name: str, settings: dict[str, int], schema_raw: bytes | None
+        self,
+        name: str,
+        settings: dict[str, int],
+        schema_raw: bytes | None,
+        *,
+        owner: str = "",
     ) -> TopicMeta:
         meta = TopicMeta(
             name=name,
             epoch=secrets.token_hex(8),
             created_ms=now_ms(),
+            owner=owner,
             **{**DEFAULTS, **settings},
         )
         if schema_raw is not None:
@@ -71,10 +78,48 @@ class TopicService:
         meta = self.records.refresh(name)
         return meta, self.storage.partition_stats(meta, now_ms=now_ms())
 
-    def list(self, *, after: str, limit: int) -> tuple[list[TopicMeta], str | None]:
-        page = self.storage.list_topics(after=after, limit=limit)
-        metas = self.storage.get_topics(page.names)
-        return [m for m in metas if m is not None], page.next_token
+    def list(
+        self,
+        *,
+        after: str,
+        limit: int,
+        scope: Sequence[tuple[str, bool]] | None = None,
+    ) -> tuple[list[TopicMeta], str | None]:
+        """A page of topics above ``after``, in name order, and the next token.
+
+        ``scope`` keeps to some names: sorted, disjoint ``(prefix, exact)``
+        ranges (``exact``: the prefix is a whole name); ``None`` lists all.
+        """
+        if scope is None:
+            page = self.storage.list_topics(after=after, limit=limit)
+            names, next_token = page.names, page.next_token
+        else:
+            names, next_token = self._scoped(after, limit, scope)
+        metas = self.storage.get_topics(names)
+        return [m for m in metas if m is not None], next_token
+
+    def _scoped(
+        self, after: str, limit: int, scope: Sequence[tuple[str, bool]]
+    ) -> tuple[list[str], str | None]:
+        # The ranges are disjoint and sorted, so walking them in order yields
+        # names in order; one more name than asked says whether more follow.
+        names: list[str] = []
+        for prefix, exact in scope:
+            if len(names) > limit:
+                break
+            if after >= prefix and not after.startswith(prefix):
+                continue  # the whole range sorts at or before ``after``
+            if exact:
+                page = self.storage.list_topics(after=after, limit=1, prefix=prefix)
+                names += [n for n in page.names if n == prefix]
+            else:
+                page = self.storage.list_topics(
+                    after=after, limit=limit + 1 - len(names), prefix=prefix
+                )
+                names += page.names
+        if len(names) > limit:
+            return names[:limit], names[limit - 1]
+        return names, None
 
     def alter(
         self,

@@ -23,6 +23,8 @@ from narad.http.body import query_int
 from narad.http.body import read_body
 from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
+from narad.security.access import authorize
+from narad.security.grants import Action
 from narad.storage import PayloadKind
 from narad.storage import Settle
 
@@ -35,7 +37,7 @@ class Produce:
         self.messages = messages
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        authorize(req, Action.PRODUCE, check_name(name))
         key = _utf8(param(req, "key") or "", "key")
         partition = query_int(req, "partition")
         body = read_body(req)
@@ -45,7 +47,7 @@ class Produce:
     def on_post_batch(
         self, req: falcon.Request, resp: falcon.Response, name: str
     ) -> None:
-        check_name(name)
+        authorize(req, Action.PRODUCE, check_name(name))
         outgoing = _batch(read_body(req))
         accepted = self.messages.produce(name, outgoing, batch=True)
         resp.status = falcon.HTTP_202
@@ -107,7 +109,7 @@ class Consume:
         self.messages = messages
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        authorize(req, Action.CONSUME, check_name(name))
         partition = query_int(req, "partition")
         offset = query_int(req, "offset")
         if offset is not None:
@@ -122,7 +124,7 @@ class Consume:
 
     def on_head(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         """HEAD is safe: it may replay but never lease a message."""
-        check_name(name)
+        authorize(req, Action.CONSUME, check_name(name))
         partition = query_int(req, "partition")
         offset = query_int(req, "offset")
         if offset is None:
@@ -146,7 +148,7 @@ class Ack:
         self.messages = messages
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        authorize(req, Action.CONSUME, check_name(name))
         handle = param(req, "receipt_handle")
         if not handle:
             raise InvalidArgument("receipt_handle is required")

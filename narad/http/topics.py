@@ -19,6 +19,9 @@ from narad.http.body import read_object
 from narad.http.body import refuse_unknown
 from narad.quoting import quote
 from narad.schema import jsontext
+from narad.security.access import authorize
+from narad.security.access import principal
+from narad.security.grants import Action
 from narad.storage import PartitionStats
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
@@ -42,6 +45,7 @@ def topic_record(meta: TopicMeta) -> dict[str, Any]:
         "max_acked_ahead_per_partition": meta.max_acked_ahead_per_partition,
         "created_at_ms": meta.created_ms,
         "schema_version": meta.schema_version or None,
+        "owner": meta.owner or None,
     }
 
 
@@ -99,8 +103,11 @@ class TopicCollection:
                 "name must be 1 to 249 letters, digits, '.', '_' or '-', and "
                 f"not only dots, got {quote(name)}"
             )
+        authorize(req, Action.CREATE, name)
         schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
-        meta = self.topics.create(name, _settings(body, SETTINGS), schema_raw)
+        meta = self.topics.create(
+            name, _settings(body, SETTINGS), schema_raw, owner=principal(req).name
+        )
         resp.status = falcon.HTTP_201
         resp.location = f"/v1/topics/{meta.name}"
         resp.text = dumps(topic_record(meta))
@@ -113,7 +120,9 @@ class TopicCollection:
                 "page_token must be the next_page_token of the previous page, "
                 f"got {quote(token)}"
             )
-        metas, next_token = self.topics.list(after=token, limit=limit)
+        # A user sees the topics their grants match (see the README).
+        scope = principal(req).permissions.listing_prefixes()
+        metas, next_token = self.topics.list(after=token, limit=limit, scope=scope)
         resp.text = dumps(
             {
                 "topics": [topic_record(m) for m in metas],
@@ -129,7 +138,8 @@ class TopicItem:
         self.topics = topics
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        meta, stats = self.topics.describe(check_name(name))
+        authorize(req, Action.READ, check_name(name))
+        meta, stats = self.topics.describe(name)
         record = topic_record(meta)
         record["partition_stats"] = [_stats(s) for s in stats]
         resp.text = dumps(record)
@@ -137,7 +147,7 @@ class TopicItem:
     on_head = on_get
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        authorize(req, Action.ALTER, check_name(name))
         body, raw = read_object(req)
         if "partitions" in body:
             raise InvalidArgument("partitions cannot be changed")
@@ -151,7 +161,8 @@ class TopicItem:
         resp.text = dumps(topic_record(meta))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        self.topics.delete(check_name(name))
+        authorize(req, Action.DELETE, check_name(name))
+        self.topics.delete(name)
         resp.status = falcon.HTTP_204
 
 

@@ -1,0 +1,263 @@
+"""Who is asking: HTTP Basic credentials checked against the stored users.
+
+A password check is a scrypt hash (tens of milliseconds of CPU, 16 MiB of
+memory), so each worker remembers the credentials it verified, keyed by a
+keyed hash of the ``user:password`` bytes (never the password itself), for
+``security.auth_cache_s``: after the first request a client's credentials
+cost a dictionary lookup. The cache follows the users:
+
+- The worker's users listener (a :class:`narad.broker.notifications.Listener`
+  for :attr:`~narad.storage.Event.USER_CHANGED` alone) drops a user's entries
+  the moment any node changes or deletes that user, so a new password or a
+  deletion holds on every worker within the notification's latency.
+- While that stream is not live (starting, lost, or a backend without
+  notifications) an entry is not trusted alone: each request re-reads the
+  user's record and reuses the entry only if the stored hash is unchanged
+  (one round trip instead of a hash).
+- A verification that raced a change is not cached (a generation counter).
+
+Hashes run on :mod:`narad.offload`'s native threads, at most
+:data:`CHECK_SLOTS` at once per worker with at most :data:`CHECK_QUEUE`
+waiting; past that the answer is 503 at once. With the failure limiter
+(:mod:`narad.security.limiter`), which answers 429 before any hash once a
+user name or address has failed too often, a flood of bad passwords costs a
+worker a bounded amount of CPU and memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import math
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from narad import metrics
+from narad import offload
+from narad.broker.notifications import Listener
+from narad.errors import AuthenticationRequired
+from narad.errors import BadCredentials
+from narad.errors import CredentialChecksBusy
+from narad.errors import MalformedCredentials
+from narad.errors import TooManyFailures
+from narad.security.grants import Permissions
+from narad.security.limiter import FailureLimiter
+from narad.security.limiter import address_key
+from narad.security.passwords import MAX_PASSWORD
+from narad.security.passwords import Scrypt
+from narad.security.passwords import hash_password
+from narad.security.passwords import verify_password
+from narad.storage import Event
+from narad.storage import Storage
+from narad.storage import UserRecord
+
+USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+CHECK_SLOTS = 2  # hashes at once per worker: 2 x 16 MiB at the default cost
+CHECK_QUEUE = 32  # requests waiting for a slot before the next one gets 503
+CHECK_WAIT_S = 5.0
+MAX_CACHED = 10_000
+# base64 of the longest user:password a stored user can have
+_MAX_ENCODED = 4 * math.ceil((64 + 1 + 4 * MAX_PASSWORD) / 3)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated user: their name and compiled grants."""
+
+    name: str
+    permissions: Permissions
+
+    @classmethod
+    def of(cls, user: UserRecord) -> Principal:
+        return cls(user.name, Permissions(user.grants))
+
+
+#: Who a request is while security is off: allowed everything, owns nothing.
+OPEN = Principal("", Permissions.everything())
+
+
+@dataclass(frozen=True)
+class _Entry:
+    principal: Principal
+    password_hash: str  # the stored hash the password was checked against
+    at: float
+
+
+class Hasher:
+    """scrypt, bounded: at most :data:`CHECK_SLOTS` hashes at once in this
+    worker, off the event loop."""
+
+    def __init__(self, params: Scrypt) -> None:
+        self.params = params
+        self._slots = threading.BoundedSemaphore(CHECK_SLOTS)
+        self._waiting = 0
+        self._lock = threading.Lock()
+
+    def hash(self, password: str) -> str:
+        return self._bounded(hash_password, password, self.params)
+
+    def verify(self, password: str, stored: str | None) -> bool:
+        """Whether ``password`` matches ``stored`` (``None``: no such user)."""
+        return self._bounded(verify_password, password, stored, self.params)
+
+    def _bounded(self, fn, *args):
+        with self._lock:
+            if self._waiting >= CHECK_QUEUE:
+                raise CredentialChecksBusy()
+            self._waiting += 1
+        try:
+            if not self._slots.acquire(timeout=CHECK_WAIT_S):
+                raise CredentialChecksBusy()
+            try:
+                return offload.run(fn, *args)
+            finally:
+                self._slots.release()
+        finally:
+            with self._lock:
+                self._waiting -= 1
+
+
+def parse_basic(header: str) -> tuple[str, str, bytes]:
+    """(user name, password, the decoded ``user:password`` bytes).
+
+    Raises:
+        MalformedCredentials: not ``Basic`` and the base64 of UTF-8
+            ``user:password``.
+    """
+    scheme, _, encoded = header.strip().partition(" ")
+    encoded = encoded.strip()
+    if scheme.lower() != "basic" or not encoded or len(encoded) > _MAX_ENCODED:
+        raise MalformedCredentials()
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+        name, sep, password = raw.decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        raise MalformedCredentials() from None
+    if not sep:
+        raise MalformedCredentials()
+    return name, password, raw
+
+
+class Authenticator:
+    """One worker's credential checks: cache, limiter, bounded hashing."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        listener: Listener,
+        hasher: Hasher,
+        limiter: FailureLimiter,
+        *,
+        cache_s: float,
+        seed: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._storage = storage
+        self._listener = listener
+        self._hasher = hasher
+        self._limiter = limiter
+        self._cache_s = cache_s
+        self._seed = seed  # seeds the root admin if the node could not at start
+        self._clock = clock
+        self._key = secrets.token_bytes(32)  # this process's cache key
+        self._cache: dict[bytes, _Entry] = {}
+        self._trusted = False  # the users stream is live
+        self._generation = 0
+        self._lock = threading.Lock()
+        listener.on(Event.USER_CHANGED, self._changed)
+        listener.on_live(self._live)
+
+    def authenticate(self, header: str | None, address: str) -> Principal:
+        """The user the ``Authorization`` header names, if its password holds.
+
+        Raises:
+            Unauthorized: no credentials, malformed ones, or wrong ones (401).
+            TooManyFailures: the user name or address failed too often (429).
+            CredentialChecksBusy: this worker is busy checking others (503).
+        """
+        if header is None:
+            metrics.AUTH_FAILURES.labels("missing").inc()
+            raise AuthenticationRequired()
+        try:
+            name, password, raw = parse_basic(header)
+        except MalformedCredentials:
+            metrics.AUTH_FAILURES.labels("malformed").inc()
+            raise
+        self._listener.start()
+        where, who = address_key(address), "user:" + name
+        key = hashlib.blake2b(raw, key=self._key, digest_size=16).digest()
+        entry = self._cache.get(key)
+        if entry is not None and self._clock() - entry.at >= self._cache_s:
+            entry = None
+        # Known-good credentials from an address without recent failures pass
+        # even while their user name is under attack: its owner keeps working,
+        # and the attacker, failing from their own addresses, learns nothing.
+        wait = self._limiter.wait(where)
+        if not wait and (entry is None or not self._limiter.clean(where)):
+            wait = self._limiter.wait(who)
+        if wait:
+            metrics.AUTH_FAILURES.labels("rate_limited").inc()
+            raise TooManyFailures(max(1, math.ceil(wait)))
+        if entry is not None and self._trusted:
+            return entry.principal
+        generation = self._generation
+        user = self._user(name)
+        # The stream is not live: reuse the entry if the hash is unchanged.
+        if (
+            entry is not None
+            and user is not None
+            and hmac.compare_digest(user.password_hash, entry.password_hash)
+        ):
+            return Principal.of(user)
+        stored = user.password_hash if user is not None else None
+        if USERNAME.fullmatch(name) is None or len(password) > MAX_PASSWORD:
+            ok = False  # no stored user can have these
+        else:
+            ok = self._hasher.verify(password, stored) and user is not None
+        if not ok:
+            self._limiter.fail(where)
+            self._limiter.fail(who)
+            metrics.AUTH_FAILURES.labels("wrong").inc()
+            raise BadCredentials()
+        principal = Principal.of(user)
+        entry = _Entry(principal, user.password_hash, self._clock())
+        self._remember(key, entry, generation)
+        return principal
+
+    def _user(self, name: str) -> UserRecord | None:
+        if USERNAME.fullmatch(name) is None:
+            return None
+        user = self._storage.get_user(name)
+        if user is None and self._seed is not None:
+            # Once: the root admin may be missing because the storage did
+            # not answer when the node started.
+            seed, self._seed = self._seed, None
+            seed()
+            user = self._storage.get_user(name)
+        return user
+
+    def _remember(self, key: bytes, entry: _Entry, generation: int) -> None:
+        with self._lock:
+            if generation != self._generation:
+                return  # a change arrived while this was checked
+            if len(self._cache) >= MAX_CACHED:
+                del self._cache[next(iter(self._cache))]
+            self._cache[key] = entry
+
+    def _changed(self, name: str) -> None:
+        with self._lock:
+            self._generation += 1
+            for key in [k for k, e in self._cache.items() if e.principal.name == name]:
+                del self._cache[key]
+
+    def _live(self, live: bool) -> None:
+        with self._lock:
+            self._generation += 1
+            self._cache.clear()
+            self._trusted = live
