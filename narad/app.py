@@ -136,7 +136,7 @@ def authenticator_for(
 
     return Authenticator(
         storage,
-        Listener(storage, events={Event.USER_CHANGED}),
+        Listener(storage, events={Event.USER_CHANGED}, name="user notifications"),
         hasher,
         FailureLimiter(
             burst=config.get("security.failures_burst"),

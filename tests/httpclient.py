@@ -80,11 +80,7 @@ class Client:
             body = json.dumps(body)
         if isinstance(body, str):
             body = body.encode()
-        headers = dict(headers or {})
-        if self.authorization is not None and not any(
-            name.lower() == "authorization" for name in headers
-        ):
-            headers["Authorization"] = self.authorization
+        headers = self.with_auth(headers)
         for attempt in range(2):
             conn = self._conn()
             try:
@@ -103,6 +99,15 @@ class Client:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+    def with_auth(self, headers: dict[str, str] | None) -> dict[str, str]:
+        """``headers`` plus the client's credentials, unless they name some."""
+        headers = dict(headers or {})
+        if self.authorization is not None and not any(
+            name.lower() == "authorization" for name in headers
+        ):
+            headers["Authorization"] = self.authorization
+        return headers
 
     def get(self, path: str, **kw: Any) -> Response:
         return self.request("GET", path, **kw)

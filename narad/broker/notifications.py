@@ -34,9 +34,14 @@ RECONNECT_DELAY_S = 0.1
 
 class Listener:
     def __init__(
-        self, storage: Storage, events: Collection[Event] | None = None
+        self,
+        storage: Storage,
+        events: Collection[Event] | None = None,
+        *,
+        name: str = "storage notifications",
     ) -> None:
         self._storage = storage
+        self._name = name  # in its log lines
         self._events = frozenset(events) if events is not None else None
         self.enabled = storage.capabilities.notifications
         self._handlers: defaultdict[Event, list[Callable[[str], None]]] = defaultdict(
@@ -80,7 +85,7 @@ class Listener:
                         continue
                     if note.event is Event.LISTENING:
                         if lost:
-                            log.warning("storage notifications are back")
+                            log.warning("%s are back", self._name)
                             lost = False
                         self._live(True)
                     else:
@@ -88,7 +93,7 @@ class Listener:
                             handler(note.topic)
             except Exception as exc:  # any failure: open a new stream, never die
                 if not lost:
-                    log.warning("storage notifications lost: %s", exc)
+                    log.warning("%s lost: %s", self._name, exc)
                     lost = True
             self._live(False)
             time.sleep(RECONNECT_DELAY_S)

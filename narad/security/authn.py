@@ -59,7 +59,7 @@ from narad.storage import UserRecord
 
 USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 CHECK_SLOTS = 2  # hashes at once per worker: 2 x 16 MiB at the default cost
-CHECK_QUEUE = 32  # requests waiting for a slot before the next one gets 503
+CHECK_QUEUE = 64  # requests waiting for a slot before the next one gets 503
 CHECK_WAIT_S = 5.0
 MAX_CACHED = 10_000
 # base64 of the longest user:password a stored user can have
@@ -87,6 +87,17 @@ class _Entry:
     principal: Principal
     password_hash: str  # the stored hash the password was checked against
     at: float
+
+
+class _Flight:
+    """A credential check in progress, and its outcome for those waiting."""
+
+    __slots__ = ("done", "failed", "principal")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.failed = False
+        self.principal: Principal | None = None
 
 
 class Hasher:
@@ -167,6 +178,7 @@ class Authenticator:
         self._clock = clock
         self._key = secrets.token_bytes(32)  # this process's cache key
         self._cache: dict[bytes, _Entry] = {}
+        self._flights: dict[bytes, _Flight] = {}
         self._trusted = False  # the users stream is live
         self._generation = 0
         self._lock = threading.Lock()
@@ -206,6 +218,44 @@ class Authenticator:
             raise TooManyFailures(max(1, math.ceil(wait)))
         if entry is not None and self._trusted:
             return entry.principal
+        principal = self._shared(key, lambda: self._check(key, name, password, entry))
+        if principal is None:
+            self._limiter.fail(where)
+            self._limiter.fail(who)
+            metrics.AUTH_FAILURES.labels("wrong").inc()
+            raise BadCredentials()
+        return principal
+
+    def _shared(
+        self, key: bytes, check: Callable[[], Principal | None]
+    ) -> Principal | None:
+        """``check()``, once at a time per credentials: requests bringing the
+        same ones meanwhile (a client opening many connections at once) wait
+        for its outcome instead of hashing again."""
+        with self._lock:
+            flight = self._flights.get(key)
+            leading = flight is None
+            if flight is None:
+                flight = self._flights[key] = _Flight()
+        if not leading:
+            if not flight.done.wait(2 * CHECK_WAIT_S) or flight.failed:
+                raise CredentialChecksBusy()
+            return flight.principal
+        try:
+            flight.principal = check()
+        except BaseException:
+            flight.failed = True
+            raise
+        finally:
+            with self._lock:
+                del self._flights[key]
+            flight.done.set()
+        return flight.principal
+
+    def _check(
+        self, key: bytes, name: str, password: str, entry: _Entry | None
+    ) -> Principal | None:
+        """The principal if the password holds against the stored user."""
         generation = self._generation
         user = self._user(name)
         # The stream is not live: reuse the entry if the hash is unchanged.
@@ -217,17 +267,13 @@ class Authenticator:
             return Principal.of(user)
         stored = user.password_hash if user is not None else None
         if USERNAME.fullmatch(name) is None or len(password) > MAX_PASSWORD:
-            ok = False  # no stored user can have these
-        else:
-            ok = self._hasher.verify(password, stored) and user is not None
-        if not ok:
-            self._limiter.fail(where)
-            self._limiter.fail(who)
-            metrics.AUTH_FAILURES.labels("wrong").inc()
-            raise BadCredentials()
+            return None  # no stored user can have these
+        if not self._hasher.verify(password, stored) or user is None:
+            return None
         principal = Principal.of(user)
-        entry = _Entry(principal, user.password_hash, self._clock())
-        self._remember(key, entry, generation)
+        self._remember(
+            key, _Entry(principal, user.password_hash, self._clock()), generation
+        )
         return principal
 
     def _user(self, name: str) -> UserRecord | None:
