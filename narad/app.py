@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 
 import falcon
 
-from narad import offload
 from narad.broker.messages import MessageService
 from narad.broker.notifications import Listener
 from narad.broker.records import TopicRecords
@@ -132,7 +131,7 @@ def authenticator_for(
         return None
 
     def seed() -> None:
-        seed_root_admin(storage, config, admin_password_from_env(), hasher.params)
+        seed_root_admin(storage, config, admin_password_from_env(), hasher.hash)
 
     return Authenticator(
         storage,
@@ -144,7 +143,7 @@ def authenticator_for(
             share=config.get("server.workers"),
         ),
         cache_s=config.get("security.auth_cache_s"),
-        seed=lambda: offload.run(seed),
+        seed=seed,
     )
 
 
@@ -186,12 +185,15 @@ def create_app(
     users = UserService(storage, hasher)
 
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
+    authenticate = Authenticate(
+        authenticator_for(config, storage, hasher), Gate(records)
+    )
     app = NaradApp(
         waiters,
         media_type=falcon.MEDIA_JSON,
         middleware=[
             RequestLog(config.get("server.access_log")),
-            Authenticate(authenticator_for(config, storage, hasher), Gate(records)),
+            authenticate,
             WriteGuard(guard),
         ],
     )
@@ -218,6 +220,7 @@ def create_app(
     app.add_route("/v1/users/{username}", user)
     app.add_route("/v1/users/{username}/grants", user, suffix="grants")
     app.add_route("/v1/users/{username}/password", user, suffix="password")
+    app.add_sink(authenticate.unknown_route)  # after every route
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))
     app.add_route("/metrics", Metrics(guard))

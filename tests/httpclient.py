@@ -25,9 +25,14 @@ def basic(user: str, password: str) -> str:
 
 @dataclass
 class Response:
+    """A response; ``headers`` are keyed by lowercase name."""
+
     status: int
     headers: dict[str, str]
     data: bytes
+
+    def __post_init__(self) -> None:
+        self.headers = {k.lower(): v for k, v in self.headers.items()}
 
     def json(self) -> Any:
         return json.loads(self.data)
@@ -53,10 +58,12 @@ class Client:
         base: str,
         timeout: float = 30.0,
         auth: tuple[str, str] | None = ADMIN,
+        source: str | None = None,
     ) -> None:
         parts = urlsplit(base)
         self.host, self.port = parts.hostname, parts.port
         self.timeout = timeout
+        self.source = (source, 0) if source else None  # a loopback address
         self.authorization = basic(*auth) if auth is not None else None
         self._local = threading.local()
 
@@ -64,7 +71,7 @@ class Client:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = http.client.HTTPConnection(
-                self.host, self.port, timeout=self.timeout
+                self.host, self.port, timeout=self.timeout, source_address=self.source
             )
             self._local.conn = conn
         return conn

@@ -6,7 +6,8 @@ and writes one access-log line per request. :class:`Authenticate` puts the
 request's :class:`~narad.security.authn.Principal` and the node's
 :class:`~narad.security.access.Gate` on ``req.context`` for
 :func:`narad.security.access.authorize`, after routing, so the log line names
-the route; an unknown path needs credentials as much as a known one.
+the route; an unknown path (its sink, :meth:`Authenticate.unknown_route`)
+needs credentials as much as a known one.
 """
 
 from __future__ import annotations
@@ -110,7 +111,17 @@ class Authenticate:
             req.context.topic = params["name"]
         if self.authenticator is None:
             req.context.principal = OPEN
-        elif resource is None or req.uri_template not in PUBLIC:
-            req.context.principal = self.authenticator.authenticate(
-                req.get_header("Authorization"), req.remote_addr or ""
-            )
+        elif req.uri_template not in PUBLIC:
+            self._authenticate(req)
+
+    def unknown_route(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The sink of paths no route matches: 404, but only to a user (the
+        routes a node serves are not told to anyone who asks)."""
+        if self.authenticator is not None:
+            self._authenticate(req)
+        raise falcon.HTTPNotFound()
+
+    def _authenticate(self, req: falcon.Request) -> None:
+        req.context.principal = self.authenticator.authenticate(
+            req.get_header("Authorization"), req.remote_addr or ""
+        )

@@ -11,9 +11,10 @@ cost a dictionary lookup. The cache follows the users:
   the moment any node changes or deletes that user, so a new password or a
   deletion holds on every worker within the notification's latency.
 - While that stream is not live (starting, lost, or a backend without
-  notifications) an entry is not trusted alone: each request re-reads the
-  user's record and reuses the entry only if the stored hash is unchanged
-  (one round trip instead of a hash).
+  notifications), and for entries made before it last went live, an entry
+  is not trusted alone: the request re-reads the user's record and reuses
+  the entry only if the stored hash is unchanged (one round trip instead of
+  a hash).
 - A verification that raced a change is not cached (a generation counter).
 
 Hashes run on :mod:`narad.offload`'s native threads, at most
@@ -86,7 +87,7 @@ OPEN = Principal("", Permissions.everything())
 class _Entry:
     principal: Principal
     password_hash: str  # the stored hash the password was checked against
-    at: float
+    at: float  # when that hash was read
 
 
 class _Flight:
@@ -179,7 +180,8 @@ class Authenticator:
         self._key = secrets.token_bytes(32)  # this process's cache key
         self._cache: dict[bytes, _Entry] = {}
         self._flights: dict[bytes, _Flight] = {}
-        self._trusted = False  # the users stream is live
+        self._trusted = False  # the users stream is live...
+        self._live_since = math.inf  # ... since then: older entries are checked
         self._generation = 0
         self._lock = threading.Lock()
         listener.on(Event.USER_CHANGED, self._changed)
@@ -216,7 +218,7 @@ class Authenticator:
         if wait:
             metrics.AUTH_FAILURES.labels("rate_limited").inc()
             raise TooManyFailures(max(1, math.ceil(wait)))
-        if entry is not None and self._trusted:
+        if entry is not None and self._trusted and entry.at >= self._live_since:
             return entry.principal
         principal = self._shared(key, lambda: self._check(key, name, password, entry))
         if principal is None:
@@ -303,7 +305,9 @@ class Authenticator:
                 del self._cache[key]
 
     def _live(self, live: bool) -> None:
+        # Changes made before the stream went live may not have been
+        # announced: entries from before then are checked against the stored
+        # hash once more (a read, not a hash) before they are trusted.
         with self._lock:
-            self._generation += 1
-            self._cache.clear()
             self._trusted = live
+            self._live_since = self._clock() if live else math.inf

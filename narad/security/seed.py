@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from narad.broker import now_ms
@@ -27,7 +28,7 @@ from narad.errors import StorageError
 from narad.security.passwords import MAX_PASSWORD
 from narad.security.passwords import MIN_PASSWORD
 from narad.security.passwords import Scrypt
-from narad.security.passwords import hash_password
+from narad.security.passwords import hash_password as scrypt_hash
 from narad.storage import Grant
 from narad.storage import Status
 from narad.storage import Storage
@@ -63,7 +64,10 @@ def password_file(config: Config) -> Path | None:
 
 
 def seed_root_admin(
-    storage: Storage, config: Config, password: str | None, params: Scrypt
+    storage: Storage,
+    config: Config,
+    password: str | None,
+    hash_password: Callable[[str], str],
 ) -> bool:
     """Create the root admin if the storage holds no user; whether it did.
 
@@ -71,7 +75,8 @@ def seed_root_admin(
         storage: Where the users live.
         config: For the data directory.
         password: The password to give it; ``None`` generates one.
-        params: The scrypt cost of the hash.
+        hash_password: Makes the stored hash (in a worker, off its event
+            loop).
     """
     if storage.list_users(after="", limit=1).names:
         if password is not None:
@@ -81,7 +86,7 @@ def seed_root_admin(
     password = password or secrets.token_urlsafe(18)
     user = UserRecord(
         name=ROOT,
-        password_hash=hash_password(password, params),
+        password_hash=hash_password(password),
         grants=ROOT_GRANTS,
         admin=True,
         created_ms=now_ms(),
@@ -157,7 +162,7 @@ def prepare_at_start(config: Config) -> None:
     storage = connect_storage(config, load_plugins(config))
     try:
         params = Scrypt(log2_n=config.get("security.scrypt_log2_n"))
-        seed_root_admin(storage, config, password, params)
+        seed_root_admin(storage, config, password, lambda p: scrypt_hash(p, params))
     except StorageError as exc:
         log.warning(
             "cannot check for the root admin now (%s): the first worker to meet "

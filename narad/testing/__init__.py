@@ -121,6 +121,7 @@ def make_app(
     from narad.app import connect_storage
     from narad.app import create_app
     from narad.security.passwords import Scrypt
+    from narad.security.passwords import hash_password
     from narad.security.seed import seed_root_admin
 
     config = config or make_config()
@@ -129,7 +130,9 @@ def make_app(
     storage = connect_storage(config, loaded)
     if config.get("security.enabled"):
         params = Scrypt(log2_n=config.get("security.scrypt_log2_n"))
-        seed_root_admin(storage, config, ADMIN_PASSWORD, params)
+        seed_root_admin(
+            storage, config, ADMIN_PASSWORD, lambda p: hash_password(p, params)
+        )
     return create_app(config, plugins=loaded, storage=storage)
 
 
