@@ -21,6 +21,7 @@ from narad.security.authn import USERNAME
 from narad.security.grants import Action
 from narad.security.grants import parse_grants
 from narad.security.grants import render_grants
+from narad.security.grants import shown
 from narad.security.passwords import MAX_PASSWORD
 from narad.security.passwords import MIN_PASSWORD
 from narad.security.users import UserService
@@ -76,7 +77,7 @@ class UserCollection:
         if not isinstance(name, str) or USERNAME.fullmatch(name) is None:
             raise InvalidArgument(
                 "username must be 1 to 64 letters, digits, '.', '_', '@' or '-', "
-                f"got {quote(name)}"
+                f"got {shown(name)}"
             )
         password = _password(body, "password")
         grants = parse_grants(body.get("grants", []))

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from collections.abc import Sequence
 from enum import Enum
+from numbers import Number
 from typing import Any
 
 from narad.errors import InvalidArgument
@@ -68,6 +69,19 @@ _WORDS = {
 }
 
 
+def shown(value: Any) -> str:
+    """A client's value in a message: a string quoted, else its JSON type."""
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, Number):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else "null"
+
+
 def pattern_covers(held: str, wanted: str) -> bool:
     """Whether every name ``wanted`` matches is matched by ``held``."""
     if held.endswith("*"):
@@ -102,7 +116,7 @@ def parse_grants(value: Any, where: str = "grants") -> tuple[Grant, ...]:
         if action not in {a.value for a in GRANTED}:
             raise InvalidArgument(
                 f"{at}.action must be one of produce, consume, create, admin; "
-                f"got {quote(action)}"
+                f"got {shown(action)}"
             )
         patterns = item.get("patterns")
         if not isinstance(patterns, list) or not patterns:
@@ -111,7 +125,7 @@ def parse_grants(value: Any, where: str = "grants") -> tuple[Grant, ...]:
             if not isinstance(pattern, str) or not _PATTERN.fullmatch(pattern):
                 raise InvalidArgument(
                     f"{at}.patterns[{j}] must be a topic name or a prefix "
-                    f"followed by * (such as invoices.*), got {quote(pattern)}"
+                    f"followed by * (such as invoices.*), got {shown(pattern)}"
                 )
         held = merged.setdefault(action, [])
         held.extend(p for p in patterns if p not in held)
