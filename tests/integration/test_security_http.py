@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import secrets
+import subprocess
 import time
 import uuid
 
@@ -17,6 +18,7 @@ import pytest
 import redis
 
 from tests.httpclient import Client
+from tests.nodes import ROOT
 from tests.nodes import Node
 from tests.nodes import tcp_url
 
@@ -514,14 +516,46 @@ def test_failed_logins_are_rate_limited(valkey, tmp_path):
         node.stop()
 
 
+def readme_walkthrough() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Walkthrough", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def run_walkthrough(node: Node, cwd) -> str:
+    """The README's walkthrough as written, but for the node's address; its
+    ``narad-data`` is the node's data directory."""
+    (cwd / "narad-data").symlink_to(node.tmp / "data")
+    script = readme_walkthrough().replace(
+        "NARAD=http://127.0.0.1:7942", f"NARAD={node.base}"
+    )
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_the_root_admin_is_seeded_once_with_a_password_file(tmp_path):
     env = {"NARAD_ADMIN_PASSWORD": ""}  # none: the node makes one
-    node = Node(tmp_path, workers=2, env=env).start()
-    secret = tmp_path / "data" / "admin-password"
+    node = Node(tmp_path / "node", workers=2, env=env).start()
+    secret = tmp_path / "node" / "data" / "admin-password"
     try:
         assert secret.stat().st_mode & 0o777 == 0o600
         password = secret.read_text().strip()
         assert len(password) >= 16
+        # The README walkthrough works as written against it.
+        out = run_walkthrough(node, tmp_path)
+        assert '"authentication required: send HTTP Basic credentials' in out
+        assert '"owner":"admin"' in out
+        assert "user shop may not consume from topic payments" in out
+        assert "user shop may not delete topic payments" in out
+        assert "202" in out.splitlines()  # shop's produce
+        assert out.endswith("204\n204\n")  # shop and payments deleted
         admin = Client(node.base, auth=("admin", password))
         assert admin.get("/v1/users/admin").json()["grants"] == [grant("admin", "*")]
         # The last admin can be neither deleted nor demoted...
@@ -544,7 +578,7 @@ def test_the_root_admin_is_seeded_once_with_a_password_file(tmp_path):
         node.stop()
     assert password not in node.log.read_text()
     # A restart keeps the users and the file; nothing is seeded again.
-    again = Node(tmp_path, workers=1, env=env).start()
+    again = Node(tmp_path / "node", workers=1, env=env).start()
     try:
         assert secret.read_text().strip() == password
         admin = Client(again.base, auth=("admin", password))
