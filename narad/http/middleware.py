@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
 import sys
 import time
 from datetime import UTC
@@ -23,6 +22,7 @@ from datetime import datetime
 import falcon
 
 from narad.http import encode
+from narad.http import new_request_id
 from narad.security.access import Gate
 from narad.security.authn import OPEN
 from narad.security.authn import Authenticator
@@ -58,7 +58,7 @@ class RequestLog:
         req.context.started = time.perf_counter()
         given = req.get_header("X-Request-ID")
         if given is None or not _REQUEST_ID.fullmatch(given):
-            given = secrets.token_hex(8)
+            given = new_request_id()
         req.context.request_id = given
         req.context.principal = None
         resp.set_header("X-Request-ID", given)

@@ -94,8 +94,12 @@ class Gate:
 def authorize(req: falcon.Request, action: Action, topic: str | None = None) -> None:
     """Refuse the request (403) unless its user may do ``action`` to ``topic``.
 
-    ``topic`` is omitted for :attr:`Action.ADMIN` (the Users API).
+    ``topic`` is omitted for :attr:`Action.ADMIN` (the Users API); given,
+    it is also the topic the access log names (a create's comes from its
+    body, not its path).
     """
+    if topic is not None:
+        req.context.topic = topic
     req.context.gate.check(req.context.principal, action, topic)
 
 

@@ -204,7 +204,10 @@ class Authenticator:
             metrics.AUTH_FAILURES.labels("malformed").inc()
             raise
         self._listener.start()
-        where, who = address_key(address), "user:" + name
+        # A name no user can have gets no bucket of its own (nor memory for
+        # one); its address's bucket still counts it.
+        where = address_key(address)
+        who = "user:" + name if USERNAME.fullmatch(name) else where
         key = hashlib.blake2b(raw, key=self._key, digest_size=16).digest()
         entry = self._cache.get(key)
         if entry is not None and self._clock() - entry.at >= self._cache_s:
@@ -222,8 +225,8 @@ class Authenticator:
             return entry.principal
         principal = self._shared(key, lambda: self._check(key, name, password, entry))
         if principal is None:
-            self._limiter.fail(where)
-            self._limiter.fail(who)
+            for bucket in {where, who}:
+                self._limiter.fail(bucket)
             metrics.AUTH_FAILURES.labels("wrong").inc()
             raise BadCredentials()
         return principal

@@ -92,7 +92,7 @@ class UserService:
             raise InvalidArgument(
                 "current_password is required to change your own password"
             )
-        new_hash = self.hasher.hash(password)
+        new_hash = None
         for _ in range(ATTEMPTS):
             user = self.get(name)
             if own:
@@ -100,6 +100,7 @@ class UserService:
                     raise WrongCurrentPassword()
             else:
                 _manage(caller, user)
+            new_hash = new_hash or self.hasher.hash(password)
             status = self.storage.set_password(name, new_hash, revision=user.revision)
             if status is Status.OK:
                 return
