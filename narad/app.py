@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import falcon
 
+from narad.broker.children import ChildrenService
 from narad.broker.messages import MessageService
 from narad.broker.notifications import Listener
 from narad.broker.records import TopicRecords
@@ -38,6 +39,8 @@ from narad.errors import Unauthorized
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
 from narad.http import error_body
+from narad.http.children import Child
+from narad.http.children import Children
 from narad.http.health import Health
 from narad.http.health import Metrics
 from narad.http.health import Ready
@@ -172,7 +175,8 @@ def create_app(
     waiters = Waiters(listener)
     records = TopicRecords(storage, listener)
     schemas = SchemaService(plugins, storage, records, capacity_for(config))
-    topics = TopicService(storage, records, schemas)
+    children = ChildrenService(storage, records, schemas)
+    topics = TopicService(storage, records, schemas, children)
     messages = MessageService(
         storage,
         records,
@@ -212,6 +216,8 @@ def create_app(
     app.add_route("/v1/topics/{name}/produce/batch", produce, suffix="batch")
     app.add_route("/v1/topics/{name}/consume", Consume(messages))
     app.add_route("/v1/topics/{name}/ack", Ack(messages))
+    app.add_route("/v1/topics/{name}/children", Children(children))
+    app.add_route("/v1/topics/{name}/children/{child}", Child(children))
     history = SchemaHistory(topics, schemas)
     app.add_route("/v1/topics/{name}/schemas", history)
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")

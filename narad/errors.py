@@ -123,6 +123,12 @@ class MalformedReceipt(InvalidArgument):
         super().__init__("receipt_handle is malformed")
 
 
+class SelfAttach(InvalidArgument):
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        super().__init__(f"topic {topic} cannot be a child of itself")
+
+
 # -- 401, 403 -----------------------------------------------------------------
 
 
@@ -225,6 +231,12 @@ class UserNotFound(NotFound):
         super().__init__(f"user {user} not found")
 
 
+class NotAChild(NotFound):
+    def __init__(self, parent: str, child: str) -> None:
+        self.parent, self.child = parent, child
+        super().__init__(f"topic {child} is not a child of {parent}")
+
+
 class MessageNotFound(NotFound):
     def __init__(self, topic: str, partition: int, offset: int) -> None:
         self.topic, self.partition, self.offset = topic, partition, offset
@@ -320,6 +332,129 @@ class LastAdmin(Conflict):
         super().__init__(
             f"user {user} is the last admin (admin on '*'): give another user "
             "admin on '*' first"
+        )
+
+
+class ParentHistoryOverBudget(Conflict):
+    """A schema-less child would adopt a history already over the topic budget
+    (stored before the budgets applied): such a history takes no new
+    schema-less child.
+
+    Attributes:
+        topic: The parent.
+        stored: Bytes its history holds.
+        limit: Bytes a topic may hold.
+    """
+
+    def __init__(self, topic: str, stored: int, limit: int) -> None:
+        self.topic, self.stored, self.limit = topic, stored, limit
+        super().__init__(
+            f"schema: topic budget exceeded: topic {topic} stores {stored} bytes of "
+            f"schema versions and a topic may store at most {limit} bytes; the "
+            "history is already over the budget, so it takes no new schema-less "
+            "child, which would adopt a copy of it"
+        )
+
+
+# -- 409: fan-out -------------------------------------------------------------
+
+
+class AlreadyAChild(Conflict):
+    def __init__(self, child: str, parent: str) -> None:
+        self.child, self.parent = child, parent
+        super().__init__(
+            f"topic {child} is already a child of {parent}: a child has one "
+            "parent; detach it first"
+        )
+
+
+class ParentIsAChild(Conflict):
+    def __init__(self, parent: str, grandparent: str) -> None:
+        self.parent, self.grandparent = parent, grandparent
+        super().__init__(
+            f"topic {parent} is a child of {grandparent}, and a child cannot have "
+            "children (no chains)"
+        )
+
+
+class ChildIsAParent(Conflict):
+    def __init__(self, child: str) -> None:
+        self.child = child
+        super().__init__(
+            f"topic {child} has children, and a parent cannot become a child "
+            "(no chains)"
+        )
+
+
+class TooManyChildren(Conflict):
+    def __init__(self, parent: str, limit: int) -> None:
+        self.parent, self.limit = parent, limit
+        super().__init__(
+            f"topic {parent} has {limit} children, the most a parent may have"
+        )
+
+
+class RetentionTooShort(Conflict):
+    """A parent's retention below what its delay children need.
+
+    Attributes:
+        parent: The parent.
+        retention_ms: Its retention, as it is or as asked for.
+        needed_ms: The least non-zero retention its children allow: the
+            longest delay plus one hour.
+    """
+
+    def __init__(self, parent: str, retention_ms: int, needed_ms: int) -> None:
+        self.parent, self.retention_ms, self.needed_ms = parent, retention_ms, needed_ms
+        super().__init__(
+            f"topic {parent} would keep messages for retention_ms {retention_ms}: "
+            f"a parent keeps them at least an hour longer than its delay children "
+            f"wait, so its retention_ms must be 0 or at least {needed_ms}"
+        )
+
+
+class ProduceToDelayChild(Conflict):
+    def __init__(self, topic: str, parent: str) -> None:
+        self.topic, self.parent = topic, parent
+        super().__init__(
+            f"topic {topic} is a delay child of {parent}: it takes messages only "
+            f"from its parent; produce to {parent}"
+        )
+
+
+class SchemaManagedByParent(Conflict):
+    def __init__(self, topic: str, parent: str) -> None:
+        self.topic, self.parent = topic, parent
+        super().__init__(
+            f"schema: topic {topic} is a child of {parent}, which manages its "
+            f"schema: change the schema of {parent}, or detach {topic} first"
+        )
+
+
+class ParentWithoutSchema(Conflict):
+    def __init__(self, child: str, parent: str) -> None:
+        self.child, self.parent = child, parent
+        super().__init__(
+            f"schema: topic {child} has a schema and {parent} has none: a child "
+            "with a schema cannot go under a parent without one"
+        )
+
+
+class HistoriesDiffer(Conflict):
+    """A child's schema history is not its parent-to-be's, version for version.
+
+    Attributes:
+        child: The child.
+        parent: The parent.
+        version: The first version where they differ (or that one lacks).
+    """
+
+    def __init__(self, child: str, parent: str, version: int) -> None:
+        self.child, self.parent, self.version = child, parent, version
+        super().__init__(
+            f"schema: the schema histories of {child} and {parent} differ at "
+            f"version {version}: a child goes only under a parent whose history "
+            "is the same, version for version; make one the same as the other first"
         )
 
 

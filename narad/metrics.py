@@ -35,6 +35,9 @@ MESSAGES_CONSUMED = Counter(
     "narad_messages_consumed", "Messages handed out under a lease."
 )
 MESSAGES_ACKED = Counter("narad_messages_acked", "Leases settled by ack.")
+FANOUT_COPIES = Counter(
+    "narad_fanout_copies", "Copies of accepted messages stored in fan-out children."
+)
 AUTH_FAILURES = Counter(
     "narad_auth_failures",
     "Requests refused for their credentials: missing, malformed, wrong (user "

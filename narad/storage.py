@@ -30,6 +30,24 @@ Rules every backend follows:
   once retrying (if the backend retries) gave up (503).
 - **Nothing expires by itself.** Leases and retention are times compared
   with ``now_ms``; a backend must not rely on keys or rows expiring.
+- **A message is consumable from its timestamp on.** Reserve and read pass
+  over a message whose timestamp is after ``now_ms``: a copy in a delay child
+  carries the moment it falls due, and timestamps never decrease within a
+  partition, so the first such message holds back the ones after it.
+
+Fan-out: a topic (the parent) may have up to ``max_children`` children, each
+listed in its record as a :class:`Child`. Every append to the parent copies
+each entry to every child in the same step, so a write that changes the
+children (attach, detach, delete) and an append never interleave: a message
+is in a child exactly when the parent accepted it while the child was
+attached. A write that acts on a topic's children is given them as the
+caller read them (``meta.children``) and answers :attr:`Status.STALE_CHILDREN`
+without changing anything when they moved on; the caller reads the record
+again and retries. A child's schema history is its parent's, version for
+version, for as long as it is attached (see :meth:`Storage.attach_child`).
+A backend that spreads topics over shards must keep a parent and its
+children where one step can write them all (the Redis backend's notes say
+what that means for a sharded Redis Cluster).
 """
 
 from __future__ import annotations
@@ -44,8 +62,10 @@ from enum import Enum
 from typing import Protocol
 
 __all__ = (
+    "RETENTION_MARGIN_MS",
     "AppendResult",
     "Capabilities",
+    "Child",
     "Entry",
     "Event",
     "Grant",
@@ -69,7 +89,32 @@ __all__ = (
 )
 
 
+#: A parent keeps its messages at least this much longer than the delay of
+#: any of its children (``retention_ms`` 0, forever, always does).
+RETENTION_MARGIN_MS = 3_600_000
+
+
 # -- values -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Child:
+    """A child as its parent's record lists it.
+
+    Attributes:
+        name: The child's name.
+        epoch: The child's epoch: a child deleted and created again is no
+            longer attached.
+        partitions: The child's partition count (fixed at create), which
+            routes copies without reading the child's record.
+        delay_ms: 0 for an immediate child; else how long after the parent's
+            commit a copy becomes consumable in the child.
+    """
+
+    name: str
+    epoch: str
+    partitions: int
+    delay_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,6 +138,10 @@ class TopicMeta:
         schema_high_cost: Whether the current version was judged costly to
             validate (the schema service then bounds its validations).
         schema_bytes: Bytes of every stored version of the topic's history.
+        parent: The parent this topic is attached to; empty when none.
+        fanout_delay_ms: A delay child's delay (fixed while attached); 0 for
+            an immediate child and for a topic with no parent.
+        children: The topics attached to this one, in the order attached.
         owner: The user who created the topic (empty when security was off).
     """
 
@@ -107,7 +156,17 @@ class TopicMeta:
     schema_version: int = 0
     schema_high_cost: bool = False
     schema_bytes: int = 0
+    parent: str = ""
+    fanout_delay_ms: int = 0
+    children: tuple[Child, ...] = ()
     owner: str = ""
+
+    def min_retention_ms(self) -> int:
+        """The lowest non-zero ``retention_ms`` this topic's children allow
+        it (0 when it has none): its longest delay plus the margin."""
+        if not self.children:
+            return 0
+        return max(c.delay_ms for c in self.children) + RETENTION_MARGIN_MS
 
 
 @dataclass(frozen=True)
@@ -198,12 +257,19 @@ class PayloadKind(Enum):
 
 @dataclass(frozen=True)
 class Entry:
-    """One message to append: its partition, key (may be empty) and bytes."""
+    """One message to append: its partition, key (may be empty) and bytes.
+
+    ``route`` places the entry's copy in each child: partition ``route %
+    child.partitions``. The broker gives a keyed message its key's hash, so
+    the copy lands in the child's partition for that key; ``None`` routes by
+    ``partition``.
+    """
 
     partition: int
     key: bytes
     payload: bytes
     kind: PayloadKind
+    route: int | None = None
 
 
 @dataclass(frozen=True)
@@ -212,8 +278,10 @@ class Message:
 
     ``timestamp`` is the commit time in milliseconds: the ``now_ms`` of the
     append, raised where needed so that timestamps never decrease within a
-    partition. ``nonce`` is the reservation's nonce for a reserved message
-    and empty for one read by offset.
+    partition. In a delay child it is the moment the copy falls due: the
+    parent's commit time plus the delay (raised likewise). ``nonce`` is the
+    reservation's nonce for a reserved message and empty for one read by
+    offset.
     """
 
     partition: int
@@ -281,12 +349,23 @@ class Status(Enum):
     NO_USER = "no_user"  # no user of that name
     STALE_USER = "stale_user"  # the user changed since the caller read it
     LAST_ADMIN = "last_admin"  # the write would leave no admin of every topic
+    STALE_CHILDREN = "stale_children"  # parent or children moved on since read
+    DELAY_CHILD = "delay_child"  # a delay child takes messages only from its parent
+    ATTACHED = "attached"  # the topic is a child: its parent manages it
+    PARENT_IS_CHILD = "parent_is_child"  # no chains: a child cannot be a parent
+    CHILD_IS_PARENT = "child_is_parent"  # no chains: a parent cannot be a child
+    TOO_MANY_CHILDREN = "too_many_children"
+    RETENTION_TOO_SHORT = "retention_too_short"  # below a child's delay + margin
+    SCHEMA_MISMATCH = "schema_mismatch"  # the histories cannot be the same
+    NOT_CHILD = "not_child"  # not attached to that parent
 
 
 @dataclass(frozen=True)
 class AppendResult:
-    """:attr:`Status.OK` with ``count``; :attr:`Status.STALE_SCHEMA` with the
-    current ``schema_version``; or :attr:`Status.NO_TOPIC`."""
+    """:attr:`Status.OK` with ``count`` (the entries appended to the topic
+    itself); :attr:`Status.STALE_SCHEMA` with the current ``schema_version``;
+    or :attr:`Status.NO_TOPIC`, :attr:`Status.DELAY_CHILD`,
+    :attr:`Status.STALE_CHILDREN`."""
 
     status: Status
     schema_version: int = 0
@@ -298,12 +377,24 @@ class ReserveResult:
     """:attr:`Status.OK` with a ``message``, or with none and
     ``next_lease_expiry_ms``, the earliest deadline among the leases of the
     partitions looked at (``None`` when none is leased): the first moment a
-    lapsed lease could make a message available without a new append. Or
-    :attr:`Status.NO_TOPIC`."""
+    lapsed lease could make a message available without a new append; and
+    ``next_due_ms``, the earliest timestamp after ``now_ms`` of a message
+    held back only by it (``None`` when none is): when the next copy in a
+    delay child falls due. Or :attr:`Status.NO_TOPIC`."""
 
     status: Status
     message: Message | None = None
     next_lease_expiry_ms: int | None = None
+    next_due_ms: int | None = None
+
+    @property
+    def next_change_ms(self) -> int | None:
+        """The first moment a message may become available without a new
+        append or give-back: a lease lapsing or a copy falling due."""
+        times = [
+            t for t in (self.next_lease_expiry_ms, self.next_due_ms) if t is not None
+        ]
+        return min(times) if times else None
 
 
 @dataclass(frozen=True)
@@ -318,12 +409,17 @@ class SchemaWriteResult:
         stored_bytes: The topic's history bytes: after the write with OK,
             before it with a budget status.
         cluster_bytes: All histories' bytes, likewise.
+        topic: The topic a refusal is about, where a write involves more than
+            one (a parent and its children): the missing one with NO_TOPIC,
+            the one whose budget would be passed with TOPIC_BUDGET, a
+            child's present parent with ATTACHED.
     """
 
     status: Status
     version: int = 0
     stored_bytes: int = 0
     cluster_bytes: int = 0
+    topic: str = ""
 
 
 @dataclass(frozen=True)
@@ -455,7 +551,8 @@ class Storage(Protocol):
         ``limits.cluster_bytes`` (CLUSTER_BUDGET) and the document alone fits
         ``limits.topic_bytes`` (TOPIC_BUDGET). ``schema_version``,
         ``schema_high_cost`` and ``schema_bytes`` of ``meta`` are ignored: the
-        write derives them.
+        write derives them; so are ``parent``, ``fanout_delay_ms`` and
+        ``children`` (a topic is created unlinked: see :meth:`create_child`).
 
         Changes, in one step: stores the record (schema version 1 with a
         schema, else 0), the document as version 1, adds the document's bytes
@@ -465,6 +562,42 @@ class Storage(Protocol):
         Returns:
             OK (``version``, ``stored_bytes``, ``cluster_bytes`` after the
             write), EXISTS, CLUSTER_BUDGET or TOPIC_BUDGET.
+        """
+        ...
+
+    def create_child(
+        self,
+        meta: TopicMeta,
+        parent: TopicMeta,
+        *,
+        delay_ms: int,
+        limits: SchemaLimits,
+        max_children: int,
+    ) -> SchemaWriteResult:
+        """Create the topic ``meta`` describes attached to ``parent``, in one step.
+
+        Checks, in order: no topic named ``meta.name`` exists (EXISTS);
+        ``parent.epoch`` is the parent's (NO_TOPIC, ``topic`` the parent);
+        the parent has no parent itself (PARENT_IS_CHILD); it has fewer than
+        ``max_children`` children (TOO_MANY_CHILDREN); its retention is 0 or
+        at least ``delay_ms`` plus :data:`RETENTION_MARGIN_MS`
+        (RETENTION_TOO_SHORT); its schema version is
+        ``parent.schema_version`` (STALE_SCHEMA); with a history to adopt,
+        that the parent's history fits ``limits.topic_bytes`` (TOPIC_BUDGET,
+        ``topic`` the parent) and all histories plus a copy of it fit
+        ``limits.cluster_bytes`` (CLUSTER_BUDGET).
+
+        Changes, in one step: what :meth:`create_topic` does without a
+        schema; the new topic adopts the parent's whole history (every
+        version, document and ``high_cost`` as stored, the same current
+        version; its bytes added to the cluster total); it records the parent
+        and ``delay_ms``, and the parent lists it last among its children as
+        ``Child(meta.name, meta.epoch, meta.partitions, delay_ms)``;
+        publishes :attr:`Event.TOPIC_CHANGED` for both.
+
+        Returns:
+            OK (``version``, ``stored_bytes``, ``cluster_bytes`` after the
+            write), or the status of the first failing check.
         """
         ...
 
@@ -488,24 +621,30 @@ class Storage(Protocol):
     def alter_topic(self, meta: TopicMeta, changes: TopicChanges) -> Status:
         """Change the settings named in ``changes`` (not the schema).
 
-        Checks: ``meta.epoch`` is the topic's (NO_TOPIC). Changes, in one
-        step: the settings, and publishes :attr:`Event.TOPIC_CHANGED`.
+        Checks: ``meta.epoch`` is the topic's (NO_TOPIC); a new non-zero
+        ``retention_ms`` is at least every child's delay plus
+        :data:`RETENTION_MARGIN_MS`, for the children the topic has now
+        (RETENTION_TOO_SHORT). Changes, in one step: the settings, and
+        publishes :attr:`Event.TOPIC_CHANGED`.
 
         Returns:
-            OK or NO_TOPIC.
+            OK, NO_TOPIC or RETENTION_TOO_SHORT.
         """
         ...
 
     def delete_topic(self, meta: TopicMeta) -> Status:
         """Delete the topic with its messages, leases and schema history.
 
-        Checks: ``meta.epoch`` is the topic's (NO_TOPIC). Changes, in one
-        step: removes everything the topic holds, takes its history's bytes
-        off the cluster total, unlists it, and publishes
-        :attr:`Event.TOPIC_CHANGED`. The name is free at once.
+        Checks: ``meta.epoch`` is the topic's (NO_TOPIC); its parent and
+        children are ``meta.parent`` and ``meta.children`` (STALE_CHILDREN).
+        Changes, in one step: removes everything the topic holds, takes its
+        history's bytes off the cluster total, unlists it, detaches it from
+        its parent or detaches its children (who keep their messages and
+        history), and publishes :attr:`Event.TOPIC_CHANGED` for it and for
+        each topic it was linked to. The name is free at once.
 
         Returns:
-            OK or NO_TOPIC.
+            OK, NO_TOPIC or STALE_CHILDREN.
         """
         ...
 
@@ -514,6 +653,72 @@ class Storage(Protocol):
 
         A read: it neither trims nor checks the epoch.
         """
+        ...
+
+    # -- fan-out -------------------------------------------------------------
+
+    def attach_child(
+        self,
+        parent: TopicMeta,
+        child: TopicMeta,
+        *,
+        delay_ms: int,
+        limits: SchemaLimits,
+        max_children: int,
+    ) -> SchemaWriteResult:
+        """Attach ``child`` to ``parent``: from this step on, every append to
+        the parent is copied to the child. Nothing appended before is.
+
+        The caller has compared the two histories where both have one (as
+        JSON values, which a backend cannot be asked to do): the write relies
+        on them being unchanged since, which the versions vouch for, since a
+        history only grows.
+
+        Checks, in order: each epoch is its topic's (NO_TOPIC, ``topic`` the
+        missing one); the parent has no parent (PARENT_IS_CHILD); the child
+        has no children (CHILD_IS_PARENT); the child has no parent
+        (ATTACHED, ``topic`` its parent); the parent has fewer than
+        ``max_children`` children (TOO_MANY_CHILDREN); its retention is 0 or
+        at least ``delay_ms`` plus :data:`RETENTION_MARGIN_MS`
+        (RETENTION_TOO_SHORT); both schema versions are those of ``parent``
+        and ``child`` (STALE_SCHEMA); a child with a history has as many
+        versions as the parent (SCHEMA_MISMATCH); a child without one, under
+        a parent with one, can adopt it: the parent's history fits
+        ``limits.topic_bytes`` (TOPIC_BUDGET, ``topic`` the parent) and all
+        histories plus a copy fit ``limits.cluster_bytes`` (CLUSTER_BUDGET).
+
+        Changes, in one step: the child adopts the parent's history when it
+        has none (as :meth:`create_child`), records the parent and
+        ``delay_ms``; the parent lists it last among its children; publishes
+        :attr:`Event.TOPIC_CHANGED` for both.
+
+        Returns:
+            OK (the child's ``version``, ``stored_bytes`` and
+            ``cluster_bytes`` after the write), or the status of the first
+            failing check.
+        """
+        ...
+
+    def detach_child(self, parent: TopicMeta, child: str) -> Status:
+        """Detach ``child`` from ``parent``: no later append is copied to it.
+
+        Checks, in order: ``parent.epoch`` is the parent's (NO_TOPIC);
+        ``child`` is among its children (NOT_CHILD). Changes, in one step:
+        the parent no longer lists the child; the child forgets its parent
+        and delay and keeps its messages (copies not yet due still fall due
+        when they would have) and its history, which it manages again;
+        publishes :attr:`Event.TOPIC_CHANGED` for both.
+
+        Returns:
+            OK, NO_TOPIC or NOT_CHILD.
+        """
+        ...
+
+    def count_not_due(self, metas: Sequence[TopicMeta], *, now_ms: int) -> list[int]:
+        """For each topic, in order, how many of its retained messages have a
+        timestamp after ``now_ms``: the copies a delay child holds that are
+        not due yet. A read, in a bounded number of round trips however many
+        topics."""
         ...
 
     # -- schemas -------------------------------------------------------------
@@ -559,6 +764,11 @@ class Storage(Protocol):
         """Every stored version of the topic's history, ascending."""
         ...
 
+    def get_schemas(self, name: str) -> list[SchemaVersion]:
+        """Every stored version of the topic's history, ascending, in one
+        round trip (empty for a topic without one, or no topic)."""
+        ...
+
     # -- messages ------------------------------------------------------------
 
     def append(
@@ -572,20 +782,28 @@ class Storage(Protocol):
         """Append ``entries`` to their partitions, all or nothing.
 
         Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC); the
-        topic's current schema version is ``schema_version``, the one the
-        payloads were validated against, 0 for none (STALE_SCHEMA).
+        topic is not a delay child, whose messages come only from its parent
+        (DELAY_CHILD); the topic's current schema version is
+        ``schema_version``, the one the payloads were validated against, 0
+        for none (STALE_SCHEMA); its children are ``meta.children``
+        (STALE_CHILDREN).
 
         Changes, in one step: gives each entry the next offset of its
         partition, in the order given, with timestamp ``max(now_ms, the
-        partition's last timestamp)``; drops messages of the touched
-        partitions whose timestamp plus ``retention_ms`` is at or before
+        partition's last timestamp)``; copies each entry to every child, in
+        the same order, key, bytes and kind unchanged (never validated
+        again), to partition ``route % child.partitions`` (see
+        :class:`Entry`), with timestamp ``max(the entry's timestamp +
+        child.delay_ms, that partition's last timestamp)`` whatever the
+        child's flow-control caps; drops messages of every touched partition
+        whose timestamp plus its topic's ``retention_ms`` is at or before
         ``now_ms`` (with their leases and acks; it may stop after a bounded
         number and leave the rest to later writes); and publishes
-        :attr:`Event.MESSAGES`.
+        :attr:`Event.MESSAGES` for the topic and each child.
 
         Returns:
-            OK with ``count``, NO_TOPIC, or STALE_SCHEMA with the current
-            ``schema_version``.
+            OK with ``count``, NO_TOPIC, DELAY_CHILD, STALE_SCHEMA with the
+            current ``schema_version``, or STALE_CHILDREN.
         """
         ...
 
@@ -609,7 +827,9 @@ class Storage(Protocol):
         - otherwise the lowest-offset message whose lease lapsed (deadline at
           or before ``now_ms``, or given back), else the next message never
           delivered, the latter only while fewer than
-          ``max_in_flight_per_partition`` leases are held.
+          ``max_in_flight_per_partition`` leases are held;
+        - a message never delivered only once its timestamp is at or before
+          ``now_ms`` (its due time, in a delay child).
 
         Changes, in one step: leases the message until ``now_ms +
         visibility_timeout_ms`` under ``nonce`` (which replaces any earlier
@@ -617,7 +837,7 @@ class Storage(Protocol):
 
         Returns:
             OK with the message (its ``nonce`` set), OK without one and with
-            ``next_lease_expiry_ms``, or NO_TOPIC.
+            ``next_lease_expiry_ms`` and ``next_due_ms``, or NO_TOPIC.
         """
         ...
 
@@ -657,8 +877,9 @@ class Storage(Protocol):
         """The message at ``offset`` (without a nonce), for replay.
 
         A read: leases are untouched. ``None`` when the offset was never
-        written, was trimmed, or is past retention at ``now_ms`` (whether or
-        not a write trimmed it yet).
+        written, was trimmed, is past retention at ``now_ms`` (whether or
+        not a write trimmed it yet), or is not due yet (its timestamp is
+        after ``now_ms``).
         """
         ...
 

@@ -1,10 +1,12 @@
 """Produce, consume, settle and replay.
 
 A produce is validated (when the topic has a schema) and then appended by one
-script that also checks the topic's epoch and schema version: if either moved
-on since the worker's cached record, the record is refreshed, the payload
-validated again, and the append retried. A 202 therefore always means the
-message was stored under the schema version it was checked against.
+script that also checks the topic's epoch, schema version and children: if
+any moved on since the worker's cached record, the record is refreshed, the
+payload validated again, and the append retried. A 202 therefore always means
+the message was stored under the schema version it was checked against, and
+copied to every child the topic had at that moment (children share their
+parent's history, so a copy is never validated against another version).
 
 The HTTP layer gets :class:`Delivery` values with the receipt handle already
 encoded, and gives handles back as opaque strings: receipts are this
@@ -32,8 +34,10 @@ from narad.errors import InvalidArgument
 from narad.errors import LeaseGone
 from narad.errors import MessageNotFound
 from narad.errors import PartitionOutOfRange
+from narad.errors import ProduceToDelayChild
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
+from narad.metrics import FANOUT_COPIES
 from narad.metrics import MESSAGES_ACKED
 from narad.metrics import MESSAGES_CONSUMED
 from narad.metrics import MESSAGES_PRODUCED
@@ -121,6 +125,8 @@ class MessageService:
         """
         meta = self.records.cached(topic)
         for _ in range(WRITE_ATTEMPTS):
+            if meta.fanout_delay_ms:
+                meta = self._refuse_delay_child(meta)
             try:
                 entries = self._entries(meta, outgoing, batch)
             except InvalidArgument:
@@ -140,9 +146,21 @@ class MessageService:
             )
             if result.status is Status.OK:
                 MESSAGES_PRODUCED.inc(result.count)
+                if meta.children:
+                    FANOUT_COPIES.inc(result.count * len(meta.children))
                 return result.count
-            meta = self.records.refresh(topic)  # recreated, or a new schema version
+            # Recreated, a new schema version, children come or gone, or
+            # attached as a delay child.
+            meta = self.records.refresh(topic)
         raise TopicKeptChanging(topic)
+
+    def _refuse_delay_child(self, meta: TopicMeta) -> TopicMeta:
+        """Refuse a produce to a delay child (checking a cached record
+        against the stored one first); the record when it is none."""
+        meta = self.records.refresh(meta.name)
+        if meta.fanout_delay_ms:
+            raise ProduceToDelayChild(meta.name, meta.parent)
+        return meta
 
     def _entries(
         self, meta: TopicMeta, outgoing: Sequence[Outgoing], batch: bool
@@ -163,15 +181,14 @@ class MessageService:
         # Round-robin ticks are taken only once every entry passed: a refused
         # produce must not move the next message to another partition.
         ticks = self._ticks(meta)
-        return [
-            Entry(
-                next(ticks) % meta.partitions if partition is None else partition,
-                item.key,
-                item.payload,
-                kind,
-            )
-            for partition, item, kind in checked
-        ]
+        entries = []
+        for partition, item, kind in checked:
+            if partition is None:
+                partition = next(ticks) % meta.partitions
+            # A copy in a child goes to the child's partition for its key.
+            route = zlib.crc32(item.key) if item.key and meta.children else None
+            entries.append(Entry(partition, item.key, item.payload, kind, route))
+        return entries
 
     def _partition(self, meta: TopicMeta, item: Outgoing) -> int | None:
         """The partition ``item`` must go to; None for round-robin."""
@@ -228,7 +245,9 @@ class MessageService:
                     message = result.message
                     receipt = Receipt(message.partition, message.offset, message.nonce)
                     return Delivery(topic, message, receipt.encode())
-                expiry = result.next_lease_expiry_ms
+                # A lapsing lease, or a copy in a delay child falling due,
+                # makes a message available without any publish: wake then.
+                expiry = result.next_change_ms
                 if wait_ms:
                     waiters.remember_empty(key, topic, seen, expiry, now_ms())
             remaining = deadline - time.monotonic()

@@ -2,7 +2,8 @@
 
 The topic service owns the topic record; every schema write, version 1 at
 create included, belongs to the schema service, which this one hands the
-schema part of a request to.
+schema part of a request to, and a create under a parent belongs to the
+children service.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import secrets
 from collections.abc import Sequence
 
 from narad.broker import now_ms
+from narad.broker.children import ChildrenService
 from narad.broker.records import TopicRecords
 from narad.errors import BaseVersionWithoutSchema
+from narad.errors import RetentionTooShort
 from narad.errors import TopicExists
+from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.schema.service import SchemaService
 from narad.storage import PartitionStats
@@ -35,15 +39,21 @@ ALTERABLE = (
     "max_in_flight_per_partition",
     "max_acked_ahead_per_partition",
 )
+WRITE_ATTEMPTS = 8
 
 
 class TopicService:
     def __init__(
-        self, storage: Storage, records: TopicRecords, schemas: SchemaService
+        self,
+        storage: Storage,
+        records: TopicRecords,
+        schemas: SchemaService,
+        children: ChildrenService,
     ) -> None:
         self.storage = storage
         self.records = records
         self.schemas = schemas
+        self.children = children
 
     def refresh(self, name: str) -> TopicMeta:
         """The topic's record as stored now; ``TopicNotFound`` if none."""
@@ -55,15 +65,23 @@ class TopicService:
         settings: dict[str, int],
         schema_raw: bytes | None,
         *,
+        parent: str | None = None,
+        delay_ms: int = 0,
         owner: str = "",
     ) -> TopicMeta:
+        """Create a topic; under ``parent`` (with ``delay_ms``) it is created
+        attached, taking the parent's partition count unless ``settings``
+        name one."""
+        defaults = {**DEFAULTS, "partitions": 0} if parent else DEFAULTS
         meta = TopicMeta(
             name=name,
             epoch=secrets.token_hex(8),
             created_ms=now_ms(),
             owner=owner,
-            **{**DEFAULTS, **settings},
+            **{**defaults, **settings},
         )
+        if parent is not None:
+            return self.children.create(meta, parent, delay_ms, schema_raw)
         if schema_raw is not None:
             created = self.schemas.create_topic(meta, schema_raw)
         elif self.storage.create_topic(meta).status is Status.EXISTS:
@@ -135,22 +153,48 @@ class TopicService:
         nothing), they are written alone.
         """
         meta = self.records.refresh(name)
+        _check_retention(meta, changes)
         added = False
         if schema_raw is not None:
             added = self.schemas.change(meta, schema_raw, base_version, changes)
         elif base_version is not None:
             raise BaseVersionWithoutSchema()
-        if (
-            changes
-            and not added
-            and self.storage.alter_topic(meta, changes) is Status.NO_TOPIC
-        ):
-            raise TopicNotFound(name)
+        if changes and not added:
+            self._alter(meta, changes)
         return self.records.refresh(name), added
 
+    def _alter(self, meta: TopicMeta, changes: TopicChanges) -> None:
+        for _ in range(WRITE_ATTEMPTS):
+            status = self.storage.alter_topic(meta, changes)
+            if status is Status.OK:
+                return
+            if status is Status.NO_TOPIC:
+                raise TopicNotFound(meta.name)
+            # RETENTION_TOO_SHORT: a delay child came since the check.
+            meta = self.records.refresh(meta.name)
+            _check_retention(meta, changes)
+        raise TopicKeptChanging(meta.name)
+
     def delete(self, name: str) -> None:
-        meta = self.records.refresh(name)
-        if self.storage.delete_topic(meta) is Status.NO_TOPIC:
-            raise TopicNotFound(name)
-        self.records.drop(name)
-        self.schemas.forget(name)
+        """Delete the topic; a parent's children are detached and keep their
+        data, and a child is detached from its parent first."""
+        for _ in range(WRITE_ATTEMPTS):
+            meta = self.records.refresh(name)
+            status = self.storage.delete_topic(meta)
+            if status is Status.NO_TOPIC:
+                raise TopicNotFound(name)
+            if status is Status.OK:
+                for linked in [meta.parent, *(c.name for c in meta.children)]:
+                    self.records.drop(linked)
+                self.records.drop(name)
+                self.schemas.forget(name)
+                return
+            # STALE_CHILDREN: a child came or went meanwhile.
+        raise TopicKeptChanging(name)
+
+
+def _check_retention(meta: TopicMeta, changes: TopicChanges) -> None:
+    """A parent's retention stays 0 or above what its delay children need."""
+    retention = changes.retention_ms
+    if retention and retention < meta.min_retention_ms():
+        raise RetentionTooShort(meta.name, retention, meta.min_retention_ms())

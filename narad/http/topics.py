@@ -7,6 +7,7 @@ from typing import Any
 
 import falcon
 
+from narad.broker.children import MAX_DELAY_MS
 from narad.broker.topics import ALTERABLE
 from narad.broker.topics import TopicService
 from narad.errors import InvalidArgument
@@ -36,7 +37,7 @@ MAX_PAGE = 1000
 
 
 def topic_record(meta: TopicMeta) -> dict[str, Any]:
-    return {
+    record: dict[str, Any] = {
         "name": meta.name,
         "partitions": meta.partitions,
         "retention_ms": meta.retention_ms,
@@ -47,6 +48,14 @@ def topic_record(meta: TopicMeta) -> dict[str, Any]:
         "schema_version": meta.schema_version or None,
         "owner": meta.owner or None,
     }
+    # Fan-out fields appear where they apply, as the Go Narad shows them.
+    if meta.parent:
+        record["parent"] = meta.parent
+    if meta.fanout_delay_ms:
+        record["fanout_delay_ms"] = meta.fanout_delay_ms
+    if meta.children:
+        record["children"] = [child.name for child in meta.children]
+    return record
 
 
 def valid_name(name: str) -> bool:
@@ -62,14 +71,36 @@ def check_name(name: str) -> str:
     return name
 
 
-def _settings(body: dict[str, Any], names: tuple[str, ...]) -> dict[str, int]:
+def topic_name(value: Any, field: str) -> str:
+    """A topic name given in a request body."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{field} must be a string")
+    if not valid_name(value):
+        raise InvalidArgument(
+            f"{field} must be 1 to 249 letters, digits, '.', '_' or '-', and "
+            f"not only dots, got {quote(value)}"
+        )
+    return value
+
+
+def delay_ms(value: Any, field: str) -> int:
+    """A fan-out delay: 0 (immediate) or 1 ms up to one year."""
+    return integer(value, field, low=0, high=MAX_DELAY_MS)
+
+
+def _settings(
+    body: dict[str, Any], names: tuple[str, ...], *, inherit: bool = False
+) -> dict[str, int]:
+    """The settings ``names`` in ``body``; ``inherit``: partitions 0 takes the
+    parent's count."""
     settings = {}
     for name in names:
         if name not in body:
             continue
         value = body[name]
         if name == "partitions":
-            settings[name] = integer(value, name, high=MAX_PARTITIONS)
+            low = 0 if inherit else 1
+            settings[name] = integer(value, name, low=low, high=MAX_PARTITIONS)
         elif name == "retention_ms":
             value = integer(value, name, low=0)
             if 0 < value < MIN_RETENTION_MS:
@@ -90,23 +121,27 @@ class TopicCollection:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body, raw = read_object(req)
         refuse_unknown(body, CREATE_FIELDS)
-        for name in ("parent", "fanout_delay_ms"):
-            if name in body:
-                raise InvalidArgument(
-                    f"{name}: fan-out children are not supported by this node"
-                )
-        name = body.get("name")
-        if not isinstance(name, str):
-            raise InvalidArgument("name must be a string")
-        if not valid_name(name):
-            raise InvalidArgument(
-                "name must be 1 to 249 letters, digits, '.', '_' or '-', and "
-                f"not only dots, got {quote(name)}"
-            )
+        name = topic_name(body.get("name"), "name")
+        parent = body.get("parent")
+        if parent is not None:
+            parent = topic_name(parent, "parent")
+        delay = body.get("fanout_delay_ms")
+        if delay is not None:
+            if parent is None:
+                raise InvalidArgument("fanout_delay_ms needs parent")
+            delay = delay_ms(delay, "fanout_delay_ms")
+        if parent is not None:
+            authorize(req, Action.MANAGE_CHILDREN, parent)
         authorize(req, Action.CREATE, name)
+        settings = _settings(body, SETTINGS, inherit=parent is not None)
         schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
         meta = self.topics.create(
-            name, _settings(body, SETTINGS), schema_raw, owner=principal(req).name
+            name,
+            settings,
+            schema_raw,
+            parent=parent,
+            delay_ms=delay or 0,
+            owner=principal(req).name,
         )
         resp.status = falcon.HTTP_201
         resp.location = f"/v1/topics/{meta.name}"
@@ -151,6 +186,16 @@ class TopicItem:
         body, raw = read_object(req)
         if "partitions" in body:
             raise InvalidArgument("partitions cannot be changed")
+        if "fanout_delay_ms" in body:
+            raise InvalidArgument(
+                "fanout_delay_ms cannot be changed: it is fixed at attach; detach "
+                "the child and attach it again with the new delay"
+            )
+        if "parent" in body:
+            raise InvalidArgument(
+                "parent cannot be changed here: attach and detach with "
+                "/v1/topics/{parent}/children"
+            )
         refuse_unknown(body, ALTER_FIELDS)
         base = body.get("schema_base_version")
         if base is not None:

@@ -5,6 +5,13 @@ It owns every schema write: version 1 when a topic is created with a schema
 PATCH that come with one (one step with the version). It reads topic records
 through the topic records cache, never from storage directly.
 
+Fan-out children (rulebook, "Fan-out children"): a child's history is its
+parent's, version for version, while it is attached. The storage writes a
+parent's new version to every child in the same step, and an attach copies
+the parent's history into a child that has none; what the storage cannot
+judge, whether two histories are the same JSON values, is judged here before
+an attach (:meth:`SchemaService.check_attachable`).
+
 Compiled validators are cached per process by (topic, epoch, version): a
 produce neither re-reads the schema document nor recompiles it, and a topic
 deleted and created again under the same name (new epoch) never reuses the
@@ -26,8 +33,13 @@ from typing import Any
 from narad import offload
 from narad.broker.records import TopicRecords
 from narad.errors import ClusterBudgetExceeded
+from narad.errors import HistoriesDiffer
 from narad.errors import IncompatibleSchema
 from narad.errors import InvalidSchema
+from narad.errors import ParentHistoryOverBudget
+from narad.errors import ParentWithoutSchema
+from narad.errors import RetentionTooShort
+from narad.errors import SchemaManagedByParent
 from narad.errors import SchemaVersionConflict
 from narad.errors import SchemaVersionNotFound
 from narad.errors import TooManyVersions
@@ -92,9 +104,17 @@ class SchemaService:
     def limits(self) -> SchemaLimits:
         return SchemaLimits(self.topic_budget, self.cluster_budget, MAX_VERSIONS)
 
-    def _raise_for_budget(self, result: SchemaWriteResult, topic: str) -> None:
+    def raise_for_budget(
+        self, result: SchemaWriteResult, topic: str, *, adopting: bool = False
+    ) -> None:
+        """Raise the 409 a budget refusal of a write to ``topic`` means (the
+        write names another topic, a child's or a parent's, in
+        ``result.topic``); ``adopting``: the write would copy a parent's
+        history into a new child."""
         if result.status is Status.TOPIC_BUDGET:
-            raise TopicBudgetExceeded(topic, result.stored_bytes, self.topic_budget)
+            name = result.topic or topic
+            error = ParentHistoryOverBudget if adopting else TopicBudgetExceeded
+            raise error(name, result.stored_bytes, self.topic_budget)
         if result.status is Status.CLUSTER_BUDGET:
             raise ClusterBudgetExceeded(result.cluster_bytes, self.cluster_budget)
 
@@ -111,7 +131,7 @@ class SchemaService:
         result = self.storage.create_topic(meta, first, limits=self.limits())
         if result.status is Status.EXISTS:
             raise TopicExists(meta.name)
-        self._raise_for_budget(result, meta.name)
+        self.raise_for_budget(result, meta.name)
         return replace(
             meta,
             schema_version=result.version,
@@ -127,7 +147,10 @@ class SchemaService:
         changes: TopicChanges,
     ) -> bool:
         """Register ``raw`` as the next version, with ``changes`` in the same
-        step; False when it is no change (and nothing was written)."""
+        step (and in every child's history); False when it is no change (and
+        nothing was written)."""
+        if meta.parent:
+            raise SchemaManagedByParent(meta.name, meta.parent)
         if raw == b"null":
             raise InvalidSchema(
                 "schema: a schema cannot be removed (null); it can only be widened"
@@ -152,9 +175,16 @@ class SchemaService:
                 raise TooManyVersions(meta.name, MAX_VERSIONS)
             if result.status is Status.NO_TOPIC:
                 raise TopicNotFound(meta.name)
-            self._raise_for_budget(result, meta.name)
+            if result.status is Status.ATTACHED:
+                raise SchemaManagedByParent(meta.name, result.topic)
+            self.raise_for_budget(result, meta.name)
             # BASE_MISMATCH: another change landed first; check against it.
+            # STALE_CHILDREN: a child came or went: the version goes to the
+            # children there are now. RETENTION_TOO_SHORT: a delay child came.
             meta = self.records.refresh(meta.name)
+            retention = changes.retention_ms
+            if retention and retention < meta.min_retention_ms():
+                raise RetentionTooShort(meta.name, retention, meta.min_retention_ms())
         raise SchemaVersionConflict()
 
     def _is_change(self, meta: TopicMeta, current: int, new: RegisteredSchema) -> bool:
@@ -183,6 +213,39 @@ class SchemaService:
             rules=self.rules,
         )
 
+    # -- fan-out -------------------------------------------------------------
+
+    def check_attachable(self, parent: TopicMeta, child: TopicMeta) -> None:
+        """Refuse, by their histories, to put ``child`` under ``parent``.
+
+        A child without a history adopts the parent's (or neither has one);
+        one with a history needs the parent's to be the same JSON values,
+        version for version (key order, whitespace and number spelling do not
+        matter), up to the versions the two records name: the storage refuses
+        the attach if either moved on since.
+        """
+        if not child.schema_version:
+            return
+        if not parent.schema_version:
+            raise ParentWithoutSchema(child.name, parent.name)
+        mine = self.storage.get_schemas(child.name)[: child.schema_version]
+        theirs = self.storage.get_schemas(parent.name)[: parent.schema_version]
+        version = offload.run(_first_difference, mine, theirs)
+        if version is not None:
+            raise HistoriesDiffer(child.name, parent.name, version)
+
+    def check_child_schema(self, name: str, parent: TopicMeta, raw: bytes) -> None:
+        """Refuse a topic created under ``parent`` with the schema ``raw``
+        unless its one-version history would be the parent's."""
+        new = self.register(raw)
+        if not parent.schema_version:
+            raise ParentWithoutSchema(name, parent.name)
+        first = SchemaVersion(1, new.compact, new.high_cost)
+        theirs = self.storage.get_schemas(parent.name)[: parent.schema_version]
+        version = offload.run(_first_difference, [first], theirs)
+        if version is not None:
+            raise HistoriesDiffer(name, parent.name, version)
+
     # -- reading histories ---------------------------------------------------
 
     def stored(self, name: str, version: int) -> SchemaVersion:
@@ -196,12 +259,7 @@ class SchemaService:
         return self.storage.schema_sizes(name)
 
     def _document(self, name: str, version: int) -> Any:
-        # A version stored before repeated keys were refused may hold one.
-        return jsontext.loads(
-            self.stored(name, version).document,
-            max_depth=SCHEMA_DEPTH,
-            allow_duplicate_keys=True,
-        )
+        return _parse(self.stored(name, version).document)
 
     def draft_of(self, document: Any) -> Draft:
         if isinstance(document, dict) and isinstance(document.get("$schema"), str):
@@ -255,3 +313,23 @@ class SchemaService:
         if len(self._validators) > CACHED_VALIDATORS:
             self._validators.popitem(last=False)
         return validator
+
+
+def _first_difference(
+    mine: list[SchemaVersion], theirs: list[SchemaVersion]
+) -> int | None:
+    """The first version where two histories differ as JSON values, or that
+    only one of them holds; None when they are the same."""
+    for a, b in zip(mine, theirs, strict=False):
+        if a.document != b.document and not jsontext.json_equal(
+            _parse(a.document), _parse(b.document)
+        ):
+            return a.version
+    if len(mine) != len(theirs):
+        return min(len(mine), len(theirs)) + 1
+    return None
+
+
+def _parse(document: bytes) -> Any:
+    # A version stored before repeated keys were refused may hold one.
+    return jsontext.loads(document, max_depth=SCHEMA_DEPTH, allow_duplicate_keys=True)

@@ -41,7 +41,9 @@ from typing import TypeVar
 
 import pytest
 
+from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import Capabilities
+from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
 from narad.storage import Grant
@@ -147,9 +149,39 @@ class StorageContract:
     @staticmethod
     def put(storage: Storage, meta: TopicMeta, payload: bytes, now: int, **kw: Any):
         entry = Entry(
-            kw.pop("partition", 0), kw.pop("key", b""), payload, PayloadKind.TEXT
+            kw.pop("partition", 0),
+            kw.pop("key", b""),
+            payload,
+            PayloadKind.TEXT,
+            kw.pop("route", None),
         )
-        return storage.append(meta, [entry], schema_version=0, now_ms=now, **kw)
+        version = kw.pop("schema_version", meta.schema_version)
+        return storage.append(meta, [entry], schema_version=version, now_ms=now, **kw)
+
+    def attach(
+        self, storage: Storage, parent: TopicMeta, child: TopicMeta, delay_ms: int = 0
+    ) -> tuple[TopicMeta, TopicMeta]:
+        """Attach ``child``; both records as stored afterwards."""
+        result = storage.attach_child(
+            parent, child, delay_ms=delay_ms, limits=LIMITS, max_children=108
+        )
+        assert result.status is Status.OK, result
+        return storage.get_topic(parent.name), storage.get_topic(child.name)
+
+    @staticmethod
+    def log(storage: Storage, meta: TopicMeta, now: int) -> list[list[Any]]:
+        """Each partition's messages as (key, payload, kind, timestamp)."""
+        return [
+            [
+                (m.key, m.payload, m.kind, m.timestamp)
+                for m in (
+                    storage.read(meta, p.index, offset, now_ms=now)
+                    for offset in range(p.oldest_offset, p.next_offset)
+                )
+                if m is not None
+            ]
+            for p in storage.partition_stats(meta, now_ms=now)
+        ]
 
     # -- health --------------------------------------------------------------
 
@@ -714,6 +746,454 @@ class StorageContract:
         assert storage.delete_user(second.name, revision=1) is Status.LAST_ADMIN
         # A user who is not an admin goes, whatever the count.
         assert storage.delete_user(first.name, revision=2) is Status.OK
+
+    # -- fan-out -------------------------------------------------------------
+
+    def test_appends_after_an_attach_are_copied_to_the_keys_partition(self, storage):
+        parent = self.topic(storage, partitions=3)
+        child = self.topic(storage, partitions=5)
+        self.put(storage, parent, b"before", now=10)
+        parent, child = self.attach(storage, parent, child)
+        assert parent.children == (Child(child.name, child.epoch, 5, 0),)
+        assert (child.parent, child.fanout_delay_ms) == (parent.name, 0)
+        entries = [
+            Entry(1, b"k", b'{"a":1}', PayloadKind.JSON, route=12),
+            Entry(2, b"", b"\xff", PayloadKind.BINARY),  # no route: by partition
+            Entry(1, b"k", b"text", PayloadKind.TEXT, route=12),
+        ]
+        result = storage.append(parent, entries, schema_version=0, now_ms=20)
+        assert (result.status, result.count) == (Status.OK, 3)
+        assert self.log(storage, child, now=20) == [
+            [],
+            [],
+            [
+                (b"k", b'{"a":1}', PayloadKind.JSON, 20),
+                (b"", b"\xff", PayloadKind.BINARY, 20),
+                (b"k", b"text", PayloadKind.TEXT, 20),
+            ],
+            [],
+            [],
+        ]
+        assert [len(p) for p in self.log(storage, parent, now=20)] == [1, 2, 1]
+
+    def test_a_copy_keeps_its_parent_timestamp_or_the_childs_later_one(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        parent, child = self.attach(storage, parent, child)
+        assert self.put(storage, child, b"direct", now=50).status is Status.OK
+        self.put(storage, parent, b"early", now=40)  # another node's clock
+        self.put(storage, parent, b"late", now=60)
+        assert self.log(storage, child, now=60) == [
+            [
+                (b"", b"direct", PayloadKind.TEXT, 50),
+                (b"", b"early", PayloadKind.TEXT, 50),
+                (b"", b"late", PayloadKind.TEXT, 60),
+            ]
+        ]
+
+    def test_an_append_given_stale_children_changes_nothing(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        linked, _ = self.attach(storage, parent, child)
+        assert self.put(storage, parent, b"m", now=0).status is Status.STALE_CHILDREN
+        assert storage.detach_child(linked, child.name) is Status.OK
+        assert self.put(storage, linked, b"m", now=0).status is Status.STALE_CHILDREN
+        assert self.log(storage, parent, now=0) == [[]]
+        assert self.log(storage, child, now=0) == [[]]
+
+    def test_detach_then_attach_again_starts_from_the_tail(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        parent, child = self.attach(storage, parent, child)
+        self.put(storage, parent, b"1", now=1)
+        assert storage.detach_child(parent, child.name) is Status.OK
+        parent, child = storage.get_topic(parent.name), storage.get_topic(child.name)
+        assert (parent.children, child.parent) == ((), "")
+        self.put(storage, parent, b"2", now=2)
+        parent, child = self.attach(storage, parent, child)
+        self.put(storage, parent, b"3", now=3)
+        assert [m[1] for m in self.log(storage, child, now=3)[0]] == [b"1", b"3"]
+
+    def test_detach_checks_the_parent_and_the_link(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        other = self.topic(storage)
+        parent, child = self.attach(storage, parent, child)
+        stale = replace(parent, epoch="stale")
+        assert storage.detach_child(stale, child.name) is Status.NO_TOPIC
+        assert storage.detach_child(parent, other.name) is Status.NOT_CHILD
+        assert storage.get_topic(parent.name).children == parent.children
+
+    def test_attach_checks_in_order(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+
+        def attach(above, below, delay_ms=0, max_children=108, limits=LIMITS):
+            return storage.attach_child(
+                above,
+                below,
+                delay_ms=delay_ms,
+                limits=limits,
+                max_children=max_children,
+            )
+
+        gone = attach(replace(parent, epoch="stale"), child)
+        assert (gone.status, gone.topic) == (Status.NO_TOPIC, parent.name)
+        gone = attach(parent, replace(child, epoch="stale"))
+        assert (gone.status, gone.topic) == (Status.NO_TOPIC, child.name)
+        grand, _ = self.attach(storage, self.topic(storage), parent)
+        parent = storage.get_topic(parent.name)
+        assert attach(parent, child).status is Status.PARENT_IS_CHILD
+        assert attach(self.topic(storage), grand).status is Status.CHILD_IS_PARENT
+        taken = attach(self.topic(storage), parent)
+        assert (taken.status, taken.topic) == (Status.ATTACHED, grand.name)
+        full, _ = self.attach(storage, self.topic(storage), self.topic(storage))
+        assert attach(full, child, max_children=1).status is Status.TOO_MANY_CHILDREN
+        kept = self.topic(storage, retention_ms=2 * HOUR)
+        short = attach(kept, child, delay_ms=HOUR + 1)
+        assert short.status is Status.RETENTION_TOO_SHORT
+        assert attach(kept, child, delay_ms=HOUR).status is Status.OK
+        assert storage.get_topic(kept.name).children == (
+            Child(child.name, child.epoch, child.partitions, HOUR),
+        )
+
+    def test_attach_refuses_schema_versions_read_before_a_change(self, storage):
+        parent, child = self.topic(storage, DOC), self.topic(storage)
+        storage.append_schema(
+            parent, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+        )
+        result = storage.attach_child(
+            parent, child, delay_ms=0, limits=LIMITS, max_children=108
+        )
+        assert result.status is Status.STALE_SCHEMA
+        assert storage.get_topic(parent.name).children == ()
+
+    def test_a_child_with_a_history_needs_as_many_versions(self, storage):
+        child = self.topic(storage, b'{"type": "object"}')
+        longer = self.topic(storage, DOC)
+        storage.append_schema(
+            longer, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+        )
+        for parent in (self.topic(storage), storage.get_topic(longer.name)):
+            mismatch = storage.attach_child(
+                parent, child, delay_ms=0, limits=LIMITS, max_children=108
+            )
+            assert mismatch.status is Status.SCHEMA_MISMATCH
+        # As many versions: the caller vouched for their contents.
+        parent = self.topic(storage, DOC)
+        result = storage.attach_child(
+            parent, child, delay_ms=0, limits=LIMITS, max_children=108
+        )
+        assert (result.status, result.version) == (Status.OK, 1)
+        assert storage.get_schemas(child.name) == [
+            SchemaVersion(1, b'{"type": "object"}', False)
+        ]
+
+    def test_a_child_without_a_history_adopts_the_parents(self, storage):
+        parent = self.topic(storage, DOC)
+        second = b'{"type":["object","array"]}'
+        storage.append_schema(
+            parent, SchemaVersion(2, second, True), expected_current=1, limits=LIMITS
+        )
+        parent = storage.get_topic(parent.name)
+        child = self.topic(storage)
+        result = storage.attach_child(
+            parent, child, delay_ms=0, limits=LIMITS, max_children=108
+        )
+        size = len(DOC) + len(second)
+        assert (result.status, result.version, result.stored_bytes) == (
+            Status.OK,
+            2,
+            size,
+        )
+        stored = storage.get_topic(child.name)
+        assert (stored.schema_version, stored.schema_high_cost) == (2, True)
+        assert stored.schema_bytes == size
+        assert storage.get_schemas(child.name) == storage.get_schemas(parent.name)
+        assert storage.get_schemas(child.name) == [
+            SchemaVersion(1, DOC, False),
+            SchemaVersion(2, second, True),
+        ]
+        after = self.topic_with_schema_cluster_bytes(storage)
+        assert after == result.cluster_bytes + 2
+
+    def test_adopting_a_history_keeps_both_budgets(self, storage):
+        parent = self.topic(storage, DOC)
+        child = self.topic(storage)
+
+        def attach(limits):
+            return storage.attach_child(
+                parent, child, delay_ms=0, limits=limits, max_children=108
+            )
+
+        small = attach(replace(LIMITS, topic_bytes=len(DOC) - 1))
+        assert (small.status, small.stored_bytes, small.topic) == (
+            Status.TOPIC_BUDGET,
+            len(DOC),
+            parent.name,
+        )
+        total = self.topic_with_schema_cluster_bytes(storage)
+        tight = attach(replace(LIMITS, cluster_bytes=total + len(DOC) - 1))
+        assert (tight.status, tight.cluster_bytes) == (Status.CLUSTER_BUDGET, total)
+        assert storage.get_topic(child.name) == child
+        assert storage.get_topic(parent.name).children == ()
+        roomy = attach(replace(LIMITS, cluster_bytes=total + len(DOC)))
+        assert (roomy.status, roomy.cluster_bytes) == (Status.OK, total + len(DOC))
+
+    def test_create_child_creates_adopts_and_links_in_one_step(self, storage):
+        parent = self.topic(storage, DOC, partitions=4)
+        meta = new_meta(partitions=4, retention_ms=2 * HOUR, owner="bob")
+        result = storage.create_child(
+            meta, parent, delay_ms=HOUR, limits=LIMITS, max_children=108
+        )
+        assert (result.status, result.version, result.stored_bytes) == (
+            Status.OK,
+            1,
+            len(DOC),
+        )
+        assert storage.get_topic(meta.name) == replace(
+            meta,
+            schema_version=1,
+            schema_bytes=len(DOC),
+            parent=parent.name,
+            fanout_delay_ms=HOUR,
+        )
+        assert storage.get_schemas(meta.name) == [SchemaVersion(1, DOC, False)]
+        assert storage.get_topic(parent.name).children == (
+            Child(meta.name, meta.epoch, 4, HOUR),
+        )
+        listed = storage.list_topics(after=meta.name[:-1], limit=5).names
+        assert meta.name in listed
+
+    def test_create_child_checks_in_order_and_creates_nothing_refused(self, storage):
+        parent = self.topic(storage, DOC, retention_ms=2 * HOUR)
+
+        def create(above, delay_ms=0, max_children=108, limits=LIMITS, **settings):
+            meta = new_meta(**settings)
+            result = storage.create_child(
+                meta, above, delay_ms=delay_ms, limits=limits, max_children=max_children
+            )
+            if result.status is not Status.OK:
+                assert storage.get_topic(meta.name) is None
+                assert storage.get_topic(above.name).children == above.children
+            return result
+
+        existing = self.topic(storage)
+        again = storage.create_child(
+            existing, parent, delay_ms=0, limits=LIMITS, max_children=108
+        )
+        assert again.status is Status.EXISTS
+        gone = create(replace(parent, epoch="stale"))
+        assert (gone.status, gone.topic) == (Status.NO_TOPIC, parent.name)
+        grand, child = self.attach(storage, self.topic(storage), self.topic(storage))
+        assert create(child).status is Status.PARENT_IS_CHILD
+        assert create(grand, max_children=1).status is Status.TOO_MANY_CHILDREN
+        assert create(parent, delay_ms=HOUR + 1).status is Status.RETENTION_TOO_SHORT
+        stale = replace(parent, schema_version=0)
+        assert create(stale).status is Status.STALE_SCHEMA
+        small = create(parent, limits=replace(LIMITS, topic_bytes=len(DOC) - 1))
+        assert (small.status, small.topic) == (Status.TOPIC_BUDGET, parent.name)
+        total = self.topic_with_schema_cluster_bytes(storage)
+        tight = replace(LIMITS, cluster_bytes=total + len(DOC) - 1)
+        assert create(parent, limits=tight).status is Status.CLUSTER_BUDGET
+        # A history-less parent adopts nothing, whatever the cluster holds.
+        bare = self.topic(storage)
+        assert create(bare, limits=replace(LIMITS, cluster_bytes=0)).status is (
+            Status.OK
+        )
+
+    def test_copies_in_a_delay_child_fall_due_after_the_delay(self, storage):
+        parent = self.topic(storage, partitions=2)
+        child = self.topic(storage, partitions=2)
+        parent, child = self.attach(storage, parent, child, delay_ms=1000)
+        self.put(storage, parent, b"a", now=5_000, partition=0)
+        self.put(storage, parent, b"b", now=5_500, partition=0)
+        assert storage.read(child, 0, 0, now_ms=5_999) is None
+        assert storage.count_not_due([child, parent], now_ms=5_999) == [2, 0]
+        none = storage.reserve(child, [1, 0], nonce=nonce(1), now_ms=5_999)
+        assert (none.message, none.next_lease_expiry_ms, none.next_due_ms) == (
+            None,
+            None,
+            6_000,
+        )
+        first = storage.reserve(child, [0], nonce=nonce(2), now_ms=6_000).message
+        assert (first.payload, first.timestamp) == (b"a", 6_000)
+        held = storage.reserve(child, [0], nonce=nonce(3), now_ms=6_499)
+        assert (held.message, held.next_due_ms) == (None, 6_500)
+        assert held.next_lease_expiry_ms == 7_000
+        assert storage.count_not_due([child], now_ms=6_499) == [1]
+        assert storage.read(child, 0, 1, now_ms=6_500).payload == b"b"
+        assert storage.count_not_due([child], now_ms=6_500) == [0]
+        assert storage.count_not_due([], now_ms=0) == []
+        # The parent's own messages are due at once.
+        assert storage.read(parent, 0, 1, now_ms=5_500).payload == b"b"
+
+    def test_a_delay_child_takes_messages_only_from_its_parent(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        parent, delayed = self.attach(storage, parent, child, delay_ms=1)
+        assert self.put(storage, delayed, b"x", now=0).status is Status.DELAY_CHILD
+        assert storage.detach_child(parent, child.name) is Status.OK
+        free = storage.get_topic(child.name)
+        assert free.fanout_delay_ms == 0
+        assert self.put(storage, free, b"x", now=0).status is Status.OK
+
+    def test_a_copy_held_back_holds_back_the_ones_after_it(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        parent, child = self.attach(storage, parent, child, delay_ms=HOUR)
+        self.put(storage, parent, b"held", now=0)
+        assert storage.detach_child(parent, child.name) is Status.OK
+        child = storage.get_topic(child.name)
+        self.put(storage, child, b"direct", now=10)  # stamped after the copy
+        assert storage.reserve(child, [0], nonce=nonce(1), now_ms=10).message is None
+        got = storage.reserve(child, [0], nonce=nonce(2), now_ms=HOUR).message
+        assert got.payload == b"held"
+        assert storage.read(child, 0, 1, now_ms=HOUR).timestamp == HOUR
+
+    def test_a_parents_schema_change_reaches_every_child(self, storage):
+        parent = self.topic(storage, DOC)
+        kids = [self.topic(storage) for _ in range(2)]
+        for kid in kids:
+            parent, _ = self.attach(storage, parent, kid)
+        second = b'{"type":["object","null"]}'
+        before = self.topic_with_schema_cluster_bytes(storage)
+        result = storage.append_schema(
+            parent, SchemaVersion(2, second, True), expected_current=1, limits=LIMITS
+        )
+        assert (result.status, result.version) == (Status.OK, 2)
+        assert result.cluster_bytes == before + 3 * len(second)
+        for kid in kids:
+            stored = storage.get_topic(kid.name)
+            assert (stored.schema_version, stored.schema_high_cost) == (2, True)
+            assert stored.schema_bytes == len(DOC) + len(second)
+            assert storage.get_schemas(kid.name) == storage.get_schemas(parent.name)
+
+    def test_a_childs_schema_belongs_to_its_parent(self, storage):
+        parent, child = self.topic(storage, DOC), self.topic(storage)
+        parent, child = self.attach(storage, parent, child)
+        refused = storage.append_schema(
+            child, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+        )
+        assert (refused.status, refused.topic) == (Status.ATTACHED, parent.name)
+        stale = replace(parent, children=())
+        moved = storage.append_schema(
+            stale, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+        )
+        assert moved.status is Status.STALE_CHILDREN
+        assert storage.detach_child(parent, child.name) is Status.OK
+        child = storage.get_topic(child.name)
+        own = storage.append_schema(
+            child, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+        )
+        assert own.status is Status.OK
+        assert storage.get_topic(parent.name).schema_version == 1
+
+    def test_a_parents_schema_change_keeps_every_childs_budget(self, storage):
+        parent = self.topic(storage, DOC)
+        roomy = self.topic(storage)
+        parent, _ = self.attach(storage, parent, roomy)
+        # A child attached with its own (equal-valued, longer) history.
+        spaced = b'{"type": "object"}'
+        wordy = self.topic(storage, spaced)
+        parent, _ = self.attach(storage, parent, wordy)
+        doc = SchemaVersion(2, b"{}", False)
+        limit = replace(LIMITS, topic_bytes=len(spaced) + 1)
+        refused = storage.append_schema(parent, doc, expected_current=1, limits=limit)
+        assert (refused.status, refused.stored_bytes, refused.topic) == (
+            Status.TOPIC_BUDGET,
+            len(spaced),
+            wordy.name,
+        )
+        total = self.topic_with_schema_cluster_bytes(storage)
+        cluster = storage.append_schema(
+            parent,
+            doc,
+            expected_current=1,
+            limits=replace(LIMITS, cluster_bytes=total + 3 * 2 - 1),
+        )
+        assert cluster.status is Status.CLUSTER_BUDGET
+        assert [
+            storage.get_topic(t).schema_version
+            for t in (parent.name, roomy.name, wordy.name)
+        ] == [1, 1, 1]
+        ok = storage.append_schema(
+            parent,
+            doc,
+            expected_current=1,
+            limits=replace(LIMITS, cluster_bytes=total + 3 * 2),
+        )
+        assert (ok.status, ok.cluster_bytes) == (Status.OK, total + 3 * 2)
+
+    def test_a_parent_keeps_its_messages_longer_than_any_delay(self, storage):
+        parent = self.topic(storage, retention_ms=3 * HOUR)
+        parent, _ = self.attach(storage, parent, self.topic(storage), delay_ms=HOUR)
+        assert parent.min_retention_ms() == HOUR + RETENTION_MARGIN_MS
+        short = TopicChanges(retention_ms=2 * HOUR - 1)
+        assert storage.alter_topic(parent, short) is Status.RETENTION_TOO_SHORT
+        with_schema = storage.append_schema(
+            parent,
+            SchemaVersion(1, DOC, False),
+            expected_current=0,
+            limits=LIMITS,
+            changes=short,
+        )
+        assert with_schema.status is Status.RETENTION_TOO_SHORT
+        assert storage.get_topic(parent.name) == parent
+        for ok in (2 * HOUR, 0):
+            assert storage.alter_topic(parent, TopicChanges(retention_ms=ok)) is (
+                Status.OK
+            )
+
+    def test_deleting_a_parent_detaches_its_children(self, storage):
+        parent = self.topic(storage, DOC)
+        child = self.topic(storage)
+        parent, child = self.attach(storage, parent, child, delay_ms=5)
+        self.put(storage, parent, b"m", now=0)
+        assert storage.delete_topic(replace(parent, children=())) is (
+            Status.STALE_CHILDREN
+        )
+        assert storage.delete_topic(parent) is Status.OK
+        left = storage.get_topic(child.name)
+        assert (left.parent, left.fanout_delay_ms, left.schema_version) == ("", 0, 1)
+        assert storage.read(left, 0, 0, now_ms=5).payload == b"m"
+        assert self.put(storage, left, b"own", now=6).status is Status.OK
+
+    def test_deleting_a_child_detaches_it(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        parent, child = self.attach(storage, parent, child)
+        assert storage.delete_topic(replace(child, parent="")) is (
+            Status.STALE_CHILDREN
+        )
+        assert storage.delete_topic(child) is Status.OK
+        parent = storage.get_topic(parent.name)
+        assert parent.children == ()
+        assert self.put(storage, parent, b"m", now=0).status is Status.OK
+
+    @requires("notifications")
+    def test_notifications_reach_children_and_linked_records(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        stream = self.listening(storage)
+        try:
+            parent, child = self.attach(storage, parent, child, delay_ms=5)
+            self.expect(
+                stream,
+                [
+                    Notification(Event.TOPIC_CHANGED, parent.name),
+                    Notification(Event.TOPIC_CHANGED, child.name),
+                ],
+            )
+            self.put(storage, parent, b"m", now=0)
+            self.expect(
+                stream,
+                [
+                    Notification(Event.MESSAGES, parent.name),
+                    Notification(Event.MESSAGES, child.name),
+                ],
+            )
+            storage.detach_child(parent, child.name)
+            self.expect(
+                stream,
+                [
+                    Notification(Event.TOPIC_CHANGED, parent.name),
+                    Notification(Event.TOPIC_CHANGED, child.name),
+                ],
+            )
+        finally:
+            stream.close()
 
     # -- notifications -------------------------------------------------------
 

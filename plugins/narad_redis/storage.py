@@ -4,7 +4,9 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
 
     narad:topics                      zset   topic names, for keyset listing
     narad:schema_bytes                string bytes of every stored schema
-    narad:{<t>}:meta                  hash   the topic record
+    narad:{<t>}:meta                  hash   the topic record (with "parent",
+                                             "fanout_delay_ms" on a child and
+                                             "children" on a parent)
     narad:{<t>}:schemas               hash   version -> document, hc:<version>
     narad:{<t>}:p<i>                  hash   next, oldest, cursor, floor, last_ts
     narad:{<t>}:p<i>:log              hash   offset -> "<ts>,<kind><keylen>:<key><body>"
@@ -22,12 +24,30 @@ user script runs on one shard and sees the admins set it must keep non-empty.
 yet acked. Every write is one script from ``scripts/``; reads that need no
 atomicity are plain pipelined commands.
 
+A parent's ``children`` field lists its children as comma-separated
+``<name>:<epoch>:<partitions>:<delay_ms>`` items (names and epochs hold no
+``:`` or ``,``). A script that acts on the children is handed the field as the
+caller read it, and the children's keys in KEYS; it refuses
+(``stale_children``) when the stored field differs, so the caller reads again
+and retries and no attach or detach is ever half-seen.
+
+Fan-out and sharding: an append to a parent writes its children's keys in the
+same script, and attach, detach and delete touch both topics' records. On a
+single Redis or Valkey server, or a RedisRaft cluster (one Raft log, every
+node holding every key), any keys can share a script. A sharded Redis Cluster
+runs a script only on keys of one hash slot: there a parent and its children
+would have to share a slot, which names as hash tags do not arrange, and the
+cluster-wide ``narad:topics`` and ``narad:schema_bytes`` already share scripts
+with topic keys. Narad does not run on a sharded Redis Cluster.
+
 Notifications travel on pub/sub channels, published by the scripts
 themselves (so an event is never lost between a write and its announcement):
 ``narad:events`` for topics and messages, ``narad:events:users`` for users,
 so a worker that only watches users is not sent an event per message. Each
 message is ``<event> <topic or user>``, the event being a
-:class:`narad.storage.Event` value.
+:class:`narad.storage.Event` value, or ``<event> <topic> <topic> ...`` for
+several topics at once (an append to a parent and its children: one message
+however many children, not one per child to every subscriber).
 """
 
 from __future__ import annotations
@@ -43,8 +63,10 @@ import redis
 from redis.exceptions import MovedError
 
 from narad.errors import StorageError
+from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import AppendResult
 from narad.storage import Capabilities
+from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
 from narad.storage import Grant
@@ -66,16 +88,16 @@ from narad.storage import TopicMeta
 from narad.storage import UserRecord
 from narad_redis.client import RetryingClient
 
-_INT_FIELDS = (
+# The settings a create writes; the scripts derive the other fields.
+_SETTINGS = (
     "partitions",
     "retention_ms",
     "visibility_timeout_ms",
     "max_in_flight_per_partition",
     "max_acked_ahead_per_partition",
     "created_ms",
-    "schema_version",
-    "schema_bytes",
 )
+_INT_FIELDS = (*_SETTINGS, "schema_version", "schema_bytes", "fanout_delay_ms")
 
 
 class RedisStorage:
@@ -116,9 +138,9 @@ class RedisStorage:
     def _channel(self, event: Event) -> str:
         return self.USER_EVENTS if event is Event.USER_CHANGED else self.EVENTS
 
-    def _event(self, event: Event, topic: str) -> list[str]:
+    def _event(self, event: Event, *topics: str) -> list[str]:
         """The channel and message a script publishes ``event`` with."""
-        return [self._channel(event), f"{event.value} {topic}"]
+        return [self._channel(event), " ".join((event.value, *topics))]
 
     def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         fn = self.scripts[script]
@@ -183,10 +205,6 @@ class RedisStorage:
             raise ValueError("a topic created with a schema needs its limits")
         limits = limits or SchemaLimits(0, 0, 0)
         topic = self._topic(meta.name)
-        fields: list[Any] = ["name", meta.name, "epoch", meta.epoch]
-        for name in _INT_FIELDS[:-2]:
-            fields += [name, getattr(meta, name)]
-        fields += ["owner", meta.owner]
         reply = self._run(
             "create_topic",
             [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta", topic + ":schemas"],
@@ -197,7 +215,46 @@ class RedisStorage:
                 limits.topic_bytes,
                 limits.cluster_bytes,
                 *self._event(Event.TOPIC_CHANGED, meta.name),
-                *fields,
+                *_record_fields(meta),
+            ],
+        )
+        return _schema_result(reply)
+
+    def create_child(
+        self,
+        meta: TopicMeta,
+        parent: TopicMeta,
+        *,
+        delay_ms: int,
+        limits: SchemaLimits,
+        max_children: int,
+    ) -> SchemaWriteResult:
+        topic, above = self._topic(meta.name), self._topic(parent.name)
+        reply = self._run(
+            "create_child",
+            [
+                self.TOPICS,
+                self.SCHEMA_BYTES,
+                topic + ":meta",
+                topic + ":schemas",
+                above + ":meta",
+                above + ":schemas",
+            ],
+            [
+                meta.name,
+                parent.name,
+                parent.epoch,
+                parent.schema_version,
+                delay_ms,
+                max_children,
+                RETENTION_MARGIN_MS,
+                limits.topic_bytes,
+                limits.cluster_bytes,
+                _child_item(Child(meta.name, meta.epoch, meta.partitions, delay_ms)),
+                self.EVENTS,
+                self._event(Event.TOPIC_CHANGED, meta.name)[1],
+                self._event(Event.TOPIC_CHANGED, parent.name)[1],
+                *_record_fields(meta),
             ],
         )
         return _schema_result(reply)
@@ -234,7 +291,11 @@ class RedisStorage:
         return Page(names, names[-1] if more else None)
 
     def alter_topic(self, meta: TopicMeta, changes: TopicChanges) -> Status:
-        args: list[Any] = [meta.epoch, *self._event(Event.TOPIC_CHANGED, meta.name)]
+        args: list[Any] = [
+            meta.epoch,
+            *self._event(Event.TOPIC_CHANGED, meta.name),
+            RETENTION_MARGIN_MS,
+        ]
         for field, value in changes.items():
             args += [field, value]
         reply = self._run("alter_topic", [self._topic(meta.name) + ":meta"], args)
@@ -242,13 +303,24 @@ class RedisStorage:
 
     def delete_topic(self, meta: TopicMeta) -> Status:
         topic = self._topic(meta.name)
-        keys = [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta", topic + ":schemas"]
+        linked = [meta.parent] if meta.parent else [c.name for c in meta.children]
+        keys = [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta"]
+        keys += [self._topic(name) + ":meta" for name in linked]
+        keys.append(topic + ":schemas")
         for index in range(meta.partitions):
             keys += self._partition_keys(meta.name, index)
         reply = self._run(
             "delete_topic",
             keys,
-            [meta.name, meta.epoch, *self._event(Event.TOPIC_CHANGED, meta.name)],
+            [
+                meta.name,
+                meta.epoch,
+                *self._event(Event.TOPIC_CHANGED, meta.name),
+                meta.parent,
+                _children_field(meta.children),
+                len(linked),
+                *(self._event(Event.TOPIC_CHANGED, name)[1] for name in linked),
+            ],
         )
         return Status(reply.decode())
 
@@ -270,6 +342,102 @@ class RedisStorage:
             )
         return stats
 
+    # -- fan-out ------------------------------------------------------------
+
+    def attach_child(
+        self,
+        parent: TopicMeta,
+        child: TopicMeta,
+        *,
+        delay_ms: int,
+        limits: SchemaLimits,
+        max_children: int,
+    ) -> SchemaWriteResult:
+        above, below = self._topic(parent.name), self._topic(child.name)
+        reply = self._run(
+            "attach_child",
+            [
+                self.SCHEMA_BYTES,
+                above + ":meta",
+                above + ":schemas",
+                below + ":meta",
+                below + ":schemas",
+            ],
+            [
+                parent.epoch,
+                child.epoch,
+                parent.schema_version,
+                child.schema_version,
+                delay_ms,
+                max_children,
+                RETENTION_MARGIN_MS,
+                limits.topic_bytes,
+                limits.cluster_bytes,
+                _child_item(Child(child.name, child.epoch, child.partitions, delay_ms)),
+                self.EVENTS,
+                self._event(Event.TOPIC_CHANGED, parent.name)[1],
+                self._event(Event.TOPIC_CHANGED, child.name)[1],
+                parent.name,
+                child.name,
+            ],
+        )
+        return _schema_result(reply)
+
+    def detach_child(self, parent: TopicMeta, child: str) -> Status:
+        reply = self._run(
+            "detach_child",
+            [self._topic(parent.name) + ":meta", self._topic(child) + ":meta"],
+            [
+                parent.epoch,
+                child,
+                self.EVENTS,
+                self._event(Event.TOPIC_CHANGED, parent.name)[1],
+                self._event(Event.TOPIC_CHANGED, child)[1],
+            ],
+        )
+        return Status(reply.decode())
+
+    def count_not_due(self, metas: Sequence[TopicMeta], *, now_ms: int) -> list[int]:
+        # Stamps never decrease within a partition: binary-search each one
+        # for its first message after now_ms, every partition of every topic
+        # a step at once.
+        logs = [
+            self._partition_keys(meta.name, index)[:2]
+            for meta in metas
+            for index in range(meta.partitions)
+        ]
+
+        def bounds(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for state, _ in logs:
+                pipe.hmget(state, "oldest", "next")
+            return pipe.execute()
+
+        ranges = [
+            [int(low or 0), int(high or 0)] for low, high in self.client.call(bounds)
+        ]
+        ends = [high for _, high in ranges]
+        while searching := [i for i, (low, high) in enumerate(ranges) if low < high]:
+
+            def probe(r: redis.Redis, searching: list[int] = searching) -> list[Any]:
+                pipe = r.pipeline(transaction=False)
+                for i in searching:
+                    pipe.hget(logs[i][1], sum(ranges[i]) // 2)
+                return pipe.execute()
+
+            for i, record in zip(searching, self.client.call(probe), strict=True):
+                middle = sum(ranges[i]) // 2
+                if record is None or int(record.partition(b",")[0]) <= now_ms:
+                    ranges[i][0] = middle + 1  # trimmed meanwhile, or due
+                else:
+                    ranges[i][1] = middle
+        counts, at = [], 0
+        for meta in metas:
+            parts = range(at, at + meta.partitions)
+            counts.append(sum(ends[i] - ranges[i][0] for i in parts))
+            at += meta.partitions
+        return counts
+
     # -- schemas ------------------------------------------------------------
 
     def append_schema(
@@ -282,6 +450,7 @@ class RedisStorage:
         changes: TopicChanges | None = None,
     ) -> SchemaWriteResult:
         topic = self._topic(meta.name)
+        keys = [topic + ":meta", topic + ":schemas", self.SCHEMA_BYTES]
         args: list[Any] = [
             meta.epoch,
             expected_current,
@@ -291,14 +460,19 @@ class RedisStorage:
             limits.topic_bytes,
             limits.cluster_bytes,
             *self._event(Event.TOPIC_CHANGED, meta.name),
+            _children_field(meta.children),
+            RETENTION_MARGIN_MS,
+            len(meta.children),
         ]
+        for child in meta.children:
+            keys += [
+                self._topic(child.name) + ":meta",
+                self._topic(child.name) + ":schemas",
+            ]
+            args += [child.name, self._event(Event.TOPIC_CHANGED, child.name)[1]]
         for field, value in (changes or TopicChanges()).items():
             args += [field, value]
-        reply = self._run(
-            "alter_topic_schema",
-            [topic + ":meta", topic + ":schemas", self.SCHEMA_BYTES],
-            args,
-        )
+        reply = self._run("alter_topic_schema", keys, args)
         return _schema_result(reply)
 
     def get_schema(self, name: str, version: int) -> SchemaVersion | None:
@@ -325,6 +499,13 @@ class RedisStorage:
             for version, size in zip(versions, self.client.call(sizes), strict=True)
         ]
 
+    def get_schemas(self, name: str) -> list[SchemaVersion]:
+        raw = self.client.call(lambda r: r.hgetall(self._topic(name) + ":schemas"))
+        return [
+            SchemaVersion(v, raw[str(v).encode()], raw.get(b"hc:%d" % v) == b"1")
+            for v in sorted(int(f) for f in raw if not f.startswith(b"hc:"))
+        ]
+
     # -- messages -----------------------------------------------------------
 
     def append(
@@ -337,22 +518,36 @@ class RedisStorage:
     ) -> AppendResult:
         keys = [self._topic(meta.name) + ":meta"]
         slot_of: dict[int, int] = {}
-        args: list[Any] = [
-            meta.epoch,
-            schema_version,
-            now_ms,
-            *self._event(Event.MESSAGES, meta.name),
-        ]
-        for entry in entries:
+        records: list[Any] = []
+        routes = [e.partition if e.route is None else e.route for e in entries]
+        for entry, route in zip(entries, routes, strict=True):
             slot = slot_of.get(entry.partition)
             if slot is None:
                 slot = slot_of[entry.partition] = len(slot_of) + 1
                 keys += self._partition_keys(meta.name, entry.partition)
-            args.append(slot)
-            args.append(
+            records += [
+                slot,
+                route,
                 b"%s%d:%s%s"
-                % (entry.kind.value.encode(), len(entry.key), entry.key, entry.payload)
-            )
+                % (entry.kind.value.encode(), len(entry.key), entry.key, entry.payload),
+            ]
+        args: list[Any] = [
+            meta.epoch,
+            schema_version,
+            now_ms,
+            *self._event(Event.MESSAGES, meta.name, *(c.name for c in meta.children)),
+            _children_field(meta.children),
+            len(slot_of),
+            len(entries),
+            *records,
+        ]
+        for child in meta.children:
+            # The child's partitions the copies go to, in slot order.
+            targets = list(dict.fromkeys(route % child.partitions for route in routes))
+            keys.append(self._topic(child.name) + ":meta")
+            for index in targets:
+                keys += self._partition_keys(child.name, index)
+            args += [child.delay_ms, child.partitions, len(targets), *targets]
         reply = self._run("append", keys, args)
         status = Status(reply[0].decode())
         if status is Status.OK:
@@ -378,8 +573,13 @@ class RedisStorage:
             message = _message(int(reply[1]), int(reply[2]), reply[3], nonce)
             return ReserveResult(Status.OK, message)
         if tag == "none":
-            expiry = int(reply[1])
-            return ReserveResult(Status.OK, None, expiry if expiry >= 0 else None)
+            expiry, due = int(reply[1]), int(reply[2])
+            return ReserveResult(
+                Status.OK,
+                None,
+                expiry if expiry >= 0 else None,
+                due if due >= 0 else None,
+            )
         return ReserveResult(Status.NO_TOPIC)
 
     def settle(
@@ -427,6 +627,8 @@ class RedisStorage:
         message = _message(partition, offset, record, "")
         if meta.retention_ms and message.timestamp + meta.retention_ms <= now_ms:
             return None  # past retention; the next write trims it
+        if message.timestamp > now_ms:
+            return None  # a copy in a delay child, not due yet
         return message
 
     # -- users --------------------------------------------------------------
@@ -517,10 +719,11 @@ class RedisStorage:
                 if message is None:
                     yield None
                 elif message["type"] == "message":
-                    code, _, topic = message["data"].decode().partition(" ")
+                    code, *topics = message["data"].decode().split(" ")
                     event = _EVENTS.get(code)
                     if event is not None:  # a newer node's event: not ours
-                        yield Notification(event, topic)
+                        for topic in topics:
+                            yield Notification(event, topic)
         finally:
             pubsub.close()
 
@@ -578,6 +781,14 @@ def _durability(
     return True, "appendonly yes, appendfsync always"
 
 
+def _record_fields(meta: TopicMeta) -> list[Any]:
+    """The record fields a create writes: name, epoch, settings and owner."""
+    fields: list[Any] = ["name", meta.name, "epoch", meta.epoch]
+    for name in _SETTINGS:
+        fields += [name, getattr(meta, name)]
+    return [*fields, "owner", meta.owner]
+
+
 def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
     if not raw:
         return None
@@ -586,9 +797,28 @@ def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
         name=f["name"],
         epoch=f["epoch"],
         schema_high_cost=f.get("schema_high_cost") == "1",
+        parent=f.get("parent", ""),
+        children=_children(f.get("children", "")),
         owner=f.get("owner", ""),
         **{k: int(f.get(k, 0)) for k in _INT_FIELDS},
     )
+
+
+def _child_item(child: Child) -> str:
+    return f"{child.name}:{child.epoch}:{child.partitions}:{child.delay_ms}"
+
+
+def _children_field(children: Sequence[Child]) -> str:
+    """The ``children`` field of a record, exactly as the scripts write it."""
+    return ",".join(_child_item(child) for child in children)
+
+
+def _children(field: str) -> tuple[Child, ...]:
+    children = []
+    for item in filter(None, field.split(",")):
+        name, epoch, partitions, delay = item.split(":")
+        children.append(Child(name, epoch, int(partitions), int(delay)))
+    return tuple(children)
 
 
 def _grants_text(grants: Sequence[Grant]) -> str:
@@ -634,13 +864,18 @@ def _message(partition: int, offset: int, record: bytes, nonce: str) -> Message:
 
 def _schema_result(reply: list[Any]) -> SchemaWriteResult:
     status = Status(reply[0].decode())
-    numbers = [int(x) for x in reply[1:]]
     if status is Status.OK:
-        return SchemaWriteResult(status, *numbers)
+        return SchemaWriteResult(status, *(int(x) for x in reply[1:]))
     if status in (Status.BASE_MISMATCH, Status.TOO_MANY_VERSIONS):
-        return SchemaWriteResult(status, version=numbers[0])
+        return SchemaWriteResult(status, version=int(reply[1]))
     if status in (Status.TOPIC_BUDGET, Status.CLUSTER_BUDGET):
+        topic = reply[3].decode() if len(reply) > 3 else ""
         return SchemaWriteResult(
-            status, stored_bytes=numbers[0], cluster_bytes=numbers[1]
+            status,
+            stored_bytes=int(reply[1]),
+            cluster_bytes=int(reply[2]),
+            topic=topic,
         )
+    if status in (Status.NO_TOPIC, Status.ATTACHED) and len(reply) > 1:
+        return SchemaWriteResult(status, topic=reply[1].decode())
     return SchemaWriteResult(status)

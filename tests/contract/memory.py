@@ -22,8 +22,10 @@ from urllib.parse import urlsplit
 
 from narad import hookimpl
 from narad.config import Config
+from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import AppendResult
 from narad.storage import Capabilities
+from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
 from narad.storage import Grant
@@ -81,10 +83,25 @@ class _Partition:
             self.acked.remove(self.floor)
             self.floor += 1
 
+    def put(self, message: Message, ts: int) -> int:
+        """Store ``message`` at the next offset, stamped at least ``ts``."""
+        self.last_ts = max(ts, self.last_ts)
+        self.log[self.next] = replace(message, offset=self.next, timestamp=self.last_ts)
+        self.next += 1
+        return self.last_ts
+
+    def due(self, now_ms: int) -> int | None:
+        """When the message at the cursor falls due, if after ``now_ms``."""
+        message = self.log.get(self.cursor)
+        if message is not None and message.timestamp > now_ms:
+            return message.timestamp
+        return None
+
     def candidate(self, meta: TopicMeta, now_ms: int) -> int | None:
         fresh = (
             self.cursor < self.next
             and len(self.leases) < meta.max_in_flight_per_partition
+            and self.due(now_ms) is None
         )
         if len(self.acked) >= meta.max_acked_ahead_per_partition:
             deadline = self.leases.get(self.floor)
@@ -144,6 +161,7 @@ class MemoryStorage:
         *,
         limits: SchemaLimits | None = None,
     ) -> SchemaWriteResult:
+        meta = replace(meta, parent="", fanout_delay_ms=0, children=())
         with self._lock:
             if meta.name in self._topics:
                 return SchemaWriteResult(Status.EXISTS)
@@ -173,6 +191,109 @@ class MemoryStorage:
                 Status.OK, stored.schema_version, size, self._cluster_bytes
             )
 
+    def create_child(
+        self,
+        meta: TopicMeta,
+        parent: TopicMeta,
+        *,
+        delay_ms: int,
+        limits: SchemaLimits,
+        max_children: int,
+    ) -> SchemaWriteResult:
+        with self._lock:
+            if meta.name in self._topics:
+                return SchemaWriteResult(Status.EXISTS)
+            above = self._live(parent)
+            if above is None:
+                return SchemaWriteResult(Status.NO_TOPIC, topic=parent.name)
+            refusal = (
+                self._parent_refusal(above)
+                or self._room_refusal(above, delay_ms, max_children)
+                or self._stale_schema((above, parent))
+                or self._adoption_refusal(above, limits)
+            )
+            if refusal is not None:
+                return refusal
+            created = replace(
+                meta,
+                schema_version=0,
+                schema_high_cost=False,
+                schema_bytes=0,
+                parent="",
+                fanout_delay_ms=0,
+                children=(),
+            )
+            topic = _Topic(created, [_Partition() for _ in range(meta.partitions)])
+            self._topics[meta.name] = topic
+            return self._link(above, topic, delay_ms)
+
+    @staticmethod
+    def _parent_refusal(parent: _Topic) -> SchemaWriteResult | None:
+        if parent.meta.parent:
+            return SchemaWriteResult(Status.PARENT_IS_CHILD)
+        return None
+
+    @staticmethod
+    def _room_refusal(
+        parent: _Topic, delay_ms: int, max_children: int
+    ) -> SchemaWriteResult | None:
+        if len(parent.meta.children) >= max_children:
+            return SchemaWriteResult(Status.TOO_MANY_CHILDREN)
+        retention = parent.meta.retention_ms
+        if retention and retention < delay_ms + RETENTION_MARGIN_MS:
+            return SchemaWriteResult(Status.RETENTION_TOO_SHORT)
+        return None
+
+    @staticmethod
+    def _stale_schema(*pairs: tuple[_Topic, TopicMeta]) -> SchemaWriteResult | None:
+        for topic, known in pairs:
+            if topic.meta.schema_version != known.schema_version:
+                return SchemaWriteResult(Status.STALE_SCHEMA)
+        return None
+
+    def _adoption_refusal(
+        self, parent: _Topic, limits: SchemaLimits
+    ) -> SchemaWriteResult | None:
+        size = parent.meta.schema_bytes
+        if not size:
+            return None  # nothing to adopt
+        if size > limits.topic_bytes:
+            return SchemaWriteResult(
+                Status.TOPIC_BUDGET, 0, size, self._cluster_bytes, parent.meta.name
+            )
+        if self._cluster_bytes + size > limits.cluster_bytes:
+            return SchemaWriteResult(
+                Status.CLUSTER_BUDGET, cluster_bytes=self._cluster_bytes
+            )
+        return None
+
+    def _link(self, parent: _Topic, child: _Topic, delay_ms: int) -> SchemaWriteResult:
+        """Attach ``child``, adopting the parent's history if it has none."""
+        if not child.meta.schema_version and parent.meta.schema_version:
+            child.schemas = dict(parent.schemas)
+            child.meta = replace(
+                child.meta,
+                schema_version=parent.meta.schema_version,
+                schema_high_cost=parent.meta.schema_high_cost,
+                schema_bytes=parent.meta.schema_bytes,
+            )
+            self._cluster_bytes += parent.meta.schema_bytes
+        child.meta = replace(
+            child.meta, parent=parent.meta.name, fanout_delay_ms=delay_ms
+        )
+        listed = Child(
+            child.meta.name, child.meta.epoch, child.meta.partitions, delay_ms
+        )
+        parent.meta = replace(parent.meta, children=(*parent.meta.children, listed))
+        self._publish(Event.TOPIC_CHANGED, child.meta.name)
+        self._publish(Event.TOPIC_CHANGED, parent.meta.name)
+        return SchemaWriteResult(
+            Status.OK,
+            child.meta.schema_version,
+            child.meta.schema_bytes,
+            self._cluster_bytes,
+        )
+
     def get_topic(self, name: str) -> TopicMeta | None:
         with self._lock:
             topic = self._topics.get(name)
@@ -190,6 +311,8 @@ class MemoryStorage:
             topic = self._live(meta)
             if topic is None:
                 return Status.NO_TOPIC
+            if _breaks_margin(topic.meta, changes):
+                return Status.RETENTION_TOO_SHORT
             topic.meta = replace(topic.meta, **dict(changes.items()))
             self._publish(Event.TOPIC_CHANGED, meta.name)
             return Status.OK
@@ -199,10 +322,27 @@ class MemoryStorage:
             topic = self._live(meta)
             if topic is None:
                 return Status.NO_TOPIC
+            if (topic.meta.parent, topic.meta.children) != (meta.parent, meta.children):
+                return Status.STALE_CHILDREN
+            if meta.parent:
+                self._unlink(self._topics[meta.parent], topic)
+            for child in meta.children:
+                self._unlink(topic, self._topics[child.name])
             self._cluster_bytes -= topic.meta.schema_bytes
             del self._topics[meta.name]
             self._publish(Event.TOPIC_CHANGED, meta.name)
             return Status.OK
+
+    def _unlink(self, parent: _Topic, child: _Topic) -> None:
+        parent.meta = replace(
+            parent.meta,
+            children=tuple(
+                c for c in parent.meta.children if c.name != child.meta.name
+            ),
+        )
+        child.meta = replace(child.meta, parent="", fanout_delay_ms=0)
+        self._publish(Event.TOPIC_CHANGED, parent.meta.name)
+        self._publish(Event.TOPIC_CHANGED, child.meta.name)
 
     def partition_stats(self, meta: TopicMeta, *, now_ms: int) -> list[PartitionStats]:
         with self._lock:
@@ -212,6 +352,66 @@ class MemoryStorage:
                 PartitionStats(i, p.oldest, p.next, len(p.leases))
                 for i, p in enumerate(parts)
             ]
+
+    # -- fan-out -------------------------------------------------------------
+
+    def attach_child(
+        self,
+        parent: TopicMeta,
+        child: TopicMeta,
+        *,
+        delay_ms: int,
+        limits: SchemaLimits,
+        max_children: int,
+    ) -> SchemaWriteResult:
+        with self._lock:
+            above, below = self._live(parent), self._live(child)
+            if above is None:
+                return SchemaWriteResult(Status.NO_TOPIC, topic=parent.name)
+            if below is None:
+                return SchemaWriteResult(Status.NO_TOPIC, topic=child.name)
+            refusal = self._parent_refusal(above)
+            if refusal is not None:
+                return refusal
+            if below.meta.children:
+                return SchemaWriteResult(Status.CHILD_IS_PARENT)
+            if below.meta.parent:
+                return SchemaWriteResult(Status.ATTACHED, topic=below.meta.parent)
+            refusal = self._room_refusal(above, delay_ms, max_children)
+            refusal = refusal or self._stale_schema((above, parent), (below, child))
+            if refusal is not None:
+                return refusal
+            versions = below.meta.schema_version
+            if versions and versions != above.meta.schema_version:
+                return SchemaWriteResult(Status.SCHEMA_MISMATCH)
+            if not versions:
+                refusal = self._adoption_refusal(above, limits)
+                if refusal is not None:
+                    return refusal
+            return self._link(above, below, delay_ms)
+
+    def detach_child(self, parent: TopicMeta, child: str) -> Status:
+        with self._lock:
+            above = self._live(parent)
+            if above is None:
+                return Status.NO_TOPIC
+            if child not in {c.name for c in above.meta.children}:
+                return Status.NOT_CHILD
+            self._unlink(above, self._topics[child])
+            return Status.OK
+
+    def count_not_due(self, metas: Sequence[TopicMeta], *, now_ms: int) -> list[int]:
+        with self._lock:
+            counts = []
+            for meta in metas:
+                topic = self._topics.get(meta.name)
+                parts = topic.partitions if topic else []
+                counts.append(
+                    sum(
+                        1 for p in parts for m in p.log.values() if m.timestamp > now_ms
+                    )
+                )
+            return counts
 
     # -- schemas -------------------------------------------------------------
 
@@ -228,33 +428,51 @@ class MemoryStorage:
             topic = self._live(meta)
             if topic is None:
                 return SchemaWriteResult(Status.NO_TOPIC)
+            if topic.meta.parent:
+                return SchemaWriteResult(Status.ATTACHED, topic=topic.meta.parent)
+            if topic.meta.children != meta.children:
+                return SchemaWriteResult(Status.STALE_CHILDREN)
             current = topic.meta.schema_version
             if current != expected_current:
                 return SchemaWriteResult(Status.BASE_MISMATCH, version=current)
             if current >= limits.max_versions:
                 return SchemaWriteResult(Status.TOO_MANY_VERSIONS, version=current)
-            stored, size = topic.meta.schema_bytes, len(version.document)
-            if stored + size > limits.topic_bytes:
+            size = len(version.document)
+            children = [self._topics[c.name] for c in meta.children]
+            for each in (topic, *children):
+                if each.meta.schema_bytes + size > limits.topic_bytes:
+                    return SchemaWriteResult(
+                        Status.TOPIC_BUDGET,
+                        0,
+                        each.meta.schema_bytes,
+                        self._cluster_bytes,
+                        "" if each is topic else each.meta.name,
+                    )
+            added = size * (1 + len(children))
+            if self._cluster_bytes + added > limits.cluster_bytes:
                 return SchemaWriteResult(
-                    Status.TOPIC_BUDGET, 0, stored, self._cluster_bytes
+                    Status.CLUSTER_BUDGET,
+                    0,
+                    topic.meta.schema_bytes,
+                    self._cluster_bytes,
                 )
-            if self._cluster_bytes + size > limits.cluster_bytes:
-                return SchemaWriteResult(
-                    Status.CLUSTER_BUDGET, 0, stored, self._cluster_bytes
-                )
+            changes = changes or TopicChanges()
+            if _breaks_margin(topic.meta, changes):
+                return SchemaWriteResult(Status.RETENTION_TOO_SHORT)
             number = current + 1
-            topic.schemas[number] = replace(version, version=number)
-            topic.meta = replace(
-                topic.meta,
-                schema_version=number,
-                schema_high_cost=version.high_cost,
-                schema_bytes=stored + size,
-                **dict((changes or TopicChanges()).items()),
-            )
-            self._cluster_bytes += size
-            self._publish(Event.TOPIC_CHANGED, meta.name)
+            for each in (topic, *children):
+                each.schemas[number] = replace(version, version=number)
+                each.meta = replace(
+                    each.meta,
+                    schema_version=number,
+                    schema_high_cost=version.high_cost,
+                    schema_bytes=each.meta.schema_bytes + size,
+                )
+                self._publish(Event.TOPIC_CHANGED, each.meta.name)
+            topic.meta = replace(topic.meta, **dict(changes.items()))
+            self._cluster_bytes += added
             return SchemaWriteResult(
-                Status.OK, number, stored + size, self._cluster_bytes
+                Status.OK, number, topic.meta.schema_bytes, self._cluster_bytes
             )
 
     def get_schema(self, name: str, version: int) -> SchemaVersion | None:
@@ -267,6 +485,12 @@ class MemoryStorage:
             topic = self._topics.get(name)
             schemas = topic.schemas if topic else {}
             return [SchemaSize(v, len(schemas[v].document)) for v in sorted(schemas)]
+
+    def get_schemas(self, name: str) -> list[SchemaVersion]:
+        with self._lock:
+            topic = self._topics.get(name)
+            schemas = topic.schemas if topic else {}
+            return [schemas[v] for v in sorted(schemas)]
 
     # -- messages ------------------------------------------------------------
 
@@ -282,26 +506,38 @@ class MemoryStorage:
             topic = self._live(meta)
             if topic is None:
                 return AppendResult(Status.NO_TOPIC)
+            if topic.meta.fanout_delay_ms:
+                return AppendResult(Status.DELAY_CHILD)
             if topic.meta.schema_version != schema_version:
                 return AppendResult(
                     Status.STALE_SCHEMA, schema_version=topic.meta.schema_version
                 )
+            if topic.meta.children != meta.children:
+                return AppendResult(Status.STALE_CHILDREN)
+            budget = 2 * len(entries) + 100
+            stamps = []
             touched = {}
             for entry in entries:
                 part = touched[entry.partition] = topic.partitions[entry.partition]
-                part.last_ts = max(now_ms, part.last_ts)
-                part.log[part.next] = Message(
-                    entry.partition,
-                    part.next,
-                    part.last_ts,
-                    entry.key,
-                    entry.payload,
-                    entry.kind,
+                message = Message(
+                    entry.partition, 0, 0, entry.key, entry.payload, entry.kind
                 )
-                part.next += 1
+                stamps.append(part.put(message, now_ms))
             for part in touched.values():
-                part.trim(topic.meta.retention_ms, now_ms, 2 * len(entries) + 100)
+                part.trim(topic.meta.retention_ms, now_ms, budget)
             self._publish(Event.MESSAGES, meta.name)
+            for listed in meta.children:
+                child = self._topics[listed.name]
+                touched = {}
+                for entry, stamp in zip(entries, stamps, strict=True):
+                    route = entry.partition if entry.route is None else entry.route
+                    index = route % listed.partitions
+                    part = touched[index] = child.partitions[index]
+                    message = Message(index, 0, 0, entry.key, entry.payload, entry.kind)
+                    part.put(message, stamp + listed.delay_ms)
+                for part in touched.values():
+                    part.trim(child.meta.retention_ms, now_ms, budget)
+                self._publish(Event.MESSAGES, listed.name)
             return AppendResult(Status.OK, count=len(entries))
 
     def reserve(
@@ -317,7 +553,7 @@ class MemoryStorage:
             if topic is None:
                 return ReserveResult(Status.NO_TOPIC)
             stored = topic.meta
-            earliest = None
+            earliest = due = None
             for index in partitions:
                 part = topic.partitions[index]
                 part.trim(stored.retention_ms, now_ms, TRIM_BUDGET)
@@ -333,7 +569,14 @@ class MemoryStorage:
                 if part.leases:
                     first = min(part.leases.values())
                     earliest = first if earliest is None else min(earliest, first)
-            return ReserveResult(Status.OK, None, earliest)
+                held = part.due(now_ms)
+                if (
+                    held is not None
+                    and part.cursor < part.next
+                    and len(part.leases) < stored.max_in_flight_per_partition
+                ):
+                    due = held if due is None else min(due, held)
+            return ReserveResult(Status.OK, None, earliest, due)
 
     def settle(
         self,
@@ -387,7 +630,7 @@ class MemoryStorage:
             retention = topic.meta.retention_ms
         if message is None or (retention and message.timestamp + retention <= now_ms):
             return None
-        return message
+        return None if message.timestamp > now_ms else message
 
     # -- users ---------------------------------------------------------------
 
@@ -481,6 +724,12 @@ def _page(names: Collection[str], after: str, limit: int, prefix: str) -> Page:
     more = len(found) > limit
     found = found[:limit]
     return Page(found, found[-1] if more else None)
+
+
+def _breaks_margin(meta: TopicMeta, changes: TopicChanges) -> bool:
+    """Whether ``changes`` give a parent a retention below its children's margin."""
+    retention = changes.retention_ms
+    return bool(retention) and retention < meta.min_retention_ms()
 
 
 _stores: dict[tuple[str, bool], MemoryStorage] = {}

@@ -649,3 +649,37 @@ def test_basic_credentials_are_utf8(http, as_user):
     resp = http.get("/v1/topics", headers={"Authorization": header})
     assert resp.status == 401
     assert resp.error.startswith("malformed Authorization header")
+
+
+def test_fan_out_children_are_their_parents_owners_business(http, as_user, p):
+    owner, owner_pw = new_user(http, [grant("create", f"{p}.*")])
+    mine = as_user(owner, owner_pw)
+    assert mine.post("/v1/topics", {"name": f"{p}.parent"}).status == 201
+    # Create-as-child: create on the child's name, and the parent's owner.
+    resp = mine.post("/v1/topics", {"name": f"{p}.kid", "parent": f"{p}.parent"})
+    assert resp.status == 201
+    assert resp.json()["owner"] == owner
+    other, other_pw = new_user(http, [grant("create", f"{p}.*")])
+    theirs = as_user(other, other_pw)
+    resp = theirs.post("/v1/topics", {"name": f"{p}.kid2", "parent": f"{p}.parent"})
+    assert resp.status == 403
+    assert resp.error == (
+        f"user {other} may not manage the fan-out children of topic {p}.parent: "
+        "only its owner or an admin may"
+    )
+    # Attach and detach: the parent's owner; an attach also alters the child.
+    assert theirs.post("/v1/topics", {"name": f"{p}.loose"}).status == 201
+    attach = {"child": f"{p}.loose"}
+    resp = theirs.post(f"/v1/topics/{p}.parent/children", attach)
+    assert resp.status == 403
+    resp = mine.post(f"/v1/topics/{p}.parent/children", attach)
+    assert resp.status == 403
+    assert resp.error == (
+        f"user {owner} may not alter topic {p}.loose: only its owner or an admin may"
+    )
+    assert http.post(f"/v1/topics/{p}.parent/children", attach).status == 200
+    assert mine.get(f"/v1/topics/{p}.parent/children").status == 200
+    assert theirs.get(f"/v1/topics/{p}.parent/children").status == 200  # a grant
+    assert theirs.delete(f"/v1/topics/{p}.parent/children/{p}.kid").status == 403
+    assert mine.delete(f"/v1/topics/{p}.parent/children/{p}.kid").status == 204
+    assert mine.delete(f"/v1/topics/{p}.parent/children/{p}.loose").status == 204

@@ -7,6 +7,7 @@ in ``tests/contract``; these check the Redis key layout the scripts promise.
 from __future__ import annotations
 
 import pytest
+from redis import exceptions as redis_errors
 
 import narad_redis
 from narad.config import Config
@@ -55,4 +56,82 @@ def test_events_travel_on_one_channel_as_event_and_topic(storage):
     storage.create_topic(meta)
     message = pubsub.get_message(timeout=5)
     assert message["data"] == f"topic_changed {meta.name}".encode()
+    pubsub.close()
+
+
+def test_fan_out_fields_of_the_records(storage):
+    redis = storage.client.redis
+    parent, child = new_meta(partitions=2), new_meta(partitions=3)
+    for meta in (parent, child):
+        assert storage.create_topic(meta).status is Status.OK
+    result = storage.attach_child(
+        parent, child, delay_ms=7, limits=LIMITS, max_children=108
+    )
+    assert result.status is Status.OK
+    assert redis.hget(f"narad:{{{parent.name}}}:meta", "children") == (
+        f"{child.name}:{child.epoch}:3:7".encode()
+    )
+    assert redis.hmget(f"narad:{{{child.name}}}:meta", "parent", "fanout_delay_ms") == [
+        parent.name.encode(),
+        b"7",
+    ]
+    assert storage.detach_child(storage.get_topic(parent.name), child.name) is (
+        Status.OK
+    )
+    assert not redis.hexists(f"narad:{{{parent.name}}}:meta", "children")
+    assert redis.hmget(f"narad:{{{child.name}}}:meta", "parent", "fanout_delay_ms") == [
+        None,
+        None,
+    ]
+
+
+def test_an_append_refused_for_a_bad_fan_out_plan_writes_nothing(storage):
+    """A script's writes are not undone by a later error, so append.lua plans
+    the whole fan-out before its first write: a copy routed to a partition
+    the caller gave no keys for fails the script before it writes."""
+    parent, child = new_meta(partitions=1), new_meta(partitions=2)
+    for meta in (parent, child):
+        assert storage.create_topic(meta).status is Status.OK
+    storage.attach_child(parent, child, delay_ms=0, limits=LIMITS, max_children=108)
+    parent = storage.get_topic(parent.name)
+    keys = [f"narad:{{{parent.name}}}:meta", *storage._partition_keys(parent.name, 0)]
+    keys += [f"narad:{{{child.name}}}:meta", *storage._partition_keys(child.name, 0)]
+    args = [
+        parent.epoch,
+        0,
+        1000,
+        storage.EVENTS,
+        f"messages {parent.name} {child.name}",
+        f"{child.name}:{child.epoch}:2:0",
+        1,
+        1,
+        1,
+        1,  # route 1: the child's partition 1, which has no slot below
+        b"t0:m",
+        0,  # the child: delay, 2 partitions, 1 slot: partition 0
+        2,
+        1,
+        0,
+    ]
+    with pytest.raises(redis_errors.ResponseError, match="no slot"):
+        storage.scripts["append"](keys=keys, args=args)
+    for meta in (parent, child):
+        assert [s.next_offset for s in storage.partition_stats(meta, now_ms=0)] == [
+            0
+        ] * meta.partitions
+
+
+def test_an_append_announces_its_topic_and_children_in_one_message(storage):
+    parent, child = new_meta(), new_meta()
+    for meta in (parent, child):
+        assert storage.create_topic(meta).status is Status.OK
+    storage.attach_child(parent, child, delay_ms=0, limits=LIMITS, max_children=108)
+    pubsub = storage.client.redis.pubsub()
+    pubsub.subscribe(storage.EVENTS)
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+    entry = Entry(0, b"", b"m", PayloadKind.TEXT)
+    meta = storage.get_topic(parent.name)
+    assert storage.append(meta, [entry], schema_version=0, now_ms=0).count == 1
+    message = pubsub.get_message(timeout=5)
+    assert message["data"] == f"messages {parent.name} {child.name}".encode()
     pubsub.close()

@@ -1,9 +1,12 @@
 -- Append the next schema version to a topic's history, iff it was checked
 -- against the current version and both byte budgets and the version cap hold,
--- and apply the settings changes of the same PATCH with it: all or nothing.
+-- with the same version in every attached child's history, and apply the
+-- settings changes of the same PATCH with it: all or nothing. The one script
+-- that appends to a history.
 -- KEYS[1] = narad:{<topic>}:meta
 -- KEYS[2] = narad:{<topic>}:schemas   (hash: version -> document, hc:<version>)
 -- KEYS[3] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
+-- KEYS[4+2*(c-1)], KEYS[5+2*(c-1)] = child c's meta and schemas, in ARGV order
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = the version the compatibility check ran against ("0": none)
 -- ARGV[3] = the new document (compact JSON)
@@ -12,14 +15,27 @@
 -- ARGV[6] = per-topic schema byte budget
 -- ARGV[7] = cluster schema byte budget
 -- ARGV[8] = events channel; ARGV[9] = the "topic_changed" event for this topic
--- ARGV[10..] = settings to change with it: field, value, field, value, ...
--- returns {"ok", version, stored, cluster} | {"no_topic"}
---         | {"base_mismatch", current} | {"too_many_versions", current}
---         | {"topic_budget", stored, cluster} | {"cluster_budget", stored, cluster}
+-- ARGV[10] = the topic's "children" field as the caller read it ("" for none)
+-- ARGV[11] = how much longer than its longest child delay a parent keeps messages
+-- ARGV[12] = C, the number of children
+-- ARGV[13 .. 12+2C] = per child: its name and its "topic_changed" event
+-- ARGV[13+2C ..] = settings to change with it: field, value, field, value, ...
+-- returns {"ok", version, stored, cluster} | {"no_topic"} | {"attached", parent}
+--         | {"stale_children"} | {"base_mismatch", current}
+--         | {"too_many_versions", current}
+--         | {"topic_budget", stored, cluster, topic} | {"cluster_budget", stored, cluster}
+--         | {"retention_too_short"}
 local meta, schemas, cluster_key = KEYS[1], KEYS[2], KEYS[3]
-local m = redis.call('HMGET', meta, 'epoch', 'schema_version', 'schema_bytes')
+local m = redis.call('HMGET', meta, 'epoch', 'schema_version', 'schema_bytes', 'parent',
+  'children')
 if m[1] ~= ARGV[1] then
   return {'no_topic'}
+end
+if m[4] then
+  return {'attached', m[4]}
+end
+if (m[5] or '') ~= ARGV[10] then
+  return {'stale_children'}
 end
 local current = tonumber(m[2] or '0')
 if current ~= tonumber(ARGV[2]) then
@@ -31,23 +47,68 @@ end
 local stored = tonumber(m[3] or '0')
 local cluster = tonumber(redis.call('GET', cluster_key) or '0')
 local size = string.len(ARGV[3])
+local nchildren = tonumber(ARGV[12])
+local SETTINGS = 13 + 2 * nchildren
 if stored + size > tonumber(ARGV[6]) then
-  return {'topic_budget', stored, cluster}
+  return {'topic_budget', stored, cluster, ''}
 end
-if cluster + size > tonumber(ARGV[7]) then
+
+-- Every child's history is its parent's, version for version (its bytes may
+-- differ: identity is by JSON value), so each takes the version too.
+local children = {}
+for c = 1, nchildren do
+  local child = {
+    meta = KEYS[4 + 2 * (c - 1)], schemas = KEYS[5 + 2 * (c - 1)],
+    name = ARGV[13 + 2 * (c - 1)], event = ARGV[14 + 2 * (c - 1)],
+  }
+  child.stored = tonumber(redis.call('HGET', child.meta, 'schema_bytes') or '0')
+  if child.stored + size > tonumber(ARGV[6]) then
+    return {'topic_budget', child.stored, cluster, child.name}
+  end
+  children[c] = child
+end
+if cluster + size * (1 + nchildren) > tonumber(ARGV[7]) then
   return {'cluster_budget', stored, cluster}
 end
+
+-- The lowest non-zero retention the topic's children allow it, or 0. The
+-- "children" field lists "<name>:<epoch>:<partitions>:<delay_ms>" items,
+-- comma-separated.
+local function min_retention(list, margin)
+  local longest = -1
+  for item in string.gmatch(list or '', '[^,]+') do
+    longest = math.max(longest, tonumber(string.match(item, ':(%d+)$')))
+  end
+  return longest < 0 and 0 or longest + margin
+end
+
+local fields = {}
+for i = SETTINGS, #ARGV, 2 do
+  if ARGV[i] == 'retention_ms' then
+    local retention = tonumber(ARGV[i + 1])
+    if retention > 0 and retention < min_retention(m[5], tonumber(ARGV[11])) then
+      return {'retention_too_short'}
+    end
+  end
+  fields[#fields + 1] = ARGV[i]
+  fields[#fields + 1] = ARGV[i + 1]
+end
+
 local version = current + 1
 redis.call('HSET', schemas, version, ARGV[3], 'hc:' .. version, ARGV[4])
 redis.call('HSET', meta, 'schema_version', version, 'schema_high_cost', ARGV[4],
   'schema_bytes', stored + size)
-local fields = {}
-for i = 10, #ARGV do
-  fields[#fields + 1] = ARGV[i]
-end
 if #fields > 0 then
   redis.call('HSET', meta, unpack(fields))
 end
-cluster = redis.call('INCRBY', cluster_key, size)
+for _, child in ipairs(children) do
+  redis.call('HSET', child.schemas, version, ARGV[3], 'hc:' .. version, ARGV[4])
+  redis.call('HSET', child.meta, 'schema_version', version, 'schema_high_cost', ARGV[4],
+    'schema_bytes', child.stored + size)
+end
+cluster = redis.call('INCRBY', cluster_key, size * (1 + nchildren))
 redis.call('PUBLISH', ARGV[8], ARGV[9])
+for _, child in ipairs(children) do
+  redis.call('PUBLISH', ARGV[8], child.event)
+end
 return {'ok', version, stored + size, cluster}

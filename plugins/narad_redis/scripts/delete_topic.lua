@@ -1,23 +1,60 @@
--- Delete a topic with its messages, leases and schema history.
+-- Delete a topic with its messages, leases and schema history, and undo its
+-- links: a child is detached from its parent; a parent's children are
+-- detached and keep what they hold.
 -- KEYS[1] = narad:topics
 -- KEYS[2] = narad:schema_bytes
 -- KEYS[3] = narad:{<topic>}:meta
--- KEYS[4..] = every other key of the topic (schemas, and each partition's keys)
+-- KEYS[4 .. 3+L] = the meta of each linked topic: the parent, or every child
+-- KEYS[4+L ..] = every other key of the topic (schemas, and each partition's keys)
 -- ARGV[1] = topic name
 -- ARGV[2] = the topic's epoch as the caller knows it
 -- ARGV[3] = events channel; ARGV[4] = the "topic_changed" event for this topic
--- returns "ok" | "no_topic"
+-- ARGV[5] = the topic's "parent" field as the caller read it ("" for none)
+-- ARGV[6] = the topic's "children" field as the caller read it ("" for none)
+-- ARGV[7] = L, the number of linked topics
+-- ARGV[8 .. 7+L] = the "topic_changed" event of each linked topic
+-- returns "ok" | "no_topic" | "stale_children"
 local index, cluster_key, meta = KEYS[1], KEYS[2], KEYS[3]
-if redis.call('HGET', meta, 'epoch') ~= ARGV[2] then
+local m = redis.call('HMGET', meta, 'epoch', 'schema_bytes', 'parent', 'children')
+if m[1] ~= ARGV[2] then
   return 'no_topic'
 end
-local size = tonumber(redis.call('HGET', meta, 'schema_bytes') or '0')
+if (m[3] or '') ~= ARGV[5] or (m[4] or '') ~= ARGV[6] then
+  return 'stale_children'
+end
+local linked = tonumber(ARGV[7])
+
+if m[3] then
+  -- "children" lists "<name>:<epoch>:<partitions>:<delay_ms>" items.
+  local parent_meta, kept = KEYS[4], {}
+  local siblings = redis.call('HGET', parent_meta, 'children') or ''
+  for item in string.gmatch(siblings, '[^,]+') do
+    if string.match(item, '^[^:]+') ~= ARGV[1] then
+      kept[#kept + 1] = item
+    end
+  end
+  if #kept > 0 then
+    redis.call('HSET', parent_meta, 'children', table.concat(kept, ','))
+  else
+    redis.call('HDEL', parent_meta, 'children')
+  end
+else
+  for i = 4, 3 + linked do
+    redis.call('HDEL', KEYS[i], 'parent', 'fanout_delay_ms')
+  end
+end
+
+local size = tonumber(m[2] or '0')
 if size > 0 then
   redis.call('DECRBY', cluster_key, size)
 end
 redis.call('ZREM', index, ARGV[1])
-for i = 3, #KEYS do
+redis.call('UNLINK', meta)
+for i = 4 + linked, #KEYS do
   redis.call('UNLINK', KEYS[i])
 end
 redis.call('PUBLISH', ARGV[3], ARGV[4])
+for i = 8, 7 + linked do
+  redis.call('PUBLISH', ARGV[3], ARGV[i])
+end
 return 'ok'

@@ -1,5 +1,6 @@
 -- Reserve one message for a consumer: a lapsed or given-back lease first, then
--- the next message never delivered, honouring both flow-control caps.
+-- the next message never delivered once it is due, honouring both flow-control
+-- caps.
 -- KEYS[1] = narad:{<topic>}:meta
 -- KEYS[2+5*(s-1) .. 6+5*(s-1)] = partition slot s: state, log, lease, nonce, acked
 --   (layout as in append.lua); slots are tried in the order given
@@ -7,7 +8,8 @@
 -- ARGV[2] = now, in milliseconds
 -- ARGV[3] = nonce for this reservation (random, minted by the caller)
 -- ARGV[4..] = the partition index of each slot, in slot order
--- returns {"ok", partition, offset, "<ts>,<record>"} | {"none", earliest_lease_deadline or -1}
+-- returns {"ok", partition, offset, "<ts>,<record>"}
+--         | {"none", earliest_lease_deadline or -1, earliest_due_time or -1}
 --         | {"no_topic"}
 local meta = KEYS[1]
 local m = redis.call('HMGET', meta, 'epoch', 'retention_ms', 'visibility_timeout_ms',
@@ -64,9 +66,27 @@ local function trim(st, budget)
   return st.oldest ~= before
 end
 
+-- A message is consumable from its timestamp on: a copy in a delay child is
+-- stamped with the moment it falls due. Stamps never decrease within a
+-- partition, so the message at the cursor holds back the ones after it.
+-- Whether it is due; if not, it notes when it will be.
+local next_due = -1
+local function due(st)
+  local rec = redis.call('HGET', st.log, st.cursor)
+  local ts = rec and tonumber(string.match(rec, '^(%d+),'))
+  if ts and ts > now then
+    if next_due < 0 or ts < next_due then
+      next_due = ts
+    end
+    return false
+  end
+  return true
+end
+
 -- The offset this partition can hand out now, or nil.
 local function candidate(st)
   local fresh = st.cursor < st.next and redis.call('ZCARD', st.lease) < max_in_flight
+    and due(st)
   if redis.call('ZCARD', st.acked) >= max_acked_ahead then
     -- Only the message blocking the frontier may move.
     local deadline = redis.call('ZSCORE', st.lease, st.floor)
@@ -118,4 +138,4 @@ for s = 1, #ARGV - 3 do
     earliest = tonumber(first[2])
   end
 end
-return {'none', earliest}
+return {'none', earliest, next_due}
