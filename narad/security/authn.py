@@ -261,24 +261,24 @@ class Authenticator:
         self, key: bytes, name: str, password: str, entry: _Entry | None
     ) -> Principal | None:
         """The principal if the password holds against the stored user."""
-        generation = self._generation
+        generation, read_at = self._generation, self._clock()
         user = self._user(name)
-        # The stream is not live: reuse the entry if the hash is unchanged.
-        if (
-            entry is not None
-            and user is not None
-            and hmac.compare_digest(user.password_hash, entry.password_hash)
-        ):
-            return Principal.of(user)
         stored = user.password_hash if user is not None else None
-        if USERNAME.fullmatch(name) is None or len(password) > MAX_PASSWORD:
-            return None  # no stored user can have these
-        if not self._hasher.verify(password, stored) or user is None:
-            return None
-        principal = Principal.of(user)
-        self._remember(
-            key, _Entry(principal, user.password_hash, self._clock()), generation
+        # An entry the stream cannot vouch for holds if the hash is unchanged.
+        reusable = (
+            entry is not None
+            and stored is not None
+            and hmac.compare_digest(stored, entry.password_hash)
         )
+        if not reusable:
+            if USERNAME.fullmatch(name) is None or len(password) > MAX_PASSWORD:
+                return None  # no stored user can have these
+            if not self._hasher.verify(password, stored) or user is None:
+                return None
+        principal = Principal.of(user)
+        # Dated from the read: a change after it is either announced or, if
+        # the stream went live later, makes the entry be checked again.
+        self._remember(key, _Entry(principal, stored, read_at), generation)
         return principal
 
     def _user(self, name: str) -> UserRecord | None:

@@ -210,3 +210,20 @@ def test_too_many_checks_waiting_is_503(monkeypatch):
     with pytest.raises(CredentialChecksBusy) as err:
         hasher.verify("password", None)
     assert err.value.headers == {"Retry-After": "1"}
+
+
+def test_a_check_raced_by_a_change_is_not_remembered(setup, monkeypatch):
+    verify = setup.hasher.verify
+    raced = []
+
+    def racing(password, stored):
+        if not raced:  # the user changes on another node mid-check
+            raced.append(1)
+            setup.auth._changed("alice")
+        return verify(password, stored)
+
+    monkeypatch.setattr(setup.hasher, "verify", racing)
+    setup.login()
+    eventually(lambda: setup.live == [True])
+    setup.login()
+    assert setup.hasher.verified == 2  # nothing was remembered the first time
