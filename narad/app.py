@@ -145,6 +145,11 @@ def authenticator_for(
             per_minute=config.get("security.failures_per_minute"),
             share=config.get("server.workers"),
         ),
+        FailureLimiter(
+            burst=config.get("security.address_failures_burst"),
+            per_minute=config.get("security.address_failures_per_minute"),
+            share=config.get("server.workers"),
+        ),
         cache_s=config.get("security.auth_cache_s"),
         seed=seed,
     )

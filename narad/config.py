@@ -303,14 +303,26 @@ SETTINGS: tuple[Setting, ...] = (
         ),
         Setting(
             "failures_burst",
-            20,
+            10,
             integer(1, 1_000_000),
-            "failed authentications per node for one user name, and for one "
-            "client address, before 429",
+            "failed authentications per node for one user name before 429",
         ),
         Setting(
             "failures_per_minute",
-            20,
+            10,
+            integer(1, 1_000_000),
+            "how fast that allowance comes back",
+        ),
+        Setting(
+            "address_failures_burst",
+            100,
+            integer(1, 1_000_000),
+            "failed authentications per node from one client address (IPv6: "
+            "one /64) before 429",
+        ),
+        Setting(
+            "address_failures_per_minute",
+            100,
             integer(1, 1_000_000),
             "how fast that allowance comes back",
         ),

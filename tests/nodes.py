@@ -56,6 +56,7 @@ class Node:
             "NARAD_ADMIN_PASSWORD": ADMIN[1],
             "NARAD_SECURITY_SCRYPT_LOG2_N": "10",
             "NARAD_SECURITY_FAILURES_BURST": "100000",
+            "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "100000",
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
             **(env or {}),
         }

@@ -19,10 +19,10 @@ cost a dictionary lookup. The cache follows the users:
 
 Hashes run on :mod:`narad.offload`'s native threads, at most
 :data:`CHECK_SLOTS` at once per worker with at most :data:`CHECK_QUEUE`
-waiting; past that the answer is 503 at once. With the failure limiter
-(:mod:`narad.security.limiter`), which answers 429 before any hash once a
-user name or address has failed too often, a flood of bad passwords costs a
-worker a bounded amount of CPU and memory.
+waiting; past that the answer is 503 at once. With the failure limits
+(:mod:`narad.security.limiter`, per user name and per client address), which
+answer 429 before any hash once either has failed too often, a flood of bad
+passwords costs a worker a bounded amount of CPU and memory.
 """
 
 from __future__ import annotations
@@ -164,7 +164,8 @@ class Authenticator:
         storage: Storage,
         listener: Listener,
         hasher: Hasher,
-        limiter: FailureLimiter,
+        users: FailureLimiter,
+        addresses: FailureLimiter,
         *,
         cache_s: float,
         seed: Callable[[], None] | None = None,
@@ -173,7 +174,8 @@ class Authenticator:
         self._storage = storage
         self._listener = listener
         self._hasher = hasher
-        self._limiter = limiter
+        self._users = users  # failures per user name
+        self._addresses = addresses  # failures per client address
         self._cache_s = cache_s
         self._seed = seed  # seeds the root admin if the node could not at start
         self._clock = clock
@@ -204,32 +206,51 @@ class Authenticator:
             metrics.AUTH_FAILURES.labels("malformed").inc()
             raise
         self._listener.start()
-        # A name no user can have gets no bucket of its own (nor memory for
-        # one); its address's bucket still counts it.
         where = address_key(address)
-        who = "user:" + name if USERNAME.fullmatch(name) else where
+        # A name no user can have gets no bucket (nor memory for one).
+        who = "user:" + name if USERNAME.fullmatch(name) else None
         key = hashlib.blake2b(raw, key=self._key, digest_size=16).digest()
         entry = self._cache.get(key)
         if entry is not None and self._clock() - entry.at >= self._cache_s:
             entry = None
-        # Known-good credentials from an address without recent failures pass
-        # even while their user name is under attack: its owner keeps working,
-        # and the attacker, failing from their own addresses, learns nothing.
-        wait = self._limiter.wait(where)
-        if not wait and (entry is None or not self._limiter.clean(where)):
-            wait = self._limiter.wait(who)
-        if wait:
-            metrics.AUTH_FAILURES.labels("rate_limited").inc()
-            raise TooManyFailures(max(1, math.ceil(wait)))
+        self._limit(entry, who, where)
         if entry is not None and self._trusted and entry.at >= self._live_since:
             return entry.principal
         principal = self._shared(key, lambda: self._check(key, name, password, entry))
         if principal is None:
-            for bucket in {where, who}:
-                self._limiter.fail(bucket)
+            self._fail(who, where)
             metrics.AUTH_FAILURES.labels("wrong").inc()
             raise BadCredentials()
         return principal
+
+    def _limit(self, entry: _Entry | None, who: str | None, where: str) -> None:
+        """Refuse (429) what the failure limits hold back.
+
+        Credentials this worker verified pass unless their user name is
+        limited and this address has failed lately: the user keeps working
+        from their own addresses, and an attacker, whose addresses have
+        failed, cannot tell a right guess from a wrong one. Anything else
+        waits while its user name or address is limited, and counts as one
+        more failure of both, so a guesser learns nothing from an address's
+        first refused attempt onwards.
+        """
+        user_wait = self._users.wait(who) if who is not None else 0.0
+        if entry is not None:
+            if not user_wait or self._addresses.clean(where):
+                return
+            wait = user_wait
+        else:
+            wait = max(user_wait, self._addresses.wait(where))
+            if not wait:
+                return
+            self._fail(who, where)
+        metrics.AUTH_FAILURES.labels("rate_limited").inc()
+        raise TooManyFailures(max(1, math.ceil(wait)))
+
+    def _fail(self, who: str | None, where: str) -> None:
+        self._addresses.fail(where)
+        if who is not None:
+            self._users.fail(who)
 
     def _shared(
         self, key: bytes, check: Callable[[], Principal | None]

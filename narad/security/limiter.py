@@ -1,9 +1,11 @@
 """How fast failed authentications may come: per user name and per address.
 
-Each key (a user name, a client address) has a bucket of ``burst`` failures
-that refills at ``per_minute``. A failure takes one; while a bucket holds
-less than one, attempts for that key are answered 429 without checking the
-password, so guessing costs the node nothing and gains the guesser nothing.
+A limiter holds one bucket per key (a node has two limiters: user names,
+client addresses) of ``burst`` failures that refills at ``per_minute``. A
+failure takes one; while a bucket holds less than one, attempts for that key
+are answered 429 without checking the password (see
+:meth:`narad.security.authn.Authenticator.authenticate`), so guessing costs
+the node nothing and gains the guesser nothing.
 
 The buckets live in each worker's memory, and a node's ``burst`` and
 ``per_minute`` are split evenly across its workers (as

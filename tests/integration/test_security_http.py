@@ -473,8 +473,9 @@ def metric(client: Client, name: str) -> float:
 
 
 def test_failed_logins_are_rate_limited(valkey, tmp_path):
-    """Against four workers, a burst of wrong passwords gets the node's burst
-    of 401s (each a real check), then 429 with Retry-After, not a check."""
+    """Against four workers, a burst of wrong passwords for one user gets the
+    node's burst of 401s (each a real check), then 429 with Retry-After, not
+    a check; so does one address trying many user names."""
     node = Node(
         tmp_path,
         storage_url=tcp_url(valkey),
@@ -482,6 +483,8 @@ def test_failed_logins_are_rate_limited(valkey, tmp_path):
         env={
             "NARAD_SECURITY_FAILURES_BURST": "8",
             "NARAD_SECURITY_FAILURES_PER_MINUTE": "1",
+            "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "12",
+            "NARAD_SECURITY_ADDRESS_FAILURES_PER_MINUTE": "1",
         },
     ).start()
     admin = node.client()
@@ -509,6 +512,15 @@ def test_failed_logins_are_rate_limited(valkey, tmp_path):
         # ... while the user's own connection, already verified, goes on.
         assert victim.get("/v1/topics").status == 200
         victim.close()
+        # One address trying many user names is held back by its own limit.
+        sprayed = []
+        for n in range(100):
+            wrong = (f"sprayed-{n}", "spray-password")
+            spray = Client(node.base, auth=wrong, source="127.0.0.4")
+            sprayed.append(spray.get("/v1/topics").status)
+            spray.close()
+        assert 1 <= sprayed.count(401) <= 12
+        assert sprayed.count(429) == 100 - sprayed.count(401)
         assert metric(admin, 'narad_auth_failures_total{reason="wrong"}') >= 1
         assert metric(admin, 'narad_auth_failures_total{reason="rate_limited"}') >= 1
     finally:

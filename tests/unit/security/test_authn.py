@@ -65,7 +65,9 @@ def add_user(storage, name="alice", password="alice-password") -> UserRecord:
 
 
 class Setup:
-    def __init__(self, storage: MemoryStorage, *, burst: int = 100) -> None:
+    def __init__(
+        self, storage: MemoryStorage, *, burst: int = 100, address_burst: int = 100
+    ) -> None:
         self.storage = storage
         self.listener = Listener(storage, events={Event.USER_CHANGED})
         self.live: list[bool] = []
@@ -76,6 +78,7 @@ class Setup:
             self.listener,
             self.hasher,
             FailureLimiter(burst=burst, per_minute=1),
+            FailureLimiter(burst=address_burst, per_minute=1),
             cache_s=60,
         )
 
@@ -171,12 +174,34 @@ def test_failures_past_the_burst_are_refused_without_a_hash():
     # The right password from the guessing address: refused, unchecked...
     with pytest.raises(TooManyFailures):
         made.login(address="10.0.0.2")
-    # ... and from an address new to this worker, for a user under attack.
+    # ... and a guess from an address new to this worker; and that address,
+    # having failed now, gets no answer to a right guess either.
     with pytest.raises(TooManyFailures):
         made.auth.authenticate(header("alice", "another-guess"), "10.0.0.3")
+    with pytest.raises(TooManyFailures):
+        made.login(address="10.0.0.3")
     assert made.hasher.verified == checked
     # Alice's remembered credentials from her clean address still pass.
     assert made.login(address="10.0.0.9").name == "alice"
+    made.listener.stop()
+
+
+def test_an_address_spraying_user_names_is_limited():
+    made = Setup(MemoryStorage(), address_burst=3)
+    add_user(made.storage)
+    add_user(made.storage, "bob", "bob-password")
+    made.login(("bob", "bob-password"), "10.0.0.2")  # bob's, remembered
+    for n in range(3):
+        with pytest.raises(BadCredentials):
+            made.login((f"user{n}", "spray-password"), "10.0.0.2")
+    with pytest.raises(TooManyFailures):
+        made.login(("user9", "spray-password"), "10.0.0.2")
+    # New credentials from there wait; verified ones of a user not under
+    # attack go on; other addresses are not affected.
+    with pytest.raises(TooManyFailures):
+        made.login(address="10.0.0.2")
+    assert made.login(("bob", "bob-password"), "10.0.0.2").name == "bob"
+    assert made.login(address="10.0.0.5").name == "alice"
     made.listener.stop()
 
 
