@@ -119,22 +119,23 @@ class TopicService:
     def _scoped(
         self, after: str, limit: int, scope: Sequence[tuple[str, bool]]
     ) -> tuple[list[str], str | None]:
-        # The ranges are disjoint and sorted, so walking them in order yields
-        # names in order; one more name than asked says whether more follow.
-        names: list[str] = []
-        for prefix, exact in scope:
-            if len(names) > limit:
-                break
+        # Whole names are looked up at once. The prefix ranges are disjoint
+        # and sorted, so walking them in order yields names in order; once
+        # they gave one more than a page, later ones cannot make the page.
+        exact = [name for name, whole in scope if whole and name > after]
+        names = [m.name for m in self.storage.get_topics(exact) if m is not None]
+        found = 0
+        for prefix, whole in scope:
+            if whole or found > limit:
+                continue
             if after >= prefix and not after.startswith(prefix):
                 continue  # the whole range sorts at or before ``after``
-            if exact:
-                page = self.storage.list_topics(after=after, limit=1, prefix=prefix)
-                names += [n for n in page.names if n == prefix]
-            else:
-                page = self.storage.list_topics(
-                    after=after, limit=limit + 1 - len(names), prefix=prefix
-                )
-                names += page.names
+            page = self.storage.list_topics(
+                after=after, limit=limit + 1 - found, prefix=prefix
+            )
+            names += page.names
+            found += len(page.names)
+        names.sort()
         if len(names) > limit:
             return names[:limit], names[limit - 1]
         return names, None

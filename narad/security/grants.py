@@ -25,7 +25,7 @@ from narad.quoting import quote
 from narad.storage import Grant
 
 MAX_GRANTS = 64
-MAX_PATTERNS = 256
+MAX_PATTERNS = 256  # in all of a user's grants: a listing looks up each range
 _PATTERN = re.compile(r"[A-Za-z0-9._-]{0,248}\*|[A-Za-z0-9._-]{1,249}")
 GRANT_FIELDS = ("action", "patterns")
 
@@ -129,9 +129,10 @@ def parse_grants(value: Any, where: str = "grants") -> tuple[Grant, ...]:
                 )
         held = merged.setdefault(action, [])
         held.extend(p for p in patterns if p not in held)
-        if len(held) > MAX_PATTERNS:
+        total = sum(len(ps) for ps in merged.values())
+        if total > MAX_PATTERNS:
             raise InvalidArgument(
-                f"{where}: {action} has {len(held)} patterns; at most {MAX_PATTERNS}"
+                f"{where} hold {total} patterns; at most {MAX_PATTERNS} in all"
             )
     return tuple(Grant(action, tuple(patterns)) for action, patterns in merged.items())
 

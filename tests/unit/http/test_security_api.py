@@ -120,3 +120,25 @@ def test_a_password_in_the_file_is_refused_with_a_hint(tmp_path):
         Config.load(path, env={})
     assert "secrets are never read from the file" in str(err.value)
     assert "hunter2" not in str(err.value)
+
+
+def test_a_scoped_listing_pages_through_names_and_prefixes(secure):
+    for name in ("a", "a.1", "a.2", "a.3", "ab", "b", "c", "zz"):
+        assert (
+            secure.simulate_post("/v1/topics", json={"name": name}).status_code == 201
+        )
+    grants = [
+        {"action": "consume", "patterns": ["a.*", "zz", "missing"]},
+        {"action": "produce", "patterns": ["b", "a.2"]},
+    ]
+    lister = add_user(secure, "lister", grants)
+    seen, token, pages = [], "", 0
+    while token is not None:
+        resp = secure.simulate_get(
+            "/v1/topics", params={"limit": "2", "page_token": token}, headers=lister
+        )
+        page = resp.json
+        seen += [t["name"] for t in page["topics"]]
+        token, pages = page["next_page_token"], pages + 1
+    assert seen == ["a.1", "a.2", "a.3", "b", "zz"]
+    assert pages == 3

@@ -121,7 +121,7 @@ def test_parse_grants_merges_actions_and_drops_repeats():
         ([{"action": "produce", "patterns": ["a"]}] * 65, "at most 64"),
         (
             [{"action": "produce", "patterns": [f"t{i}" for i in range(257)]}],
-            "at most 256",
+            "at most 256 in all",
         ),
     ],
 )
