@@ -64,6 +64,8 @@ class FailureLimiter:
 
     def wait(self, key: str) -> float:
         """Seconds before an attempt for ``key`` may be checked; 0: now."""
+        if key not in self._buckets:
+            return 0.0  # never failed (or forgotten): the common case, lock-free
         with self._lock:
             tokens = self._tokens(key, self._clock())
         if tokens >= 1:
@@ -72,6 +74,8 @@ class FailureLimiter:
 
     def clean(self, key: str) -> bool:
         """Whether ``key`` has no failure left to pay off (a full bucket)."""
+        if key not in self._buckets:
+            return True
         with self._lock:
             return self._tokens(key, self._clock()) >= self.capacity
 
