@@ -23,12 +23,12 @@ another down or skews its timings.
 
 The node runs as shipped, with security on: every request carries the root
 admin's HTTP Basic credentials (its password set by the bench through
-``NARAD_ADMIN_PASSWORD``). A second node with ``security.enabled = false``
-runs beside it for one comparison: single produce with security on and off,
-in alternating rounds (the target: on >= 90% of off).
+``NARAD_ADMIN_PASSWORD``). First, two fresh nodes alike but for
+``security.enabled`` take single produce in alternating turns (the target:
+on >= 90% of off), and are stopped before the other phases.
 
-Phases: floor; single produce (with the prober: the no-waiter figures);
-security on vs off; batch produce; consume+ack; latency; then N idle
+Phases: security on vs off; floor; single produce (with the prober: the
+no-waiter figures); batch produce; consume+ack; latency; then N idle
 consumers long-polling
 ``wait=10s`` (memory per waiter measured once they all wait) while single
 produce, the prober and the latency phase run again; then, once their last
@@ -151,7 +151,6 @@ class Servers:
         self.tmp = tmp
         self.workers = workers
         self.port, self.floor_port = free_port(), free_port()
-        self.open_port = free_port()
         self.data = tmp / "data"
         self.env = self.node_env(self.port, "data")
         self.processes: list[subprocess.Popen] = []
@@ -206,16 +205,22 @@ class Servers:
         self.valkey = [p for p in children if comm(p).startswith("valkey")]
         self.narad_workers = [p for p in children if p not in self.valkey]
         self.floor_workers = child_pids(self.floor.pid)
-        log = self.tmp / "open.log"
-        env = self.node_env(self.open_port, "open", NARAD_SECURITY_ENABLED="false")
-        self.open = self._spawn([sys.executable, "-m", "narad.cli", "serve"], log, env)
-        wait_ready(self.open_port, "/readyz", self.open, log)
-        children = child_pids(self.open.pid)
-        self.open_valkey = [p for p in children if comm(p).startswith("valkey")]
-        self.open_workers = [p for p in children if p not in self.open_valkey]
 
-    def stop(self) -> None:
-        for process in reversed(self.processes):
+    def spawn_node(self, name: str, **extra: str) -> tuple[int, dict[str, list[int]]]:
+        """Another ``narad serve`` on its own embedded Valkey: (port, its
+        processes by group, for :class:`Usage`)."""
+        port = free_port()
+        log = self.tmp / f"{name}.log"
+        env = self.node_env(port, name, **extra)
+        process = self._spawn([sys.executable, "-m", "narad.cli", "serve"], log, env)
+        wait_ready(port, "/readyz", process, log)
+        children = child_pids(process.pid)
+        valkey = [p for p in children if comm(p).startswith("valkey")]
+        workers = [p for p in children if p not in valkey]
+        return port, {"gunicorn workers": workers, "valkey": valkey}
+
+    def stop(self, processes: list[subprocess.Popen] | None = None) -> None:
+        for process in reversed(self.processes if processes is None else processes):
             if process.poll() is None:
                 process.terminate()
                 try:
@@ -542,6 +547,32 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             probes = prober.stop()
         return result, probes
 
+    # -- security on vs off: two fresh nodes alike but for security, the same
+    # load on each in turns, stopped before the other phases -----------------
+    before = len(servers.processes)
+    pair = {
+        "on": servers.spawn_node("secure"),
+        "off": servers.spawn_node("open", NARAD_SECURITY_ENABLED="false"),
+    }
+    rates = {"on": 0.0, "off": 0.0}
+    for side, (node_port, _) in pair.items():
+        create_topic(node_port, f"bench-{side}")
+    for turn in range(COMPARE_ROUNDS):
+        for side in ("on", "off") if turn % 2 == 0 else ("off", "on"):
+            node_port, groups = pair[side]
+            body = request("POST", f"/v1/topics/bench-{side}/produce", BODY)
+            rate, st = phase(
+                f"produce, security {side}",
+                groups,
+                lambda p=node_port, b=body: run_load(
+                    p, CLIENTS, seconds / 2, constant(b, 202, 1)
+                ),
+            )
+            check(st, {202})
+            rates[side] += rate / COMPARE_ROUNDS
+    servers.stop(servers.processes[before:])
+    secure_rate, open_rate = rates["on"], rates["off"]
+
     floor_rate, st = phase(
         "floor",
         floor,
@@ -559,31 +590,6 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
         "single produce", narad, lambda: probed(produce_load("bench-single"))
     )
     check(st, {202})
-
-    # -- security on vs off: the same load on the two nodes, in turns --------------
-    create_topic(port, "bench-secure")
-    create_topic(servers.open_port, "bench-open")
-    secure_rate = open_rate = 0.0
-    open_node = {
-        "gunicorn workers": servers.open_workers,
-        "valkey": servers.open_valkey,
-    }
-    open_body = request("POST", "/v1/topics/bench-open/produce", BODY)
-    for _ in range(COMPARE_ROUNDS):
-        rate, st = phase(
-            "produce, security on", narad, produce_load("bench-secure", seconds / 2)
-        )
-        check(st, {202})
-        secure_rate += rate / COMPARE_ROUNDS
-        rate, st = phase(
-            "produce, security off",
-            open_node,
-            lambda: run_load(
-                servers.open_port, CLIENTS, seconds / 2, constant(open_body, 202, 1)
-            ),
-        )
-        check(st, {202})
-        open_rate += rate / COMPARE_ROUNDS
 
     create_topic(port, "bench-batch")
     batch_body = json.dumps({"messages": [{"value": BODY.decode()}] * BATCH}).encode()
@@ -686,8 +692,8 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             "  security on (Basic auth)",
             f"{secure_rate:9,.0f} msgs/s",
             f">= 90% of off: {100 * secure_rate / open_rate:.0f}% "
-            f"{verdict(secure_rate >= 0.9 * open_rate)} ({COMPARE_ROUNDS} "
-            "alternating rounds each)",
+            f"{verdict(secure_rate >= 0.9 * open_rate)} (fresh nodes, {COMPARE_ROUNDS} "
+            "turns each)",
         ),
         ("  security off", f"{open_rate:9,.0f} msgs/s", ""),
         (
