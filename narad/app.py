@@ -68,6 +68,7 @@ from narad.security.seed import admin_password_from_env
 from narad.security.seed import seed_root_admin
 from narad.security.users import UserService
 from narad.storage import Event
+from narad.storage import IdempotencyLimits
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -188,6 +189,11 @@ def create_app(
         schemas,
         waiters,
         max_wait_ms=config.get("broker.max_wait_ms"),
+        idempotency=IdempotencyLimits(
+            window_ms=config.get("broker.idempotency_window_ms"),
+            max_keys=config.get("broker.idempotency_max_keys"),
+            max_bytes=config.get("broker.idempotency_max_bytes"),
+        ),
     )
 
     hasher = Hasher(Scrypt(log2_n=config.get("security.scrypt_log2_n")))
@@ -219,8 +225,12 @@ def create_app(
     app.add_route("/v1/topics/{name}", TopicItem(topics))
     app.add_route("/v1/topics/{name}/produce", produce)
     app.add_route("/v1/topics/{name}/produce/batch", produce, suffix="batch")
-    app.add_route("/v1/topics/{name}/consume", Consume(messages))
-    app.add_route("/v1/topics/{name}/ack", Ack(messages))
+    consume = Consume(messages)
+    app.add_route("/v1/topics/{name}/consume", consume)
+    app.add_route("/v1/topics/{name}/consume/batch", consume, suffix="batch")
+    ack = Ack(messages)
+    app.add_route("/v1/topics/{name}/ack", ack)
+    app.add_route("/v1/topics/{name}/ack/batch", ack, suffix="batch")
     app.add_route("/v1/topics/{name}/children", Children(children))
     app.add_route("/v1/topics/{name}/children/{child}", Child(children))
     history = SchemaHistory(topics, schemas)

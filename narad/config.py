@@ -262,6 +262,27 @@ SETTINGS: tuple[Setting, ...] = (
         Setting(
             "max_wait_ms", 10_000, integer(0, 600_000), "cap on a consume's ?wait="
         ),
+        Setting(
+            "idempotency_window_ms",
+            600_000,
+            integer(1_000, 7 * 86_400_000),
+            "how long a topic remembers a produce's idempotency key: a retry "
+            "with the key within it stores nothing new",
+        ),
+        Setting(
+            "idempotency_max_keys",
+            1_000_000,
+            integer(1, 100_000_000),
+            "most idempotency keys one topic remembers; past it the oldest are "
+            "forgotten before their window closes",
+        ),
+        Setting(
+            "idempotency_max_bytes",
+            128 << 20,
+            integer(1 << 10, 1 << 40),
+            "most bytes of idempotency keys one topic remembers (each key counts "
+            "its length + its digest's 22 + 64); past it the oldest are forgotten",
+        ),
     ),
     *_section(
         "validation",

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 from typing import Self
 
+from narad.quoting import quote
+
 #: The challenge every 401 carries (RFC 7617).
 CHALLENGE = 'Basic realm="narad"'
 
@@ -264,6 +266,27 @@ class SchemaVersionConflict(Conflict):
 
     def __init__(self) -> None:
         super().__init__("schema version conflict")
+
+
+class IdempotencyKeyReused(Conflict):
+    """An idempotency key the topic remembers for a different request.
+
+    Attributes:
+        key: The key.
+        window_ms: How long the topic remembers a key.
+        header: Whether the key came in the ``Idempotency-Key`` header (else
+            as a batch entry's ``idempotency_key``).
+    """
+
+    def __init__(self, key: str, window_ms: int, *, header: bool) -> None:
+        self.key, self.window_ms, self.header = key, window_ms, header
+        name, what = (
+            ("Idempotency-Key", "request") if header else ("idempotency_key", "message")
+        )
+        super().__init__(
+            f"{name} {quote(key)} was used within the last {window_ms} ms for a "
+            f"different {what}; nothing was stored"
+        )
 
 
 class BaseVersionWithoutSchema(Conflict):

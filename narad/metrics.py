@@ -35,6 +35,20 @@ MESSAGES_CONSUMED = Counter(
     "narad_messages_consumed", "Messages handed out under a lease."
 )
 MESSAGES_ACKED = Counter("narad_messages_acked", "Leases settled by ack.")
+MESSAGES_DEDUPLICATED = Counter(
+    "narad_messages_deduplicated",
+    "Messages of a retried produce not stored again: their idempotency key was "
+    "remembered with the same content (answered 202).",
+)
+ACKS_REPEATED = Counter(
+    "narad_acks_repeated",
+    "Acks of a message already acked with the same receipt handle (answered 204).",
+)
+IDEMPOTENCY_KEYS_EVICTED = Counter(
+    "narad_idempotency_keys_evicted",
+    "Idempotency keys forgotten before their window closed, to keep a topic "
+    "within broker.idempotency_max_keys / _max_bytes.",
+)
 FANOUT_COPIES = Counter(
     "narad_fanout_copies", "Copies of accepted messages stored in fan-out children."
 )

@@ -62,13 +62,18 @@ from enum import Enum
 from typing import Protocol
 
 __all__ = (
+    "DEFAULT_IDEMPOTENCY",
     "RETENTION_MARGIN_MS",
     "AppendResult",
+    "BatchReserveResult",
     "Capabilities",
     "Child",
     "Entry",
     "Event",
     "Grant",
+    "IdempotencyKey",
+    "IdempotencyLimits",
+    "Lease",
     "Message",
     "Notification",
     "Page",
@@ -273,6 +278,61 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class IdempotencyKey:
+    """A client's key guarding ``entries[start:stop]`` of one append.
+
+    A retried request carries the same key and the same ``digest`` (a hash
+    the caller computes over what the guarded entries hold: bytes, keys,
+    requested partitions), so the backend can tell a retry, which must store
+    nothing new, from a different request reusing the key.
+
+    Attributes:
+        key: The client's key (1 to 255 visible ASCII characters); the keys
+            of one append are distinct, and the entries they guard do not
+            overlap.
+        digest: The caller's digest of the guarded entries (at most 64 bytes).
+        start: Index of the first guarded entry.
+        stop: Index past the last guarded entry (``start < stop``).
+    """
+
+    key: str
+    digest: str
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class IdempotencyLimits:
+    """How long, and how many, idempotency keys a topic remembers.
+
+    A key is remembered from the append that stored its entries for
+    ``window_ms`` (it counts while ``stored_at + window_ms > now_ms``). A
+    topic remembers at most ``max_keys`` keys and ``max_bytes`` bytes of
+    them, counted as each key's length plus its digest's plus
+    :attr:`KEY_OVERHEAD`; past either bound the keys stored earliest are
+    forgotten first, before their window closes.
+    """
+
+    KEY_OVERHEAD = 64
+
+    window_ms: int = 600_000
+    max_keys: int = 1_000_000
+    max_bytes: int = 128 << 20
+
+
+DEFAULT_IDEMPOTENCY = IdempotencyLimits()
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease to settle: the message, and the nonce its reservation holds."""
+
+    partition: int
+    offset: int
+    nonce: str
+
+
+@dataclass(frozen=True)
 class Message:
     """A stored message.
 
@@ -358,18 +418,33 @@ class Status(Enum):
     RETENTION_TOO_SHORT = "retention_too_short"  # below a child's delay + margin
     SCHEMA_MISMATCH = "schema_mismatch"  # the histories cannot be the same
     NOT_CHILD = "not_child"  # not attached to that parent
+    REPEATED = "repeated"  # an ack already applied under the same nonce: no change
+    KEY_REUSED = "key_reused"  # an idempotency key remembered for other entries
 
 
 @dataclass(frozen=True)
 class AppendResult:
-    """:attr:`Status.OK` with ``count`` (the entries appended to the topic
-    itself); :attr:`Status.STALE_SCHEMA` with the current ``schema_version``;
-    or :attr:`Status.NO_TOPIC`, :attr:`Status.DELAY_CHILD`,
-    :attr:`Status.STALE_CHILDREN`."""
+    """The outcome of :meth:`Storage.append`.
+
+    Attributes:
+        status: OK, NO_TOPIC, DELAY_CHILD, KEY_REUSED, STALE_SCHEMA or
+            STALE_CHILDREN.
+        schema_version: With STALE_SCHEMA, the current schema version.
+        count: With OK, the entries stored in the topic itself by this call.
+        repeated: With OK, the entries not stored again because their
+            idempotency key was remembered with the same digest.
+        evicted: With OK, the keys forgotten before their window closed to
+            keep the topic within its :class:`IdempotencyLimits`.
+        key_index: With KEY_REUSED, the index (in the ``idempotency``
+            argument) of the first key remembered with another digest.
+    """
 
     status: Status
     schema_version: int = 0
     count: int = 0
+    repeated: int = 0
+    evicted: int = 0
+    key_index: int = 0
 
 
 @dataclass(frozen=True)
@@ -391,10 +466,29 @@ class ReserveResult:
     def next_change_ms(self) -> int | None:
         """The first moment a message may become available without a new
         append or give-back: a lease lapsing or a copy falling due."""
-        times = [
-            t for t in (self.next_lease_expiry_ms, self.next_due_ms) if t is not None
-        ]
-        return min(times) if times else None
+        return _earliest(self.next_lease_expiry_ms, self.next_due_ms)
+
+
+@dataclass(frozen=True)
+class BatchReserveResult:
+    """:attr:`Status.OK` with the ``messages`` leased (in the order they
+    were taken), and, when there are none, ``next_lease_expiry_ms`` and
+    ``next_due_ms`` as in :class:`ReserveResult`. Or :attr:`Status.NO_TOPIC`."""
+
+    status: Status
+    messages: tuple[Message, ...] = ()
+    next_lease_expiry_ms: int | None = None
+    next_due_ms: int | None = None
+
+    @property
+    def next_change_ms(self) -> int | None:
+        """As :attr:`ReserveResult.next_change_ms`."""
+        return _earliest(self.next_lease_expiry_ms, self.next_due_ms)
+
+
+def _earliest(*times: int | None) -> int | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
 
 
 @dataclass(frozen=True)
@@ -778,32 +872,46 @@ class Storage(Protocol):
         *,
         schema_version: int,
         now_ms: int,
+        idempotency: Sequence[IdempotencyKey] = (),
+        limits: IdempotencyLimits = DEFAULT_IDEMPOTENCY,
     ) -> AppendResult:
-        """Append ``entries`` to their partitions, all or nothing.
+        """Append ``entries`` to their partitions, all or nothing, storing
+        nothing twice for a retried request that carries idempotency keys.
 
         Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC); the
         topic is not a delay child, whose messages come only from its parent
-        (DELAY_CHILD); the topic's current schema version is
+        (DELAY_CHILD); each key of ``idempotency`` the topic remembers
+        (stored within ``limits.window_ms`` before ``now_ms``) was remembered
+        with the same digest (KEY_REUSED, with the index of the first that
+        was not); then, if any entry is left to store (entries under a
+        remembered key are not), the topic's current schema version is
         ``schema_version``, the one the payloads were validated against, 0
-        for none (STALE_SCHEMA); its children are ``meta.children``
-        (STALE_CHILDREN).
+        for none (STALE_SCHEMA), and its children are ``meta.children``
+        (STALE_CHILDREN). A retry whose keys were all remembered is
+        therefore answered OK even after the schema or the children moved on.
 
-        Changes, in one step: gives each entry the next offset of its
-        partition, in the order given, with timestamp ``max(now_ms, the
-        partition's last timestamp)``; copies each entry to every child, in
-        the same order, key, bytes and kind unchanged (never validated
-        again), to partition ``route % child.partitions`` (see
+        Changes, in one step: gives each entry left to store the next offset
+        of its partition, in the order given, with timestamp ``max(now_ms,
+        the partition's last timestamp)``; copies each of them to every
+        child, in the same order, key, bytes and kind unchanged (never
+        validated again), to partition ``route % child.partitions`` (see
         :class:`Entry`), with timestamp ``max(the entry's timestamp +
         child.delay_ms, that partition's last timestamp)`` whatever the
-        child's flow-control caps; drops messages of every touched partition
-        whose timestamp plus its topic's ``retention_ms`` is at or before
-        ``now_ms`` (with their leases and acks; it may stop after a bounded
-        number and leave the rest to later writes); and publishes
-        :attr:`Event.MESSAGES` for the topic and each child.
+        child's flow-control caps; remembers each key not remembered yet
+        with its digest at ``now_ms``; forgets keys whose window closed and,
+        past ``limits.max_keys`` or ``limits.max_bytes``, the keys stored
+        earliest; drops messages of every touched partition whose timestamp
+        plus its topic's ``retention_ms`` is at or before ``now_ms`` (with
+        their leases and acks; it may stop after a bounded number and leave
+        the rest to later writes); and, when it stored anything, publishes
+        :attr:`Event.MESSAGES` for the topic and each child. Forgetting
+        expired keys is bounded per call the same way; a key past its
+        window counts as forgotten whether or not it was dropped yet.
 
         Returns:
-            OK with ``count``, NO_TOPIC, DELAY_CHILD, STALE_SCHEMA with the
-            current ``schema_version``, or STALE_CHILDREN.
+            OK with ``count``, ``repeated`` and ``evicted``; NO_TOPIC;
+            DELAY_CHILD; KEY_REUSED with ``key_index``; STALE_SCHEMA with
+            the current ``schema_version``; or STALE_CHILDREN.
         """
         ...
 
@@ -841,6 +949,29 @@ class Storage(Protocol):
         """
         ...
 
+    def reserve_batch(
+        self,
+        meta: TopicMeta,
+        partitions: Sequence[int],
+        *,
+        nonces: Sequence[str],
+        now_ms: int,
+    ) -> BatchReserveResult:
+        """Lease up to ``len(nonces)`` messages, in one step.
+
+        The same as calling :meth:`reserve` once per nonce, in order, until
+        one finds nothing, each with the same ``now_ms``: a partition gives
+        what it offers (by the rules of :meth:`reserve`, so the caps, the
+        acked-ahead frontier and due times hold per message) before the
+        next partition is looked at. The k-th message leased gets
+        ``nonces[k]``.
+
+        Returns:
+            OK with the messages (possibly none, then with
+            ``next_lease_expiry_ms`` and ``next_due_ms``), or NO_TOPIC.
+        """
+        ...
+
     def settle(
         self,
         meta: TopicMeta,
@@ -853,21 +984,47 @@ class Storage(Protocol):
     ) -> Status:
         """Ack, extend or give back the lease ``nonce`` holds on a message.
 
-        Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC); the
-        message is leased under ``nonce`` with a deadline after ``now_ms``
-        (GONE: lapsed, settled, given back, leased again, or never leased);
-        for an ACK of a message above the partition's lowest unacked offset,
-        fewer than ``max_acked_ahead_per_partition`` messages are acked out of
-        order (ACKED_AHEAD_FULL).
+        Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC); for an
+        ACK, whether the message was acked under this very ``nonce`` and is
+        still retained (REPEATED: an ack that is retried, changing nothing);
+        the message is leased under ``nonce`` with a deadline after
+        ``now_ms`` (GONE: lapsed, settled, given back, leased again, or never
+        leased; an EXTEND or RELEASE of an acked message is GONE); for an ACK
+        of a message above the partition's lowest unacked offset, fewer than
+        ``max_acked_ahead_per_partition`` messages are acked out of order
+        (ACKED_AHEAD_FULL).
 
         Changes, in one step: ACK ends the lease and marks the message acked
-        (the lowest unacked offset moves past every acked message);
+        under ``nonce`` (the lowest unacked offset moves past every acked
+        message; the fact is kept until retention drops the message);
         EXTEND moves the deadline to ``now_ms + visibility_timeout_ms``;
         RELEASE makes the message available to the next reserve at once and
         publishes :attr:`Event.MESSAGES`.
 
         Returns:
-            OK, GONE, ACKED_AHEAD_FULL or NO_TOPIC.
+            OK, REPEATED, GONE, ACKED_AHEAD_FULL or NO_TOPIC.
+        """
+        ...
+
+    def settle_batch(
+        self,
+        meta: TopicMeta,
+        leases: Sequence[Lease],
+        *,
+        action: Settle,
+        now_ms: int,
+    ) -> list[Status]:
+        """:meth:`settle` for each lease, in the order given, in one step.
+
+        Each lease is judged on its own, after the ones before it (acking
+        offsets in ascending order lets the lowest unacked offset move
+        before the acked-ahead cap is reached): its status is one
+        :meth:`settle` would return. Every ``lease.partition`` is a
+        partition of the topic. RELEASE publishes :attr:`Event.MESSAGES`
+        once if anything was given back.
+
+        Returns:
+            One status per lease; every one NO_TOPIC when the epoch is stale.
         """
         ...
 

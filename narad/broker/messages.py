@@ -8,6 +8,14 @@ the message was stored under the schema version it was checked against, and
 copied to every child the topic had at that moment (children share their
 parent's history, so a copy is never validated against another version).
 
+A produce may carry idempotency keys (the ``Idempotency-Key`` header for the
+whole request, or one per batch entry). Each key travels with a digest of
+what it guards (payload, message key, requested partition), and the same
+script that appends checks them: a key the topic remembers with the same
+digest means the request was stored before (its client did not get the
+answer), so nothing is stored (or copied to children) again; with another
+digest it is a conflict.
+
 The HTTP layer gets :class:`Delivery` values with the receipt handle already
 encoded, and gives handles back as opaque strings: receipts are this
 package's business.
@@ -15,6 +23,8 @@ package's business.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
 import time
@@ -27,23 +37,33 @@ from narad.broker import now_ms
 from narad.broker.receipts import Receipt
 from narad.broker.receipts import decode as decode_receipt
 from narad.broker.receipts import new_nonce
+from narad.broker.receipts import new_nonces
 from narad.broker.records import TopicRecords
 from narad.broker.waiters import Waiters
 from narad.errors import AckedAheadFull
+from narad.errors import IdempotencyKeyReused
 from narad.errors import InvalidArgument
 from narad.errors import LeaseGone
+from narad.errors import MalformedReceipt
 from narad.errors import MessageNotFound
 from narad.errors import PartitionOutOfRange
 from narad.errors import ProduceToDelayChild
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
+from narad.metrics import ACKS_REPEATED
 from narad.metrics import FANOUT_COPIES
+from narad.metrics import IDEMPOTENCY_KEYS_EVICTED
 from narad.metrics import MESSAGES_ACKED
 from narad.metrics import MESSAGES_CONSUMED
+from narad.metrics import MESSAGES_DEDUPLICATED
 from narad.metrics import MESSAGES_PRODUCED
 from narad.metrics import MESSAGES_REFUSED
 from narad.schema.service import SchemaService
+from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import Entry
+from narad.storage import IdempotencyKey
+from narad.storage import IdempotencyLimits
+from narad.storage import Lease
 from narad.storage import Message
 from narad.storage import PayloadKind
 from narad.storage import Settle
@@ -56,11 +76,33 @@ WRITE_ATTEMPTS = 4
 
 @dataclass(frozen=True)
 class Outgoing:
-    """One message to produce, before partition choice and validation."""
+    """One message to produce, before partition choice and validation;
+    ``idempotency_key`` is a batch entry's own key."""
 
     payload: bytes
     key: bytes = b""
     partition: int | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Produced:
+    """What a produce did: messages ``stored`` now, and messages ``repeated``
+    (stored by an earlier attempt of the same request, not stored again)."""
+
+    stored: int
+    repeated: int = 0
+
+    @property
+    def accepted(self) -> int:
+        return self.stored + self.repeated
+
+
+#: What a batch settle answers for each receipt handle.
+SETTLED = {Settle.ACK: "acked", Settle.EXTEND: "extended", Settle.RELEASE: "released"}
+LAPSED = "lapsed"
+MALFORMED = "malformed"
+ACKED_AHEAD_FULL = "acked_ahead_full"
 
 
 @dataclass(frozen=True)
@@ -102,12 +144,14 @@ class MessageService:
         waiters: Waiters,
         *,
         max_wait_ms: int,
+        idempotency: IdempotencyLimits = DEFAULT_IDEMPOTENCY,
     ) -> None:
         self.storage = storage
         self.records = records
         self.schemas = schemas
         self.waiters = waiters
         self.max_wait_ms = max_wait_ms
+        self.idempotency = idempotency
         # One counter per topic incarnation (name, epoch): topics produced
         # to in turn do not share ticks, so each spreads over all its
         # partitions, and a new topic starts at partition 0 in every worker.
@@ -117,12 +161,23 @@ class MessageService:
     # -- produce -------------------------------------------------------------
 
     def produce(
-        self, topic: str, outgoing: Sequence[Outgoing], *, batch: bool = False
-    ) -> int:
-        """Validate and append ``outgoing`` all or nothing; return the count.
+        self,
+        topic: str,
+        outgoing: Sequence[Outgoing],
+        *,
+        batch: bool = False,
+        idempotency_key: str | None = None,
+    ) -> Produced:
+        """Validate and append ``outgoing`` all or nothing.
 
-        In a batch, errors name the failing entry (``messages[i]: ...``).
+        ``idempotency_key`` guards the whole request; entries may instead
+        carry their own (not both: the HTTP layer refuses that). In a batch,
+        errors name the failing entry (``messages[i]: ...``).
+
+        Raises:
+            IdempotencyKeyReused: a key the topic remembers for other content.
         """
+        guards = _guards(outgoing, idempotency_key)
         meta = self.records.cached(topic)
         for _ in range(WRITE_ATTEMPTS):
             if meta.fanout_delay_ms:
@@ -142,13 +197,31 @@ class MessageService:
                 meta = fresh
                 continue
             result = self.storage.append(
-                meta, entries, schema_version=meta.schema_version, now_ms=now_ms()
+                meta,
+                entries,
+                schema_version=meta.schema_version,
+                now_ms=now_ms(),
+                idempotency=guards,
+                limits=self.idempotency,
             )
             if result.status is Status.OK:
                 MESSAGES_PRODUCED.inc(result.count)
                 if meta.children:
                     FANOUT_COPIES.inc(result.count * len(meta.children))
-                return result.count
+                if result.repeated:
+                    MESSAGES_DEDUPLICATED.inc(result.repeated)
+                if result.evicted:
+                    IDEMPOTENCY_KEYS_EVICTED.inc(result.evicted)
+                return Produced(result.count, result.repeated)
+            if result.status is Status.KEY_REUSED:
+                guard = guards[result.key_index]
+                header = idempotency_key is not None
+                error = IdempotencyKeyReused(
+                    guard.key, self.idempotency.window_ms, header=header
+                )
+                if batch and not header:
+                    error.at_entry(guard.start)
+                raise error
             # Recreated, a new schema version, children come or gone, or
             # attached as a delay child.
             meta = self.records.refresh(topic)
@@ -214,12 +287,27 @@ class MessageService:
         self, topic: str, *, wait_ms: int, partition: int | None
     ) -> Delivery | None:
         """Reserve one message, long-polling up to ``wait_ms`` for one."""
+        deliveries = self._lease(topic, 1, wait_ms, partition)
+        return deliveries[0] if deliveries else None
+
+    def consume_batch(
+        self, topic: str, *, count: int, wait_ms: int, partition: int | None
+    ) -> list[Delivery]:
+        """Reserve up to ``count`` messages in one step, long-polling up to
+        ``wait_ms`` for the first; an empty list when none came."""
+        return self._lease(topic, count, wait_ms, partition)
+
+    def _lease(
+        self, topic: str, count: int, wait_ms: int, partition: int | None
+    ) -> list[Delivery]:
         meta = self.records.cached(topic)
         self._check_partition(meta, partition)
         wait_ms = min(wait_ms, self.max_wait_ms)
         deadline = time.monotonic() + wait_ms / 1000
         waiters = self.waiters
         while True:
+            # Single and batch consumes share the note: both find the same
+            # messages, so an empty look by either serves both.
             key = (topic, meta.epoch, partition)
             # A long poll on a topic just seen empty waits without looking
             # again: thousands of idle consumers cost no storage calls.
@@ -228,43 +316,58 @@ class MessageService:
                 seen, expiry = note
             else:
                 seen = waiters.generation(topic) if wait_ms else 0
-                result = self.storage.reserve(
-                    meta,
-                    self._order(meta, partition),
-                    nonce=new_nonce(),
-                    now_ms=now_ms(),
-                )
-                if result.status is Status.NO_TOPIC:
+                status, messages, expiry = self._look(meta, partition, count)
+                if status is Status.NO_TOPIC:
                     waiters.forget_empty(key)
                     meta = self.records.refresh(topic)
                     self._check_partition(meta, partition)
                     continue
-                if result.message is not None:
+                if messages:
                     waiters.forget_empty(key)
-                    MESSAGES_CONSUMED.inc()
-                    message = result.message
-                    receipt = Receipt(message.partition, message.offset, message.nonce)
-                    return Delivery(topic, message, receipt.encode())
-                # A lapsing lease, or a copy in a delay child falling due,
-                # makes a message available without any publish: wake then.
-                expiry = result.next_change_ms
+                    MESSAGES_CONSUMED.inc(len(messages))
+                    return [
+                        Delivery(
+                            topic,
+                            message,
+                            Receipt(
+                                message.partition, message.offset, message.nonce
+                            ).encode(),
+                        )
+                        for message in messages
+                    ]
                 if wait_ms:
                     waiters.remember_empty(key, topic, seen, expiry, now_ms())
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return None
+                return []
             if expiry is not None:
                 until_expiry = (expiry - now_ms() + 1) / 1000
                 remaining = min(remaining, max(until_expiry, 0.001))
             waiters.wait(topic, seen, remaining)
             if waiters.stopped:
-                return None  # the worker is stopping: answer 204 now
+                return []  # the worker is stopping: answer 204 now
             if (
                 time.monotonic() >= deadline
                 and waiters.quiet(topic, seen)
                 and (expiry is None or now_ms() < expiry)
             ):
-                return None  # nothing was published and no lease fell due
+                return []  # nothing was published and no lease fell due
+
+    def _look(
+        self, meta: TopicMeta, partition: int | None, count: int
+    ) -> tuple[Status, Sequence[Message], int | None]:
+        """One reserve: (status, messages leased, and when a message may become
+        available without any publish: a lapsing lease, or a copy in a delay
+        child falling due)."""
+        order = self._order(meta, partition)
+        if count == 1:
+            one = self.storage.reserve(meta, order, nonce=new_nonce(), now_ms=now_ms())
+            found = (one.message,) if one.message is not None else ()
+            return one.status, found, one.next_change_ms
+        many = self.storage.reserve_batch(
+            meta, order, nonces=new_nonces(count), now_ms=now_ms()
+        )
+        return many.status, many.messages, many.next_change_ms
 
     def _order(self, meta: TopicMeta, partition: int | None) -> list[int]:
         if partition is not None:
@@ -307,6 +410,9 @@ class MessageService:
                 if action is Settle.ACK:
                     MESSAGES_ACKED.inc()
                 return
+            if status is Status.REPEATED:
+                ACKS_REPEATED.inc()
+                return
             if status is Status.GONE:
                 raise LeaseGone()
             if status is Status.ACKED_AHEAD_FULL:
@@ -315,3 +421,92 @@ class MessageService:
                 )
             meta = self.records.refresh(topic)
         raise TopicNotFound(topic)
+
+    def settle_batch(
+        self, topic: str, handles: Sequence[str], action: Settle
+    ) -> list[str]:
+        """Settle every handle in one step; one outcome per handle, in order.
+
+        An outcome is ``acked``, ``extended`` or ``released`` (done; an ack
+        of a handle already acked is ``acked`` again), ``lapsed`` (the lease
+        is gone), ``acked_ahead_full`` (not acked: the partition holds its
+        most out-of-order acks; ack older messages first, then retry it), or
+        ``malformed`` (not a receipt handle). One bad handle does not keep
+        the others from being settled.
+        """
+        outcomes: list[str] = [MALFORMED] * len(handles)
+        receipts: dict[int, Receipt] = {}
+        for index, handle in enumerate(handles):
+            try:
+                receipts[index] = decode_receipt(handle)
+            except MalformedReceipt:
+                continue
+        meta = self.records.cached(topic)
+        for _ in range(2):
+            # Ascending offsets per partition let the lowest unacked offset
+            # move before acks above it fill the acked-ahead cap.
+            order = sorted(
+                (i for i, r in receipts.items() if r.partition < meta.partitions),
+                key=lambda i: (receipts[i].partition, receipts[i].offset),
+            )
+            for index in receipts:
+                outcomes[index] = LAPSED
+            if not order:
+                return outcomes
+            statuses = self.storage.settle_batch(
+                meta,
+                [
+                    Lease(receipts[i].partition, receipts[i].offset, receipts[i].nonce)
+                    for i in order
+                ],
+                action=action,
+                now_ms=now_ms(),
+            )
+            if Status.NO_TOPIC in statuses:
+                meta = self.records.refresh(topic)
+                continue
+            for index, status in zip(order, statuses, strict=True):
+                done = status is Status.OK
+                outcomes[index] = SETTLED[action] if done else _OUTCOMES[status]
+            acked = statuses.count(Status.OK) if action is Settle.ACK else 0
+            if acked:
+                MESSAGES_ACKED.inc(acked)
+            repeated = statuses.count(Status.REPEATED)
+            if repeated:
+                ACKS_REPEATED.inc(repeated)
+            return outcomes
+        raise TopicNotFound(topic)
+
+
+_OUTCOMES = {
+    Status.REPEATED: SETTLED[Settle.ACK],
+    Status.GONE: LAPSED,
+    Status.ACKED_AHEAD_FULL: ACKED_AHEAD_FULL,
+}
+
+
+def _guards(
+    outgoing: Sequence[Outgoing], request_key: str | None
+) -> list[IdempotencyKey]:
+    """The idempotency keys of a produce, each with the digest of what it
+    guards: the request's key guards every entry, an entry's key its own."""
+    if request_key is not None:
+        return [IdempotencyKey(request_key, _digest(outgoing), 0, len(outgoing))]
+    return [
+        IdempotencyKey(item.idempotency_key, _digest([item]), index, index + 1)
+        for index, item in enumerate(outgoing)
+        if item.idempotency_key is not None
+    ]
+
+
+def _digest(items: Sequence[Outgoing]) -> str:
+    """What a retry must send again for its key to match: each message's
+    requested partition, key and payload (lengths framed, so no two
+    different requests hash alike by shifting bytes between fields)."""
+    h = hashlib.blake2b(digest_size=16)
+    for item in items:
+        partition = -1 if item.partition is None else item.partition
+        h.update(b"%d,%d,%d:" % (partition, len(item.key), len(item.payload)))
+        h.update(item.key)
+        h.update(item.payload)
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()

@@ -1,10 +1,12 @@
-"""Produce, consume, ack and replay under ``/v1/topics/{name}``."""
+"""Produce, consume, ack and replay under ``/v1/topics/{name}``, one message
+at a time or in batches."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 import falcon
@@ -12,6 +14,7 @@ import falcon
 from narad.broker.messages import Delivery
 from narad.broker.messages import MessageService
 from narad.broker.messages import Outgoing
+from narad.broker.messages import Produced
 from narad.errors import InvalidArgument
 from narad.http import dumps
 from narad.http import encode
@@ -23,13 +26,24 @@ from narad.http.body import query_int
 from narad.http.body import read_body
 from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
+from narad.quoting import quote
 from narad.security.access import authorize
 from narad.security.grants import Action
 from narad.storage import PayloadKind
 from narad.storage import Settle
 
 MAX_BATCH = 1000
-BATCH_ENTRY_FIELDS = ("value", "value_base64", "key", "partition")
+BATCH_ENTRY_FIELDS = ("value", "value_base64", "key", "partition", "idempotency_key")
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+#: Answered ``true`` when every message of a produce was stored by an earlier
+#: attempt with the same idempotency key (nothing was stored this time).
+REPLAYED_HEADER = "Idempotent-Replayed"
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+DEFAULT_CONSUME_BATCH = 10
+MAX_CONSUME_BATCH = 100
+MAX_ACK_BATCH = 1000
+ACK_BATCH_FIELDS = ("receipt_handles", "extend")
+_ENTRY_FIELDS = frozenset(BATCH_ENTRY_FIELDS)
 
 
 class Produce:
@@ -40,32 +54,63 @@ class Produce:
         authorize(req, Action.PRODUCE, check_name(name))
         key = _utf8(param(req, "key") or "", "key")
         partition = query_int(req, "partition")
+        idempotency_key = _request_key(req)
         body = read_body(req)
-        self.messages.produce(name, [Outgoing(body, key, partition)])
+        produced = self.messages.produce(
+            name, [Outgoing(body, key, partition)], idempotency_key=idempotency_key
+        )
+        _replayed(resp, produced)
         resp.status = falcon.HTTP_202
 
     def on_post_batch(
         self, req: falcon.Request, resp: falcon.Response, name: str
     ) -> None:
         authorize(req, Action.PRODUCE, check_name(name))
-        outgoing = _batch(read_body(req))
-        accepted = self.messages.produce(name, outgoing, batch=True)
+        idempotency_key = _request_key(req)
+        outgoing = _batch(read_body(req), keyed_request=idempotency_key is not None)
+        produced = self.messages.produce(
+            name, outgoing, batch=True, idempotency_key=idempotency_key
+        )
+        _replayed(resp, produced)
         resp.status = falcon.HTTP_202
-        resp.text = dumps({"accepted": accepted})
+        answer = {"accepted": produced.accepted}
+        if idempotency_key is not None or any(o.idempotency_key for o in outgoing):
+            answer["duplicates"] = produced.repeated
+        resp.text = dumps(answer)
 
 
-def _utf8(text: str, what: str) -> bytes:
+def _idempotency_key(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _IDEMPOTENCY_KEY.fullmatch(value):
+        shown = quote(value) if isinstance(value, str) else "not a string"
+        raise InvalidArgument(
+            f"{what} must be 1 to 255 visible ASCII characters, got {shown}"
+        )
+    return value
+
+
+def _request_key(req: falcon.Request) -> str | None:
+    value = req.get_header(IDEMPOTENCY_HEADER)
+    return None if value is None else _idempotency_key(value, IDEMPOTENCY_HEADER)
+
+
+def _replayed(resp: falcon.Response, produced: Produced) -> None:
+    if produced.repeated and not produced.stored:
+        resp.set_header(REPLAYED_HEADER, "true")
+
+
+def _utf8(text: str, what: str, index: int | None = None) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate ("\ud800" in JSON): UTF-8 cannot hold it, and
         # storing its CESU-8 bytes would hand consumers invalid UTF-8.
+        where = "" if index is None else f"messages[{index}]: "
         raise InvalidArgument(
-            f"{what} holds a lone surrogate, which UTF-8 cannot store"
+            f"{where}{what} holds a lone surrogate, which UTF-8 cannot store"
         ) from None
 
 
-def _batch(data: bytes) -> list[Outgoing]:
+def _batch(data: bytes, *, keyed_request: bool) -> list[Outgoing]:
     body = parse_json(data)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise InvalidArgument('request body must be {"messages": [...]}')
@@ -77,31 +122,64 @@ def _batch(data: bytes) -> list[Outgoing]:
         raise InvalidArgument(
             f"messages holds {len(items)} entries; at most {MAX_BATCH}"
         )
-    return [_entry(item, f"messages[{i}]: ") for i, item in enumerate(items)]
+    outgoing = [_entry(item, index) for index, item in enumerate(items)]
+    first_with: dict[str, int] = {}
+    for index, item in enumerate(outgoing):
+        key = item.idempotency_key
+        if key is None:
+            continue
+        if keyed_request:
+            raise InvalidArgument(
+                f"messages[{index}]: idempotency_key given with the "
+                f"{IDEMPOTENCY_HEADER} header: give one key for the request or "
+                "one per message, not both"
+            )
+        if key in first_with:
+            raise InvalidArgument(
+                f"messages[{index}]: idempotency_key {quote(key)} repeats "
+                f"messages[{first_with[key]}]'s"
+            )
+        first_with[key] = index
+    return outgoing
 
 
-def _entry(item: Any, where: str) -> Outgoing:
-    if not isinstance(item, dict):
-        raise InvalidArgument(f"{where}must be an object")
-    refuse_unknown(item, BATCH_ENTRY_FIELDS, where)
+def _entry(item: Any, index: int) -> Outgoing:
+    # Once per message of a batch: the common entry ({"value": ...}) takes
+    # the fewest checks, and error messages are built only when needed.
+    if type(item) is not dict:
+        raise InvalidArgument(f"messages[{index}]: must be an object")
+    if not _ENTRY_FIELDS.issuperset(item):
+        refuse_unknown(item, BATCH_ENTRY_FIELDS, f"messages[{index}]: ")
+    value = item.get("value")
     if ("value" in item) == ("value_base64" in item):
-        raise InvalidArgument(f"{where}give exactly one of value and value_base64")
-    if "value" in item:
-        if not isinstance(item["value"], str):
-            raise InvalidArgument(f"{where}value must be a string")
-        payload = _utf8(item["value"], f"{where}value")
+        raise InvalidArgument(
+            f"messages[{index}]: give exactly one of value and value_base64"
+        )
+    if type(value) is str:
+        payload = _utf8(value, "value", index)
+    elif "value" in item:
+        raise InvalidArgument(f"messages[{index}]: value must be a string")
     else:
         try:
             payload = base64.b64decode(item["value_base64"], validate=True)
         except (binascii.Error, TypeError, ValueError):
-            raise InvalidArgument(f"{where}value_base64 is not base64") from None
+            raise InvalidArgument(
+                f"messages[{index}]: value_base64 is not base64"
+            ) from None
     key = item.get("key", "")
-    if not isinstance(key, str):
-        raise InvalidArgument(f"{where}key must be a string")
+    if type(key) is not str:
+        raise InvalidArgument(f"messages[{index}]: key must be a string")
     partition = item.get("partition")
     if partition is not None:
-        partition = integer(partition, f"{where}partition", low=0)
-    return Outgoing(payload, _utf8(key, f"{where}key"), partition)
+        partition = integer(partition, f"messages[{index}]: partition", low=0)
+    idempotency_key = item.get("idempotency_key")
+    if idempotency_key is not None:
+        idempotency_key = _idempotency_key(
+            idempotency_key, f"messages[{index}]: idempotency_key"
+        )
+    return Outgoing(
+        payload, _utf8(key, "key", index) if key else b"", partition, idempotency_key
+    )
 
 
 class Consume:
@@ -120,7 +198,40 @@ class Consume:
         if delivery is None:
             resp.status = falcon.HTTP_204
             return
-        resp.text = render(delivery)
+        resp.data = render(delivery)
+
+    def on_get_batch(
+        self, req: falcon.Request, resp: falcon.Response, name: str
+    ) -> None:
+        authorize(req, Action.CONSUME, check_name(name))
+        if param(req, "offset") is not None:
+            raise InvalidArgument(
+                "consume/batch leases messages; replay by offset is "
+                "consume?partition=&offset="
+            )
+        partition = query_int(req, "partition")
+        count = query_int(req, "max", low=1, high=MAX_CONSUME_BATCH)
+        wait_ms = query_duration_ms(req, "wait")
+        deliveries = self.messages.consume_batch(
+            name,
+            count=DEFAULT_CONSUME_BATCH if count is None else count,
+            wait_ms=wait_ms,
+            partition=partition,
+        )
+        if not deliveries:
+            resp.status = falcon.HTTP_204
+            return
+        resp.data = render_batch(deliveries)
+
+    def on_head_batch(
+        self, req: falcon.Request, resp: falcon.Response, name: str
+    ) -> None:
+        """HEAD is safe: a batch consume would lease messages."""
+        authorize(req, Action.CONSUME, check_name(name))
+        raise InvalidArgument(
+            "HEAD of consume/batch is not served: it would lease messages; "
+            "replay one by HEAD of consume?partition=&offset="
+        )
 
     def on_head(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         """HEAD is safe: it may replay but never lease a message."""
@@ -140,7 +251,7 @@ class Consume:
         if partition is None:
             raise InvalidArgument("offset needs partition")
         delivery = self.messages.replay(name, partition=partition, offset=offset)
-        resp.text = render(delivery)
+        resp.data = render(delivery)
 
 
 class Ack:
@@ -166,24 +277,77 @@ class Ack:
         self.messages.settle(name, handle, action)
         resp.status = falcon.HTTP_204
 
+    def on_post_batch(
+        self, req: falcon.Request, resp: falcon.Response, name: str
+    ) -> None:
+        authorize(req, Action.CONSUME, check_name(name))
+        body = parse_json(read_body(req))
+        if not isinstance(body, dict) or not isinstance(
+            body.get("receipt_handles"), list
+        ):
+            raise InvalidArgument('request body must be {"receipt_handles": [...]}')
+        refuse_unknown(body, ACK_BATCH_FIELDS)
+        handles = body["receipt_handles"]
+        if not handles:
+            raise InvalidArgument("receipt_handles must not be empty")
+        if len(handles) > MAX_ACK_BATCH:
+            raise InvalidArgument(
+                f"receipt_handles holds {len(handles)} entries; at most {MAX_ACK_BATCH}"
+            )
+        for index, handle in enumerate(handles):
+            if not isinstance(handle, str):
+                raise InvalidArgument(f"receipt_handles[{index}] must be a string")
+        extend = body.get("extend")
+        if extend is None or extend is False:
+            action = Settle.ACK
+        elif extend is True:
+            action = Settle.EXTEND
+        elif extend == 0 and type(extend) is int:
+            action = Settle.RELEASE
+        else:
+            raise InvalidArgument(
+                "extend must be true (renew the leases) or 0 (give the messages back)"
+            )
+        results = self.messages.settle_batch(name, handles, action)
+        resp.text = dumps({"results": results})
 
-def render(delivery: Delivery) -> str:
+
+def render_batch(deliveries: list[Delivery]) -> bytes:
+    """The batch consume response: ``{"messages": [...]}``, each message as
+    :func:`render` writes it."""
+    return b'{"messages":[' + b",".join(map(_render, deliveries)) + b"]}\n"
+
+
+def render(delivery: Delivery) -> bytes:
     """The consume response; a JSON payload is embedded verbatim."""
+    return _render(delivery) + b"\n"
+
+
+def _render(delivery: Delivery) -> bytes:
+    # Written by hand, once per message of a batch: the topic name and the
+    # handle need no escaping (their alphabets are [A-Za-z0-9._-]), the
+    # numbers none, and only the key goes through the JSON encoder.
     message = delivery.message
-    head: dict[str, Any] = {
-        "topic": delivery.topic,
-        "partition": message.partition,
-        "offset": message.offset,
-        "key": message.key.decode("utf-8", "replace") if message.key else None,
-        "timestamp": message.timestamp,
-    }
+    key = (
+        encode(message.key.decode("utf-8", "replace")).encode()
+        if message.key
+        else b"null"
+    )
+    head = b'{"topic":"%s","partition":%d,"offset":%d,"key":%s,"timestamp":%d' % (
+        delivery.topic.encode(),
+        message.partition,
+        message.offset,
+        key,
+        message.timestamp,
+    )
     if delivery.receipt_handle is not None:
-        head["receipt_handle"] = delivery.receipt_handle
+        head += b',"receipt_handle":"%s"' % delivery.receipt_handle.encode()
     if message.kind is PayloadKind.JSON:
-        payload = message.payload.decode("utf-8")
+        payload = message.payload
     elif message.kind is PayloadKind.TEXT:
-        payload = json.dumps(message.payload.decode("utf-8"), ensure_ascii=False)
+        text = message.payload.decode("utf-8")
+        payload = json.dumps(text, ensure_ascii=False).encode()
     else:
-        head["payload_encoding"] = "base64"
-        payload = '"' + base64.b64encode(message.payload).decode() + '"'
-    return encode(head)[:-1] + ',"payload":' + payload + "}\n"
+        head += b',"payload_encoding":"base64"'
+        payload = b'"' + base64.b64encode(message.payload) + b'"'
+    return head + b',"payload":' + payload + b"}"

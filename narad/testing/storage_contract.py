@@ -47,6 +47,9 @@ from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
 from narad.storage import Grant
+from narad.storage import IdempotencyKey
+from narad.storage import IdempotencyLimits
+from narad.storage import Lease
 from narad.storage import Notification
 from narad.storage import PayloadKind
 from narad.storage import SchemaLimits
@@ -610,7 +613,7 @@ class StorageContract:
         assert second.offset == 0
         assert settle(first, Settle.ACK, 1601) is Status.GONE
         assert settle(second, Settle.ACK, 1601) is Status.OK
-        assert settle(second, Settle.ACK, 1602) is Status.GONE
+        assert settle(second, Settle.ACK, 1602) is Status.REPEATED
 
     def test_settling_what_was_never_leased_is_gone(self, storage):
         meta = self.topic(storage)
@@ -746,6 +749,337 @@ class StorageContract:
         assert storage.delete_user(second.name, revision=1) is Status.LAST_ADMIN
         # A user who is not an admin goes, whatever the count.
         assert storage.delete_user(first.name, revision=2) is Status.OK
+
+    # -- idempotent ack ------------------------------------------------------
+
+    def test_an_ack_retried_with_its_nonce_is_repeated_while_retained(self, storage):
+        meta = self.topic(storage, retention_ms=HOUR, max_acked_ahead_per_partition=1)
+        for i in range(3):
+            self.put(storage, meta, b"%d" % i, now=0)
+        held = [
+            storage.reserve(meta, [0], nonce=nonce(i), now_ms=1).message
+            for i in range(3)
+        ]
+
+        def settle(message, action=Settle.ACK, now=2):
+            return storage.settle(
+                meta, 0, message.offset, message.nonce, action=action, now_ms=now
+            )
+
+        assert settle(held[1]) is Status.OK  # acked ahead of the floor
+        assert settle(held[0]) is Status.OK  # the floor moves past both
+        for message in held[:2]:
+            assert settle(message) is Status.REPEATED
+            assert settle(message, now=10_000) is Status.REPEATED  # past its lease
+            assert settle(message, Settle.EXTEND) is Status.GONE
+            assert settle(message, Settle.RELEASE) is Status.GONE
+        # A repeat changes nothing: the acked-ahead slot is free for offset 2.
+        assert settle(held[1]) is Status.REPEATED
+        [stats] = storage.partition_stats(meta, now_ms=3)
+        assert stats.in_flight == 1
+        assert storage.settle(meta, 0, 1, nonce("x"), action=Settle.ACK, now_ms=3) is (
+            Status.GONE
+        )
+        assert settle(held[2], now=3) is Status.OK
+        assert storage.reserve(meta, [0], nonce=nonce(9), now_ms=4).message is None
+        # Once retention drops the message, the fact goes with it.
+        self.put(storage, meta, b"new", now=HOUR)
+        assert settle(held[0], now=HOUR) is Status.GONE
+
+    def test_an_ack_of_a_lapsed_lease_taken_by_another_is_gone(self, storage):
+        meta = self.topic(storage, visibility_timeout_ms=1000)
+        self.put(storage, meta, b"m", now=0)
+        first = storage.reserve(meta, [0], nonce=nonce(1), now_ms=0).message
+        second = storage.reserve(meta, [0], nonce=nonce(2), now_ms=1000).message
+        assert second.offset == first.offset
+
+        def ack(message):
+            return storage.settle(
+                meta, 0, 0, message.nonce, action=Settle.ACK, now_ms=1001
+            )
+
+        assert ack(first) is Status.GONE
+        assert ack(second) is Status.OK
+        assert ack(first) is Status.GONE  # acked, but under the other nonce
+        assert ack(second) is Status.REPEATED
+
+    def test_a_released_message_is_not_acked_by_its_old_nonce(self, storage):
+        meta = self.topic(storage)
+        self.put(storage, meta, b"m", now=0)
+        held = storage.reserve(meta, [0], nonce=nonce(1), now_ms=0).message
+        assert (
+            storage.settle(meta, 0, 0, held.nonce, action=Settle.RELEASE, now_ms=1)
+            is Status.OK
+        )
+        for action in Settle:
+            assert (
+                storage.settle(meta, 0, 0, held.nonce, action=action, now_ms=2)
+                is Status.GONE
+            )
+
+    # -- idempotent append ---------------------------------------------------
+
+    @staticmethod
+    def entries(*payloads: bytes) -> list[Entry]:
+        return [Entry(0, b"", p, PayloadKind.TEXT) for p in payloads]
+
+    @staticmethod
+    def guard(key: str, digest: str = "d1", start: int = 0, stop: int = 1):
+        return IdempotencyKey(key, digest, start, stop)
+
+    @staticmethod
+    def offsets(storage: Storage, meta: TopicMeta) -> int:
+        return sum(s.next_offset for s in storage.partition_stats(meta, now_ms=0))
+
+    def test_a_retried_append_with_its_key_stores_nothing_new(self, storage):
+        meta = self.topic(storage)
+        limits = IdempotencyLimits(window_ms=1000)
+
+        def append(*guards, now=0, entries=None):
+            return storage.append(
+                meta,
+                entries or self.entries(b"m"),
+                schema_version=0,
+                now_ms=now,
+                idempotency=guards,
+                limits=limits,
+            )
+
+        first = append(self.guard("k"))
+        assert (first.status, first.count, first.repeated) == (Status.OK, 1, 0)
+        again = append(self.guard("k"), now=999)
+        assert (again.status, again.count, again.repeated) == (Status.OK, 0, 1)
+        assert self.offsets(storage, meta) == 1
+        other = append(self.guard("k", "d2"), now=999)
+        assert (other.status, other.key_index) == (Status.KEY_REUSED, 0)
+        assert self.offsets(storage, meta) == 1
+        # The window closes at stored_at + window_ms: the key is new again.
+        later = append(self.guard("k", "d2"), now=1000)
+        assert (later.status, later.count) == (Status.OK, 1)
+        assert append(self.guard("k", "d2"), now=1999).repeated == 1
+        assert self.offsets(storage, meta) == 2
+
+    def test_keys_guard_their_entries_and_a_reused_one_stores_nothing(self, storage):
+        meta = self.topic(storage)
+        entries = self.entries(b"a", b"b", b"c", b"d")
+
+        def append(*guards):
+            return storage.append(
+                meta, entries, schema_version=0, now_ms=0, idempotency=guards
+            )
+
+        first = append(self.guard("a", "da", 0, 1), self.guard("bc", "dbc", 1, 3))
+        assert (first.count, first.repeated) == (4, 0)
+        # "a" and "bc" repeat, "x" is new, "d" is unguarded.
+        second = append(
+            self.guard("a", "da", 0, 1),
+            self.guard("bc", "dbc", 1, 3),
+            self.guard("x", "dx", 3, 4),
+        )
+        assert (second.status, second.count, second.repeated) == (Status.OK, 1, 3)
+        third = append(self.guard("y", "dy", 0, 1), self.guard("x", "other", 3, 4))
+        assert (third.status, third.key_index) == (Status.KEY_REUSED, 1)
+        assert self.offsets(storage, meta) == 5
+        # Nothing of the refused append was kept, its new key included.
+        assert append(self.guard("y", "dz", 0, 1)).status is Status.OK
+        read = [storage.read(meta, 0, o, now_ms=1).payload for o in range(9)]
+        assert read == [b"a", b"b", b"c", b"d", b"d", b"a", b"b", b"c", b"d"]
+
+    def test_a_retry_whose_keys_were_all_stored_outlives_a_schema_change(self, storage):
+        meta = self.topic(storage, DOC)
+        entry = [Entry(0, b"", b"{}", PayloadKind.JSON)]
+        guard = self.guard("k")
+        first = storage.append(
+            meta, entry, schema_version=1, now_ms=0, idempotency=[guard]
+        )
+        assert first.count == 1
+        storage.append_schema(
+            meta, SchemaVersion(2, DOC, False), expected_current=1, limits=LIMITS
+        )
+        retry = storage.append(
+            meta, entry, schema_version=1, now_ms=1, idempotency=[guard]
+        )
+        assert (retry.status, retry.repeated) == (Status.OK, 1)
+        stale = storage.append(
+            meta, entry, schema_version=1, now_ms=1, idempotency=[self.guard("new")]
+        )
+        assert (stale.status, stale.schema_version) == (Status.STALE_SCHEMA, 2)
+        # A refused append remembers nothing: the key is still free.
+        fresh = storage.append(
+            meta, entry, schema_version=2, now_ms=2, idempotency=[self.guard("new")]
+        )
+        assert (fresh.status, fresh.count) == (Status.OK, 1)
+
+    def test_keys_past_the_bounds_are_forgotten_oldest_first(self, storage):
+        per_key = 1 + 2 + IdempotencyLimits.KEY_OVERHEAD  # key "a", digest "d1"
+        by_count = IdempotencyLimits(window_ms=HOUR, max_keys=2, max_bytes=1 << 20)
+        by_bytes = IdempotencyLimits(
+            window_ms=HOUR, max_keys=100, max_bytes=2 * per_key
+        )
+        for limits in (by_count, by_bytes):
+            meta = self.topic(storage)
+
+            def append(key, now, limits=limits, meta=meta):
+                return storage.append(
+                    meta,
+                    self.entries(b"m"),
+                    schema_version=0,
+                    now_ms=now,
+                    idempotency=[self.guard(key)],
+                    limits=limits,
+                )
+
+            assert append("a", 0).evicted == 0
+            assert append("b", 1).evicted == 0
+            assert append("c", 2).evicted == 1
+            assert append("b", 3).repeated == 1
+            assert append("c", 3).repeated == 1
+            assert append("a", 3).count == 1  # forgotten: stored again
+
+    def test_expired_keys_free_their_room(self, storage):
+        meta = self.topic(storage)
+        limits = IdempotencyLimits(window_ms=10, max_keys=2, max_bytes=1 << 20)
+
+        def append(key, now):
+            return storage.append(
+                meta,
+                self.entries(b"m"),
+                schema_version=0,
+                now_ms=now,
+                idempotency=[self.guard(key)],
+                limits=limits,
+            )
+
+        append("a", 0)
+        append("b", 1)
+        later = append("c", 20)  # a and b expired: dropped, not evicted
+        assert (later.count, later.evicted) == (1, 0)
+        assert append("d", 21).evicted == 0
+        assert append("c", 22).repeated == 1
+
+    # -- batches -------------------------------------------------------------
+
+    def test_reserve_batch_takes_a_partition_before_the_next(self, storage):
+        meta = self.topic(storage, partitions=3)
+        for partition, count in ((0, 2), (1, 1), (2, 3)):
+            for i in range(count):
+                self.put(
+                    storage,
+                    meta,
+                    b"%d-%d" % (partition, i),
+                    now=0,
+                    **{"partition": partition},
+                )
+        nonces = [nonce(i) for i in range(4)]
+        got = storage.reserve_batch(meta, [2, 0, 1], nonces=nonces, now_ms=1)
+        assert got.status is Status.OK
+        assert [(m.partition, m.offset, m.nonce) for m in got.messages] == [
+            (2, 0, nonces[0]),
+            (2, 1, nonces[1]),
+            (2, 2, nonces[2]),
+            (0, 0, nonces[3]),
+        ]
+        assert [m.payload for m in got.messages] == [b"2-0", b"2-1", b"2-2", b"0-0"]
+        rest = storage.reserve_batch(
+            meta, [0, 1, 2], nonces=[nonce(i) for i in range(10, 20)], now_ms=1
+        )
+        assert [(m.partition, m.offset) for m in rest.messages] == [(0, 1), (1, 0)]
+        none = storage.reserve_batch(meta, [0, 1, 2], nonces=nonces, now_ms=2)
+        assert (none.messages, none.next_lease_expiry_ms) == ((), 1001)
+        for message in got.messages:
+            assert (
+                storage.settle(
+                    meta,
+                    message.partition,
+                    message.offset,
+                    message.nonce,
+                    action=Settle.ACK,
+                    now_ms=3,
+                )
+                is Status.OK
+            )
+        stale = replace(meta, epoch="stale")
+        assert storage.reserve_batch(stale, [0], nonces=nonces, now_ms=3).status is (
+            Status.NO_TOPIC
+        )
+
+    def test_reserve_batch_keeps_the_caps_per_message(self, storage):
+        meta = self.topic(
+            storage,
+            visibility_timeout_ms=1000,
+            max_in_flight_per_partition=3,
+            max_acked_ahead_per_partition=1,
+        )
+        for i in range(6):
+            self.put(storage, meta, b"%d" % i, now=0)
+        nonces = [nonce(i) for i in range(10)]
+        first = storage.reserve_batch(meta, [0], nonces=nonces, now_ms=0)
+        assert [m.offset for m in first.messages] == [0, 1, 2]  # in-flight cap
+        # Offset 1 given back, 0 lapses: both are taken again before anything new.
+        assert (
+            storage.settle(meta, 0, 1, nonces[1], action=Settle.RELEASE, now_ms=500)
+            is Status.OK
+        )
+        again = storage.reserve_batch(meta, [0], nonces=nonces[3:], now_ms=1000)
+        assert sorted(m.offset for m in again.messages) == [0, 1, 2]
+        held = {m.offset: m.nonce for m in again.messages}
+        assert (
+            storage.settle(meta, 0, 2, held[2], action=Settle.ACK, now_ms=1001)
+            is Status.OK
+        )
+        # Acked-ahead is full: only the frontier (0) may move, once it lapses.
+        none = storage.reserve_batch(meta, [0], nonces=nonces, now_ms=1500)
+        assert none.messages == ()
+        frontier = storage.reserve_batch(meta, [0], nonces=nonces, now_ms=2000)
+        assert [m.offset for m in frontier.messages] == [0]
+
+    def test_settle_batch_judges_each_lease_in_order(self, storage):
+        meta = self.topic(storage, partitions=2, max_acked_ahead_per_partition=1)
+        for partition in (0, 1):
+            for _ in range(3):
+                self.put(storage, meta, b"m", now=0, partition=partition)
+        held = storage.reserve_batch(
+            meta, [0, 1], nonces=[nonce(i) for i in range(6)], now_ms=0
+        ).messages
+        leases = [Lease(m.partition, m.offset, m.nonce) for m in held]
+        p0, p1 = leases[:3], leases[3:]
+        forged = Lease(0, 1, nonce("forged"))
+        results = storage.settle_batch(
+            meta,
+            [p0[2], p0[1], forged, p1[0], p1[1], p1[0], p0[0]],
+            action=Settle.ACK,
+            now_ms=1,
+        )
+        assert results == [
+            Status.OK,  # acked ahead of the floor: the one slot
+            Status.ACKED_AHEAD_FULL,
+            Status.GONE,
+            Status.OK,
+            Status.OK,
+            Status.REPEATED,
+            Status.OK,  # the floor moves past 0 and 2
+        ]
+        assert storage.settle_batch(meta, [p0[1]], action=Settle.ACK, now_ms=2) == [
+            Status.OK
+        ]
+        extend = storage.settle_batch(
+            meta, [p1[2], p1[0]], action=Settle.EXTEND, now_ms=500
+        )
+        assert extend == [Status.OK, Status.GONE]
+        assert storage.reserve(meta, [1], nonce=nonce(9), now_ms=1200).message is None
+        release = storage.settle_batch(
+            meta, [p1[2], p1[2]], action=Settle.RELEASE, now_ms=1300
+        )
+        assert release == [Status.OK, Status.GONE]
+        assert (
+            storage.reserve(meta, [1], nonce=nonce(9), now_ms=1300).message.offset == 2
+        )
+        stale = replace(meta, epoch="stale")
+        assert (
+            storage.settle_batch(stale, p0, action=Settle.ACK, now_ms=3)
+            == [Status.NO_TOPIC] * 3
+        )
+        assert storage.settle_batch(meta, [], action=Settle.ACK, now_ms=3) == []
 
     # -- fan-out -------------------------------------------------------------
 
@@ -1023,6 +1357,57 @@ class StorageContract:
         # The parent's own messages are due at once.
         assert storage.read(parent, 0, 1, now_ms=5_500).payload == b"b"
 
+    def test_a_batch_reserve_in_a_delay_child_stops_at_the_first_not_due(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        parent, child = self.attach(storage, parent, child, delay_ms=1000)
+        for now in (5_000, 5_000, 5_400):
+            self.put(storage, parent, b"%d" % now, now=now)
+        nonces = [nonce(i) for i in range(10)]
+        none = storage.reserve_batch(child, [0], nonces=nonces, now_ms=5_999)
+        assert (none.messages, none.next_due_ms, none.next_change_ms) == (
+            (),
+            6_000,
+            6_000,
+        )
+        two = storage.reserve_batch(child, [0], nonces=nonces, now_ms=6_000)
+        assert [m.offset for m in two.messages] == [0, 1]
+        held = storage.reserve_batch(child, [0], nonces=nonces, now_ms=6_100)
+        assert (held.messages, held.next_due_ms) == ((), 6_400)
+        assert held.next_lease_expiry_ms == 7_000
+        assert held.next_change_ms == 6_400
+        last = storage.reserve_batch(child, [0], nonces=nonces, now_ms=6_400)
+        assert [m.offset for m in last.messages] == [2]
+
+    def test_a_retried_append_to_a_parent_is_copied_once(self, storage):
+        parent, child = self.topic(storage), self.topic(storage, partitions=2)
+        parent, child = self.attach(storage, parent, child)
+        guard = [self.guard("k", "d", 0, 2)]
+        entries = self.entries(b"a", b"b")
+        for _ in range(2):
+            result = storage.append(
+                parent, entries, schema_version=0, now_ms=0, idempotency=guard
+            )
+            assert result.status is Status.OK
+        assert (result.count, result.repeated) == (0, 2)
+        assert self.offsets(storage, parent) == 2
+        assert self.offsets(storage, child) == 2
+        # A retry finds its key even once the children moved on.
+        detached = storage.detach_child(parent, child.name)
+        assert detached is Status.OK
+        again = storage.append(
+            parent, entries, schema_version=0, now_ms=1, idempotency=guard
+        )
+        assert (again.status, again.repeated) == (Status.OK, 2)
+        assert self.offsets(storage, child) == 2
+        # A produce to a delay child is refused before any key is looked at.
+        other = self.topic(storage)
+        other_parent = self.topic(storage)
+        _, delayed = self.attach(storage, other_parent, other, delay_ms=10)
+        refused = storage.append(
+            delayed, entries, schema_version=0, now_ms=2, idempotency=guard
+        )
+        assert refused.status is Status.DELAY_CHILD
+
     def test_a_delay_child_takes_messages_only_from_its_parent(self, storage):
         parent, child = self.topic(storage), self.topic(storage)
         parent, delayed = self.attach(storage, parent, child, delay_ms=1)
@@ -1227,6 +1612,10 @@ class StorageContract:
             self.expect(stream, [Notification(Event.MESSAGES, meta.name)])
             lease = storage.reserve(meta, [0], nonce=nonce(1), now_ms=0).message
             storage.settle(meta, 0, 0, lease.nonce, action=Settle.RELEASE, now_ms=0)
+            self.expect(stream, [Notification(Event.MESSAGES, meta.name)])
+            lease = storage.reserve(meta, [0], nonce=nonce(2), now_ms=0).message
+            back = Lease(0, 0, lease.nonce)
+            storage.settle_batch(meta, [back], action=Settle.RELEASE, now_ms=0)
             self.expect(stream, [Notification(Event.MESSAGES, meta.name)])
         finally:
             stream.close()

@@ -6,6 +6,14 @@ naming the leader; it and Redis Cluster answer ``-CLUSTERDOWN`` or
 connection is retried the same way. Retries are bounded (attempts and a
 doubling, capped backoff) so a request fails with ``StorageError`` instead of
 hanging a worker.
+
+A script whose connection was lost (or timed out) may have run: its retry
+runs it again. The scripts make that safe where it matters: an append whose
+entries carry idempotency keys finds them stored and stores nothing new, and
+an ack finds the message acked under its nonce (``Status.REPEATED``). An
+append without keys may store its entries twice, and a reserve may lease
+messages nobody receives (they come back when the lease lapses); see the
+README's "Delivery".
 """
 
 from __future__ import annotations

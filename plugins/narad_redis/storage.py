@@ -11,8 +11,11 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
     narad:{<t>}:p<i>                  hash   next, oldest, cursor, floor, last_ts
     narad:{<t>}:p<i>:log              hash   offset -> "<ts>,<kind><keylen>:<key><body>"
     narad:{<t>}:p<i>:lease            zset   offsets in flight, scored by deadline
-    narad:{<t>}:p<i>:nonce            hash   offset -> reservation nonce
+    narad:{<t>}:p<i>:nonce            hash   offset -> nonce of its last reservation
     narad:{<t>}:p<i>:acked            zset   offsets acked above the floor
+    narad:{<t>}:idem                  hash   idempotency key -> digest
+    narad:{<t>}:idem:at               zset   idempotency keys, scored by when stored
+    narad:{<t>}:idem:bytes            string bytes the remembered keys count
     narad:{@users}                    zset   user names, for keyset listing
     narad:{@users}:admins             set    users holding admin on every topic
     narad:{@users}:u:<name>           hash   the user record
@@ -21,8 +24,10 @@ Users share the hash tag ``{@users}`` (no topic name holds ``@``), so every
 user script runs on one shard and sees the admins set it must keep non-empty.
 
 ``cursor`` is the next offset never delivered, ``floor`` the lowest offset not
-yet acked. Every write is one script from ``scripts/``; reads that need no
-atomicity are plain pipelined commands.
+yet acked. An acked message keeps its nonce (and leaves the lease set): that
+is how a retried ack is recognised, until retention drops the message. Every
+write is one script from ``scripts/``; reads that need no atomicity are plain
+pipelined commands.
 
 A parent's ``children`` field lists its children as comma-separated
 ``<name>:<epoch>:<partitions>:<delay_ms>`` items (names and epochs hold no
@@ -63,13 +68,18 @@ import redis
 from redis.exceptions import MovedError
 
 from narad.errors import StorageError
+from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import AppendResult
+from narad.storage import BatchReserveResult
 from narad.storage import Capabilities
 from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
 from narad.storage import Grant
+from narad.storage import IdempotencyKey
+from narad.storage import IdempotencyLimits
+from narad.storage import Lease
 from narad.storage import Message
 from narad.storage import Notification
 from narad.storage import Page
@@ -301,12 +311,17 @@ class RedisStorage:
         reply = self._run("alter_topic", [self._topic(meta.name) + ":meta"], args)
         return Status(reply.decode())
 
+    def _idempotency_keys(self, name: str) -> list[str]:
+        idem = self._topic(name) + ":idem"
+        return [idem, idem + ":at", idem + ":bytes"]
+
     def delete_topic(self, meta: TopicMeta) -> Status:
         topic = self._topic(meta.name)
         linked = [meta.parent] if meta.parent else [c.name for c in meta.children]
         keys = [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta"]
         keys += [self._topic(name) + ":meta" for name in linked]
         keys.append(topic + ":schemas")
+        keys += self._idempotency_keys(meta.name)
         for index in range(meta.partitions):
             keys += self._partition_keys(meta.name, index)
         reply = self._run(
@@ -515,11 +530,20 @@ class RedisStorage:
         *,
         schema_version: int,
         now_ms: int,
+        idempotency: Sequence[IdempotencyKey] = (),
+        limits: IdempotencyLimits = DEFAULT_IDEMPOTENCY,
     ) -> AppendResult:
-        keys = [self._topic(meta.name) + ":meta"]
+        keys = [
+            self._topic(meta.name) + ":meta",
+            *self._idempotency_keys(meta.name),
+        ]
         slot_of: dict[int, int] = {}
         records: list[Any] = []
         routes = [e.partition if e.route is None else e.route for e in entries]
+        # The record as stored, commit time included: the script then stores
+        # the argument without copying it (unless the partition's clock is
+        # ahead of this node's, or for a delay child's copy).
+        stamp = b"%d," % now_ms
         for entry, route in zip(entries, routes, strict=True):
             slot = slot_of.get(entry.partition)
             if slot is None:
@@ -528,8 +552,14 @@ class RedisStorage:
             records += [
                 slot,
                 route,
-                b"%s%d:%s%s"
-                % (entry.kind.value.encode(), len(entry.key), entry.key, entry.payload),
+                b"%s%s%d:%s%s"
+                % (
+                    stamp,
+                    _KIND_CODES[entry.kind],
+                    len(entry.key),
+                    entry.key,
+                    entry.payload,
+                ),
             ]
         args: list[Any] = [
             meta.epoch,
@@ -539,8 +569,15 @@ class RedisStorage:
             _children_field(meta.children),
             len(slot_of),
             len(entries),
-            *records,
+            limits.window_ms,
+            limits.max_keys,
+            limits.max_bytes,
+            limits.KEY_OVERHEAD,
+            len(idempotency),
         ]
+        for guard in idempotency:
+            args += [guard.key, guard.digest, guard.start + 1, guard.stop]
+        args += records
         for child in meta.children:
             # The child's partitions the copies go to, in slot order.
             targets = list(dict.fromkeys(route % child.partitions for route in routes))
@@ -551,9 +588,14 @@ class RedisStorage:
         reply = self._run("append", keys, args)
         status = Status(reply[0].decode())
         if status is Status.OK:
-            return AppendResult(status, count=int(reply[1]))
+            stored, repeated, evicted = (int(x) for x in reply[1:4])
+            return AppendResult(
+                status, count=stored, repeated=repeated, evicted=evicted
+            )
         if status is Status.STALE_SCHEMA:
             return AppendResult(status, schema_version=int(reply[1]))
+        if status is Status.KEY_REUSED:
+            return AppendResult(status, key_index=int(reply[1]))
         return AppendResult(status)
 
     def reserve(
@@ -564,23 +606,43 @@ class RedisStorage:
         nonce: str,
         now_ms: int,
     ) -> ReserveResult:
+        batch = self.reserve_batch(meta, partitions, nonces=[nonce], now_ms=now_ms)
+        message = batch.messages[0] if batch.messages else None
+        return ReserveResult(
+            batch.status, message, batch.next_lease_expiry_ms, batch.next_due_ms
+        )
+
+    def reserve_batch(
+        self,
+        meta: TopicMeta,
+        partitions: Sequence[int],
+        *,
+        nonces: Sequence[str],
+        now_ms: int,
+    ) -> BatchReserveResult:
         keys = [self._topic(meta.name) + ":meta"]
         for index in partitions:
             keys += self._partition_keys(meta.name, index)
-        reply = self._run("reserve", keys, [meta.epoch, now_ms, nonce, *partitions])
-        tag = reply[0].decode()
-        if tag == "ok":
-            message = _message(int(reply[1]), int(reply[2]), reply[3], nonce)
-            return ReserveResult(Status.OK, message)
-        if tag == "none":
-            expiry, due = int(reply[1]), int(reply[2])
-            return ReserveResult(
-                Status.OK,
-                None,
-                expiry if expiry >= 0 else None,
-                due if due >= 0 else None,
-            )
-        return ReserveResult(Status.NO_TOPIC)
+        reply = self._run(
+            "reserve",
+            keys,
+            [meta.epoch, now_ms, len(partitions), *partitions, *nonces],
+        )
+        if reply[0] == b"no_topic":
+            return BatchReserveResult(Status.NO_TOPIC)
+        messages = tuple(
+            _message(reply[i], reply[i + 1], reply[i + 2], nonces[k])
+            for k, i in enumerate(range(3, len(reply), 3))
+        )
+        if messages:
+            return BatchReserveResult(Status.OK, messages)
+        expiry, due = int(reply[1]), int(reply[2])
+        return BatchReserveResult(
+            Status.OK,
+            (),
+            expiry if expiry >= 0 else None,
+            due if due >= 0 else None,
+        )
 
     def settle(
         self,
@@ -592,23 +654,35 @@ class RedisStorage:
         action: Settle,
         now_ms: int,
     ) -> Status:
-        keys = [
-            self._topic(meta.name) + ":meta",
-            *self._partition_keys(meta.name, partition),
+        lease = Lease(partition, offset, nonce)
+        return self.settle_batch(meta, [lease], action=action, now_ms=now_ms)[0]
+
+    def settle_batch(
+        self,
+        meta: TopicMeta,
+        leases: Sequence[Lease],
+        *,
+        action: Settle,
+        now_ms: int,
+    ) -> list[Status]:
+        keys = [self._topic(meta.name) + ":meta"]
+        args: list[Any] = [
+            meta.epoch,
+            action.value,
+            now_ms,
+            *self._event(Event.MESSAGES, meta.name),
         ]
-        reply = self._run(
-            "settle",
-            keys,
-            [
-                meta.epoch,
-                offset,
-                nonce,
-                action.value,
-                now_ms,
-                *self._event(Event.MESSAGES, meta.name),
-            ],
-        )
-        return Status(reply.decode())
+        slot_of: dict[int, int] = {}
+        for lease in leases:
+            slot = slot_of.get(lease.partition)
+            if slot is None:
+                slot = slot_of[lease.partition] = len(slot_of) + 1
+                keys += self._partition_keys(meta.name, lease.partition)
+            args += [slot, lease.offset, lease.nonce]
+        reply = self._run("settle", keys, args)
+        if reply == [b"no_topic"]:
+            return [Status.NO_TOPIC] * len(leases)
+        return [_STATUSES[r] for r in reply]
 
     def read(
         self, meta: TopicMeta, partition: int, offset: int, *, now_ms: int
@@ -843,22 +917,22 @@ def _user_record(raw: dict[bytes, bytes]) -> UserRecord | None:
 
 
 _KINDS = {kind.value.encode(): kind for kind in PayloadKind}
+_KIND_CODES = {kind: code for code, kind in _KINDS.items()}
+_STATUSES = {status.value.encode(): status for status in Status}
 _EVENTS = {event.value: event for event in Event}
 
 
 def _message(partition: int, offset: int, record: bytes, nonce: str) -> Message:
-    ts, _, rest = record.partition(b",")
-    kind = _KINDS[rest[:1]]
-    length, _, body = rest[1:].partition(b":")
-    size = int(length)
+    # "<ts>,<kind><key length>:<key><payload>", cut by index: one copy of
+    # the payload (this runs once per message of a batch).
+    comma = record.index(b",")
+    colon = record.index(b":", comma + 2)
+    start = colon + 1
+    end = start + int(record[comma + 2 : colon])
+    kind = _KINDS[record[comma + 1 : comma + 2]]
+    timestamp = int(record[:comma])
     return Message(
-        partition=partition,
-        offset=offset,
-        timestamp=int(ts),
-        key=body[:size],
-        payload=body[size:],
-        kind=kind,
-        nonce=nonce,
+        partition, offset, timestamp, record[start:end], record[end:], kind, nonce
     )
 
 

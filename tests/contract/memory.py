@@ -22,13 +22,18 @@ from urllib.parse import urlsplit
 
 from narad import hookimpl
 from narad.config import Config
+from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import AppendResult
+from narad.storage import BatchReserveResult
 from narad.storage import Capabilities
 from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
 from narad.storage import Grant
+from narad.storage import IdempotencyKey
+from narad.storage import IdempotencyLimits
+from narad.storage import Lease
 from narad.storage import Message
 from narad.storage import Notification
 from narad.storage import Page
@@ -57,7 +62,7 @@ class _Partition:
     floor: int = 0  # lowest offset not acked
     last_ts: int = 0
     leases: dict[int, int] = field(default_factory=dict)  # offset -> deadline
-    nonces: dict[int, str] = field(default_factory=dict)
+    nonces: dict[int, str] = field(default_factory=dict)  # kept once acked
     acked: set[int] = field(default_factory=set)  # acked above the floor
 
     def trim(self, retention_ms: int, now_ms: int, budget: int) -> None:
@@ -113,12 +118,56 @@ class _Partition:
             return min(lapsed)
         return self.cursor if fresh else None
 
+    def is_acked(self, offset: int) -> bool:
+        return self.oldest <= offset < self.floor or offset in self.acked
+
+
+@dataclass
+class _Keys:
+    """A topic's idempotency keys: key -> (digest, stored at), oldest first."""
+
+    stored: dict[str, tuple[str, int]] = field(default_factory=dict)
+    bytes: int = 0
+
+    def remembered(self, key: str, limits: IdempotencyLimits, now_ms: int):
+        seen = self.stored.get(key)
+        if seen is None or seen[1] + limits.window_ms <= now_ms:
+            return None
+        return seen[0]
+
+    def forget(self, key: str) -> None:
+        digest, _ = self.stored.pop(key)
+        self.bytes -= len(key) + len(digest) + IdempotencyLimits.KEY_OVERHEAD
+
+    def remember(
+        self, fresh: list[IdempotencyKey], limits: IdempotencyLimits, now_ms: int
+    ) -> int:
+        for key, (_, at) in list(self.stored.items()):
+            if at + limits.window_ms > now_ms:
+                break  # oldest first: the rest are younger
+            self.forget(key)
+        for guard in fresh:
+            if guard.key in self.stored:
+                self.forget(guard.key)
+            self.stored[guard.key] = (guard.digest, now_ms)
+            self.bytes += (
+                len(guard.key) + len(guard.digest) + IdempotencyLimits.KEY_OVERHEAD
+            )
+        evicted = 0
+        while self.stored and (
+            len(self.stored) > limits.max_keys or self.bytes > limits.max_bytes
+        ):
+            self.forget(next(iter(self.stored)))
+            evicted += 1
+        return evicted
+
 
 @dataclass
 class _Topic:
     meta: TopicMeta
     partitions: list[_Partition]
     schemas: dict[int, SchemaVersion] = field(default_factory=dict)
+    keys: _Keys = field(default_factory=_Keys)
 
 
 class MemoryStorage:
@@ -501,6 +550,8 @@ class MemoryStorage:
         *,
         schema_version: int,
         now_ms: int,
+        idempotency: Sequence[IdempotencyKey] = (),
+        limits: IdempotencyLimits = DEFAULT_IDEMPOTENCY,
     ) -> AppendResult:
         with self._lock:
             topic = self._live(meta)
@@ -508,37 +559,61 @@ class MemoryStorage:
                 return AppendResult(Status.NO_TOPIC)
             if topic.meta.fanout_delay_ms:
                 return AppendResult(Status.DELAY_CHILD)
-            if topic.meta.schema_version != schema_version:
-                return AppendResult(
-                    Status.STALE_SCHEMA, schema_version=topic.meta.schema_version
-                )
-            if topic.meta.children != meta.children:
-                return AppendResult(Status.STALE_CHILDREN)
-            budget = 2 * len(entries) + 100
-            stamps = []
+            skip: set[int] = set()
+            fresh = []
+            for index, guard in enumerate(idempotency):
+                seen = topic.keys.remembered(guard.key, limits, now_ms)
+                if seen is None:
+                    fresh.append(guard)
+                elif seen == guard.digest:
+                    skip.update(range(guard.start, guard.stop))
+                else:
+                    return AppendResult(Status.KEY_REUSED, key_index=index)
+            kept = [e for i, e in enumerate(entries) if i not in skip]
+            if kept:
+                if topic.meta.schema_version != schema_version:
+                    return AppendResult(
+                        Status.STALE_SCHEMA, schema_version=topic.meta.schema_version
+                    )
+                if topic.meta.children != meta.children:
+                    return AppendResult(Status.STALE_CHILDREN)
+                self._store(topic, meta.children, kept, now_ms)
+            evicted = topic.keys.remember(fresh, limits, now_ms)
+            return AppendResult(
+                Status.OK, count=len(kept), repeated=len(skip), evicted=evicted
+            )
+
+    def _store(
+        self,
+        topic: _Topic,
+        children: Sequence[Child],
+        entries: Sequence[Entry],
+        now_ms: int,
+    ) -> None:
+        budget = 2 * len(entries) + 100
+        stamps = []
+        touched = {}
+        for entry in entries:
+            part = touched[entry.partition] = topic.partitions[entry.partition]
+            message = Message(
+                entry.partition, 0, 0, entry.key, entry.payload, entry.kind
+            )
+            stamps.append(part.put(message, now_ms))
+        for part in touched.values():
+            part.trim(topic.meta.retention_ms, now_ms, budget)
+        self._publish(Event.MESSAGES, topic.meta.name)
+        for listed in children:
+            child = self._topics[listed.name]
             touched = {}
-            for entry in entries:
-                part = touched[entry.partition] = topic.partitions[entry.partition]
-                message = Message(
-                    entry.partition, 0, 0, entry.key, entry.payload, entry.kind
-                )
-                stamps.append(part.put(message, now_ms))
+            for entry, stamp in zip(entries, stamps, strict=True):
+                route = entry.partition if entry.route is None else entry.route
+                index = route % listed.partitions
+                part = touched[index] = child.partitions[index]
+                message = Message(index, 0, 0, entry.key, entry.payload, entry.kind)
+                part.put(message, stamp + listed.delay_ms)
             for part in touched.values():
-                part.trim(topic.meta.retention_ms, now_ms, budget)
-            self._publish(Event.MESSAGES, meta.name)
-            for listed in meta.children:
-                child = self._topics[listed.name]
-                touched = {}
-                for entry, stamp in zip(entries, stamps, strict=True):
-                    route = entry.partition if entry.route is None else entry.route
-                    index = route % listed.partitions
-                    part = touched[index] = child.partitions[index]
-                    message = Message(index, 0, 0, entry.key, entry.payload, entry.kind)
-                    part.put(message, stamp + listed.delay_ms)
-                for part in touched.values():
-                    part.trim(child.meta.retention_ms, now_ms, budget)
-                self._publish(Event.MESSAGES, listed.name)
-            return AppendResult(Status.OK, count=len(entries))
+                part.trim(child.meta.retention_ms, now_ms, budget)
+            self._publish(Event.MESSAGES, listed.name)
 
     def reserve(
         self,
@@ -548,24 +623,45 @@ class MemoryStorage:
         nonce: str,
         now_ms: int,
     ) -> ReserveResult:
+        batch = self.reserve_batch(meta, partitions, nonces=[nonce], now_ms=now_ms)
+        message = batch.messages[0] if batch.messages else None
+        return ReserveResult(
+            batch.status, message, batch.next_lease_expiry_ms, batch.next_due_ms
+        )
+
+    def reserve_batch(
+        self,
+        meta: TopicMeta,
+        partitions: Sequence[int],
+        *,
+        nonces: Sequence[str],
+        now_ms: int,
+    ) -> BatchReserveResult:
         with self._lock:
             topic = self._live(meta)
             if topic is None:
-                return ReserveResult(Status.NO_TOPIC)
+                return BatchReserveResult(Status.NO_TOPIC)
             stored = topic.meta
             earliest = due = None
+            taken: list[Message] = []
             for index in partitions:
                 part = topic.partitions[index]
                 part.trim(stored.retention_ms, now_ms, TRIM_BUDGET)
-                offset = part.candidate(stored, now_ms)
-                if offset is not None:
+                # One message at a time, as that many single reserves would.
+                while len(taken) < len(nonces):
+                    offset = part.candidate(stored, now_ms)
+                    if offset is None:
+                        break
                     if offset == part.cursor:
                         part.cursor += 1
+                    nonce = nonces[len(taken)]
                     part.leases[offset] = now_ms + stored.visibility_timeout_ms
                     part.nonces[offset] = nonce
-                    return ReserveResult(
-                        Status.OK, replace(part.log[offset], nonce=nonce)
-                    )
+                    taken.append(replace(part.log[offset], nonce=nonce))
+                if len(taken) == len(nonces):
+                    break
+                if taken:
+                    continue
                 if part.leases:
                     first = min(part.leases.values())
                     earliest = first if earliest is None else min(earliest, first)
@@ -576,7 +672,9 @@ class MemoryStorage:
                     and len(part.leases) < stored.max_in_flight_per_partition
                 ):
                     due = held if due is None else min(due, held)
-            return ReserveResult(Status.OK, None, earliest, due)
+            if taken:
+                return BatchReserveResult(Status.OK, tuple(taken))
+            return BatchReserveResult(Status.OK, (), earliest, due)
 
     def settle(
         self,
@@ -588,36 +686,54 @@ class MemoryStorage:
         action: Settle,
         now_ms: int,
     ) -> Status:
+        lease = Lease(partition, offset, nonce)
+        return self.settle_batch(meta, [lease], action=action, now_ms=now_ms)[0]
+
+    def settle_batch(
+        self,
+        meta: TopicMeta,
+        leases: Sequence[Lease],
+        *,
+        action: Settle,
+        now_ms: int,
+    ) -> list[Status]:
         with self._lock:
             topic = self._live(meta)
             if topic is None:
-                return Status.NO_TOPIC
-            part = topic.partitions[partition]
-            deadline = part.leases.get(offset)
-            if (
-                deadline is None
-                or deadline <= now_ms
-                or part.nonces.get(offset) != nonce
-            ):
-                return Status.GONE
-            if action is Settle.EXTEND:
-                part.leases[offset] = now_ms + topic.meta.visibility_timeout_ms
-                return Status.OK
-            if action is Settle.RELEASE:
-                part.leases[offset] = 0
-                del part.nonces[offset]
+                return [Status.NO_TOPIC] * len(leases)
+            results = [self._settle(topic, lease, action, now_ms) for lease in leases]
+            if action is Settle.RELEASE and Status.OK in results:
                 self._publish(Event.MESSAGES, meta.name)
-                return Status.OK
-            if offset != part.floor:
-                if len(part.acked) >= topic.meta.max_acked_ahead_per_partition:
-                    return Status.ACKED_AHEAD_FULL
-                part.acked.add(offset)
-            else:
-                part.floor += 1
-                part.advance_floor()
-            del part.leases[offset]
+            return results
+
+    @staticmethod
+    def _settle(topic: _Topic, lease: Lease, action: Settle, now_ms: int) -> Status:
+        part = topic.partitions[lease.partition]
+        offset, nonce = lease.offset, lease.nonce
+        deadline = part.leases.get(offset)
+        holder = part.nonces.get(offset)
+        if deadline is None:
+            if action is Settle.ACK and holder == nonce and part.is_acked(offset):
+                return Status.REPEATED
+            return Status.GONE
+        if deadline <= now_ms or holder != nonce:
+            return Status.GONE
+        if action is Settle.EXTEND:
+            part.leases[offset] = now_ms + topic.meta.visibility_timeout_ms
+            return Status.OK
+        if action is Settle.RELEASE:
+            part.leases[offset] = 0
             del part.nonces[offset]
             return Status.OK
+        if offset != part.floor:
+            if len(part.acked) >= topic.meta.max_acked_ahead_per_partition:
+                return Status.ACKED_AHEAD_FULL
+            part.acked.add(offset)
+        else:
+            part.floor += 1
+            part.advance_floor()
+        del part.leases[offset]  # the nonce stays: a retried ack is known by it
+        return Status.OK
 
     def read(
         self, meta: TopicMeta, partition: int, offset: int, *, now_ms: int

@@ -105,14 +105,15 @@ def test_empty_consume_is_204_and_bad_wait_is_400(http, topic):
     assert consume(http, topic, wait="soon").status == 400
 
 
-def test_ack_settles_forever(http, topic):
+def test_ack_settles_forever_and_a_retried_ack_is_204(http, topic):
     make(http, topic, partitions=1, visibility_timeout_ms=200)
     produce(http, topic, b"m")
     handle = consume(http, topic).json()["receipt_handle"]
     assert ack(http, topic, handle).status == 204
     time.sleep(0.3)  # past the lease: an acked message is still not redelivered
     assert consume(http, topic).status == 204
-    assert ack(http, topic, handle).status == 410
+    assert ack(http, topic, handle).status == 204
+    assert ack(http, topic, handle, extend="true").status == 410
     assert stats(http, topic)[0]["in_flight"] == 0
 
 

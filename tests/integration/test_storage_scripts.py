@@ -1,10 +1,15 @@
 """What the Redis backend adds to the storage contract, on a real Valkey.
 
 The contract itself (every method, with chosen clocks) runs on every backend
-in ``tests/contract``; these check the Redis key layout the scripts promise.
+in ``tests/contract``; these check the Redis key layout the scripts promise,
+and what a retried script does.
 """
 
 from __future__ import annotations
+
+import socket
+import threading
+from contextlib import suppress
 
 import pytest
 from redis import exceptions as redis_errors
@@ -12,8 +17,10 @@ from redis import exceptions as redis_errors
 import narad_redis
 from narad.config import Config
 from narad.storage import Entry
+from narad.storage import IdempotencyKey
 from narad.storage import PayloadKind
 from narad.storage import SchemaVersion
+from narad.storage import Settle
 from narad.storage import Status
 from narad.testing.storage_contract import LIMITS
 from narad.testing.storage_contract import new_meta
@@ -59,6 +66,94 @@ def test_events_travel_on_one_channel_as_event_and_topic(storage):
     pubsub.close()
 
 
+class ReplyDropper:
+    """A TCP proxy to the storage that, once armed, lets the next script call
+    through and closes its connection instead of passing the reply back: the
+    script ran, and the client saw a lost connection."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.armed = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            doomed = threading.Event()  # this link's next reply is dropped
+            for args in (
+                (client, server, doomed, False),
+                (server, client, doomed, True),
+            ):
+                threading.Thread(target=self._pipe, args=args, daemon=True).start()
+
+    def _pipe(self, source, sink, doomed, replies: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if replies and doomed.is_set():
+                    break
+                if not replies and b"EVALSHA" in data and self.armed.is_set():
+                    self.armed.clear()
+                    doomed.set()
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def dropping(valkey):
+    proxy = ReplyDropper(valkey.port)
+    backend = narad_redis.connect(
+        f"redis://127.0.0.1:{proxy.port}/0",
+        Config.load(env={"NARAD_PLUGINS_REDIS_RETRY_BACKOFF_MS": "1"}),
+    )
+    backend.proxy = proxy
+    yield backend
+    backend.close()
+    proxy.close()
+
+
+def test_a_script_retried_after_a_lost_reply_is_safe_with_keys(dropping):
+    """The storage client resends a script whose reply was lost: with a key
+    the second run finds the first's work; without one it stores again."""
+    storage = dropping
+    meta = new_meta()
+    assert storage.create_topic(meta).status is Status.OK
+    entry = [Entry(0, b"", b"m", PayloadKind.TEXT)]
+    key = [IdempotencyKey("k", "digest", 0, 1)]
+    storage.append(meta, entry, schema_version=0, now_ms=0)  # scripts loaded
+    storage.proxy.armed.set()
+    keyed = storage.append(meta, entry, schema_version=0, now_ms=1, idempotency=key)
+    assert not storage.proxy.armed.is_set()  # the first reply was dropped
+    assert (keyed.status, keyed.count, keyed.repeated) == (Status.OK, 0, 1)
+    storage.proxy.armed.set()
+    assert storage.append(meta, entry, schema_version=0, now_ms=2).count == 1
+    assert storage.partition_stats(meta, now_ms=3)[0].next_offset == 4  # 1+1+2
+
+    held = storage.reserve(meta, [0], nonce="n" * 16, now_ms=3).message
+    unknown = storage.settle(meta, 0, 9, "x" * 16, action=Settle.ACK, now_ms=3)
+    assert unknown is Status.GONE  # and the script is loaded
+    storage.proxy.armed.set()
+    acked = storage.settle(
+        meta, 0, held.offset, held.nonce, action=Settle.ACK, now_ms=4
+    )
+    assert not storage.proxy.armed.is_set()
+    assert acked is Status.REPEATED
+    assert storage.partition_stats(meta, now_ms=5)[0].in_flight == 0
+
+
 def test_fan_out_fields_of_the_records(storage):
     redis = storage.client.redis
     parent, child = new_meta(partitions=2), new_meta(partitions=3)
@@ -94,7 +189,11 @@ def test_an_append_refused_for_a_bad_fan_out_plan_writes_nothing(storage):
         assert storage.create_topic(meta).status is Status.OK
     storage.attach_child(parent, child, delay_ms=0, limits=LIMITS, max_children=108)
     parent = storage.get_topic(parent.name)
-    keys = [f"narad:{{{parent.name}}}:meta", *storage._partition_keys(parent.name, 0)]
+    keys = [
+        f"narad:{{{parent.name}}}:meta",
+        *storage._idempotency_keys(parent.name),
+        *storage._partition_keys(parent.name, 0),
+    ]
     keys += [f"narad:{{{child.name}}}:meta", *storage._partition_keys(child.name, 0)]
     args = [
         parent.epoch,
@@ -105,9 +204,14 @@ def test_an_append_refused_for_a_bad_fan_out_plan_writes_nothing(storage):
         f"{child.name}:{child.epoch}:2:0",
         1,
         1,
+        600_000,  # idempotency: window, most keys, most bytes, bytes per key
+        1000,
+        1 << 20,
+        64,
+        0,  # no keys
         1,
         1,  # route 1: the child's partition 1, which has no slot below
-        b"t0:m",
+        b"1000,t0:m",
         0,  # the child: delay, 2 partitions, 1 slot: partition 0
         2,
         1,

@@ -104,6 +104,39 @@ def test_repeated_long_polls_on_an_empty_topic_look_once(app, waiters):
     assert resp.status_code == 200
 
 
+def test_batch_and_single_long_polls_on_an_empty_topic_share_one_look(app, waiters):
+    import falcon.testing
+
+    client = falcon.testing.TestClient(app)
+    before = waiters.generation("t")
+    assert client.simulate_post("/v1/topics", json={"name": "t"}).status_code == 201
+    deadline = time.monotonic() + 5
+    while waiters.generation("t") == before:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    storage = app._waiters._listener._storage
+    looks = []
+    for name in ("reserve", "reserve_batch"):
+        original = getattr(storage, name)
+
+        def counting(*args, _original=original, _name=name, **kwargs):
+            looks.append(_name)
+            return _original(*args, **kwargs)
+
+        setattr(storage, name, counting)
+    for path in ["/v1/topics/t/consume/batch", "/v1/topics/t/consume"] * 3:
+        resp = client.simulate_get(path, params={"wait": "20ms"})
+        assert resp.status_code == 204
+    assert looks == ["reserve_batch"]
+    assert client.simulate_post("/v1/topics/t/produce", body=b"{}").status_code == 202
+    deadline = time.monotonic() + 5
+    while True:
+        resp = client.simulate_get("/v1/topics/t/consume/batch", params={"wait": "1s"})
+        if resp.status_code == 200 or time.monotonic() > deadline:
+            break
+    assert len(resp.json["messages"]) == 1
+
+
 def test_stop_answers_every_waiting_consumer_at_once(app, waiters):
     import falcon.testing
 

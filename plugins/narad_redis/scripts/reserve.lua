@@ -1,15 +1,17 @@
--- Reserve one message for a consumer: a lapsed or given-back lease first, then
--- the next message never delivered once it is due, honouring both flow-control
--- caps.
+-- Reserve up to N messages for a consumer: from each partition in turn, lapsed or
+-- given-back leases first, then messages never delivered once they are due,
+-- honouring both flow-control caps per message. N = 1 is a single consume.
 -- KEYS[1] = narad:{<topic>}:meta
 -- KEYS[2+5*(s-1) .. 6+5*(s-1)] = partition slot s: state, log, lease, nonce, acked
 --   (layout as in append.lua); slots are tried in the order given
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = now, in milliseconds
--- ARGV[3] = nonce for this reservation (random, minted by the caller)
--- ARGV[4..] = the partition index of each slot, in slot order
--- returns {"ok", partition, offset, "<ts>,<record>"}
---         | {"none", earliest_lease_deadline or -1, earliest_due_time or -1}
+-- ARGV[3] = S, the number of slots; ARGV[4 .. 3+S] = the partition index of each
+-- ARGV[4+S ..] = one nonce per message wanted (random, minted by the caller): the
+--   k-th message leased gets the k-th
+-- returns {"ok", -1, -1, partition, offset, "<ts>,<record>", partition, ...} with
+--         at least one message
+--         | {"ok", earliest lease deadline or -1, earliest due time or -1}
 --         | {"no_topic"}
 local meta = KEYS[1]
 local m = redis.call('HMGET', meta, 'epoch', 'retention_ms', 'visibility_timeout_ms',
@@ -19,7 +21,10 @@ if m[1] ~= ARGV[1] then
 end
 local retention, visibility = tonumber(m[2]), tonumber(m[3])
 local max_in_flight, max_acked_ahead = tonumber(m[4]), tonumber(m[5])
-local now, nonce = tonumber(ARGV[2]), ARGV[3]
+local now = tonumber(ARGV[2])
+local nslots = tonumber(ARGV[3])
+local first_nonce = 4 + nslots
+local wanted = #ARGV - first_nonce + 1
 
 local function int(n)
   return string.format('%d', n)
@@ -68,74 +73,127 @@ end
 
 -- A message is consumable from its timestamp on: a copy in a delay child is
 -- stamped with the moment it falls due. Stamps never decrease within a
--- partition, so the message at the cursor holds back the ones after it.
--- Whether it is due; if not, it notes when it will be.
+-- partition, so the first message not due holds back the ones after it.
+-- The messages never delivered that are due, at most `count` from the cursor
+-- (offsets and records; the cursor moves past them); notes when the first
+-- held back falls due.
 local next_due = -1
-local function due(st)
-  local rec = redis.call('HGET', st.log, st.cursor)
-  local ts = rec and tonumber(string.match(rec, '^(%d+),'))
-  if ts and ts > now then
-    if next_due < 0 or ts < next_due then
-      next_due = ts
-    end
-    return false
+local function due_from_cursor(st, count)
+  local offsets, fields = {}, {}
+  for k = 1, count do
+    fields[k] = int(st.cursor + k - 1)
   end
-  return true
+  local records = redis.call('HMGET', st.log, unpack(fields))
+  local taken = {}
+  for k, rec in ipairs(records) do
+    local ts = rec and tonumber(string.match(rec, '^(%d+),'))
+    if ts and ts > now then
+      if next_due < 0 or ts < next_due then
+        next_due = ts
+      end
+      break
+    end
+    offsets[k], taken[k] = st.cursor + k - 1, rec
+  end
+  st.cursor = st.cursor + #offsets
+  return offsets, taken
 end
 
--- The offset this partition can hand out now, or nil.
-local function candidate(st)
-  local fresh = st.cursor < st.next and redis.call('ZCARD', st.lease) < max_in_flight
-    and due(st)
+-- The offsets this partition hands out now, at most `want`, in the order a
+-- sequence of single reserves would take them, with the records already read.
+local function candidates(st, want)
+  local room = math.min(want, max_in_flight - redis.call('ZCARD', st.lease),
+    st.next - st.cursor)
   if redis.call('ZCARD', st.acked) >= max_acked_ahead then
-    -- Only the message blocking the frontier may move.
+    -- Only the message blocking the frontier may move: once leased, it no
+    -- longer blocks, so at most one comes from here.
     local deadline = redis.call('ZSCORE', st.lease, st.floor)
     if deadline then
       if tonumber(deadline) <= now then
-        return st.floor, false
+        return {st.floor}, {}
       end
-      return nil, false
+      return {}, {}
     end
-    if fresh and st.cursor == st.floor then
-      return st.cursor, true
+    if room > 0 and st.cursor == st.floor then
+      return due_from_cursor(st, 1)
     end
-    return nil, false
+    return {}, {}
   end
-  local lapsed = redis.call('ZRANGEBYSCORE', st.lease, '-inf', now, 'LIMIT', 0, 1)
-  if lapsed[1] then
-    return tonumber(lapsed[1]), false
+  local lapsed = redis.call('ZRANGEBYSCORE', st.lease, '-inf', now, 'LIMIT', 0, want)
+  local offsets, records = {}, {}
+  for k, offset in ipairs(lapsed) do
+    offsets[k] = tonumber(offset)
   end
-  if fresh then
-    return st.cursor, true
+  -- Re-leasing a lapsed message holds no more leases than before; a message
+  -- never delivered is one more.
+  room = math.min(room, want - #lapsed)
+  if room > 0 then
+    local fresh, read = due_from_cursor(st, room)
+    for k, offset in ipairs(fresh) do
+      offsets[#lapsed + k], records[#lapsed + k] = offset, read[k]
+    end
   end
-  return nil, false
+  return offsets, records
 end
 
-local earliest = -1
-for s = 1, #ARGV - 3 do
-  local st = load(s)
-  local changed = trim(st, 1000)
-  local offset, from_cursor = candidate(st)
-  if offset then
-    if from_cursor then
-      st.cursor = st.cursor + 1
-      changed = true
+-- Lease `offsets` of one partition under the next nonces; append them to `out`
+-- with their records (reading those not read yet).
+local function lease(st, partition, offsets, records, out, taken)
+  local deadline = int(now + visibility)
+  local fields, deadlines, nonces, unread = {}, {}, {}, {}
+  for k, offset in ipairs(offsets) do
+    fields[k] = int(offset)
+    deadlines[2 * k - 1], deadlines[2 * k] = deadline, fields[k]
+    nonces[2 * k - 1], nonces[2 * k] = fields[k], ARGV[first_nonce + taken + k - 1]
+    if not records[k] then
+      unread[#unread + 1] = k
     end
-    if changed then
-      redis.call('HSET', st.state, 'oldest', int(st.oldest), 'cursor', int(st.cursor),
-        'floor', int(st.floor))
-    end
-    redis.call('ZADD', st.lease, now + visibility, offset)
-    redis.call('HSET', st.nonce, offset, nonce)
-    return {'ok', tonumber(ARGV[3 + s]), offset, redis.call('HGET', st.log, offset)}
   end
-  if changed then
+  redis.call('ZADD', st.lease, unpack(deadlines))
+  redis.call('HSET', st.nonce, unpack(nonces))
+  if #unread > 0 then
+    local wanted_fields = {}
+    for j, k in ipairs(unread) do
+      wanted_fields[j] = fields[k]
+    end
+    local read = redis.call('HMGET', st.log, unpack(wanted_fields))
+    for j, k in ipairs(unread) do
+      records[k] = read[j]
+    end
+  end
+  for k, offset in ipairs(offsets) do
+    out[#out + 1] = partition
+    out[#out + 1] = offset
+    out[#out + 1] = records[k]
+  end
+end
+
+local out = {'ok', -1, -1}
+local taken = 0
+local earliest = -1
+for s = 1, nslots do
+  local st = load(s)
+  local before = st.cursor
+  local changed = trim(st, 1000)
+  local offsets, records = candidates(st, wanted - taken)
+  if changed or st.cursor ~= before then
     redis.call('HSET', st.state, 'oldest', int(st.oldest), 'cursor', int(st.cursor),
       'floor', int(st.floor))
   end
-  local first = redis.call('ZRANGE', st.lease, 0, 0, 'WITHSCORES')
-  if first[2] and (earliest < 0 or tonumber(first[2]) < earliest) then
-    earliest = tonumber(first[2])
+  if #offsets > 0 then
+    lease(st, tonumber(ARGV[3 + s]), offsets, records, out, taken)
+    taken = taken + #offsets
+    if taken == wanted then
+      return out
+    end
+  elseif taken == 0 then
+    local first = redis.call('ZRANGE', st.lease, 0, 0, 'WITHSCORES')
+    if first[2] and (earliest < 0 or tonumber(first[2]) < earliest) then
+      earliest = tonumber(first[2])
+    end
   end
 end
-return {'none', earliest, next_due}
+if taken == 0 then
+  out[2], out[3] = earliest, next_due
+end
+return out

@@ -1,53 +1,183 @@
--- Settle a lease: ack it, extend it from now, or give the message back.
+-- Settle leases: ack them, extend them from now, or give the messages back. Each
+-- lease is judged on its own, in the order given (one lease is a single ack).
 -- KEYS[1] = narad:{<topic>}:meta
--- KEYS[2..6] = the partition's state, log, lease, nonce, acked (see append.lua)
+-- KEYS[2+5*(s-1) .. 6+5*(s-1)] = partition slot s: state, log, lease, nonce, acked
+--   (layout as in append.lua; the log is not touched)
 -- ARGV[1] = the topic's epoch as the caller knows it
--- ARGV[2] = offset
--- ARGV[3] = the reservation nonce from the receipt handle
--- ARGV[4] = "ack" | "extend" | "release"
--- ARGV[5] = now, in milliseconds
--- ARGV[6] = events channel; ARGV[7] = the "messages" event (published by "release")
--- returns "ok" | "gone" (lapsed, settled or unknown) | "acked_ahead_full" | "no_topic"
-local meta, state, lease, nonces, acked = KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]
+-- ARGV[2] = "ack" | "extend" | "release"
+-- ARGV[3] = now, in milliseconds
+-- ARGV[4] = events channel; ARGV[5] = the "messages" event (published by "release")
+-- ARGV[6..] = slot, offset, nonce (from the receipt handle), one triple per lease
+-- returns {"no_topic"} | one status per lease: "ok" | "repeated" (acked before
+--         under that nonce: a retried ack) | "gone" (lapsed, settled or unknown)
+--         | "acked_ahead_full"
+local meta = KEYS[1]
 local m = redis.call('HMGET', meta, 'epoch', 'visibility_timeout_ms',
   'max_acked_ahead_per_partition')
 if m[1] ~= ARGV[1] then
-  return 'no_topic'
+  return {'no_topic'}
 end
-local offset, nonce, action, now = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local visibility, max_acked_ahead = tonumber(m[2]), tonumber(m[3])
+local action, now = ARGV[2], tonumber(ARGV[3])
 
-local deadline = redis.call('ZSCORE', lease, offset)
-if not deadline or tonumber(deadline) <= now
-    or redis.call('HGET', nonces, offset) ~= nonce then
-  return 'gone'
+local function int(n)
+  return string.format('%d', n)
 end
 
-if action == 'extend' then
-  redis.call('ZADD', lease, now + tonumber(m[2]), offset)
+-- Each partition's leases are read in two calls (deadlines, nonces) and its
+-- changes written in a few at the end; in between, `deadline` and `holder`
+-- hold each offset's state as the leases before it left it.
+local slots, order = {}, {}
+local function slot_state(s)
+  local st = slots[s]
+  if not st then
+    local base = 2 + 5 * (s - 1)
+    st = {
+      state = KEYS[base], lease = KEYS[base + 2], nonce = KEYS[base + 3],
+      acked = KEYS[base + 4], offsets = {}, deadline = {}, holder = {},
+      ahead = {}, changed = {}, acked_now = {},
+    }
+    slots[s] = st
+    order[#order + 1] = s
+  end
+  return st
+end
+
+for i = 6, #ARGV, 3 do
+  local st = slot_state(tonumber(ARGV[i]))
+  st.offsets[#st.offsets + 1] = ARGV[i + 1]
+end
+for _, s in ipairs(order) do
+  local st = slots[s]
+  local deadlines = redis.call('ZMSCORE', st.lease, unpack(st.offsets))
+  local holders = redis.call('HMGET', st.nonce, unpack(st.offsets))
+  for k, offset in ipairs(st.offsets) do
+    st.deadline[offset] = deadlines[k] and tonumber(deadlines[k]) or false
+    st.holder[offset] = holders[k]
+  end
+  st.floor = tonumber(redis.call('HGET', st.state, 'floor') or '0')
+  st.first_floor = st.floor
+end
+
+-- Offsets acked above the floor: those stored in the acked set, and those
+-- acked by this call (`ahead`, written at the end).
+local function acked_count(st)
+  if not st.stored then
+    st.stored = redis.call('ZCARD', st.acked)
+    st.pending = 0
+  end
+  return st.stored + st.pending
+end
+
+local function acked_above_floor(st, offset)
+  return st.ahead[offset] or redis.call('ZSCORE', st.acked, offset) ~= false
+end
+
+local function ack(st, n, offset)
+  if n ~= st.floor then
+    if acked_count(st) >= max_acked_ahead then
+      return 'acked_ahead_full'
+    end
+    st.ahead[offset] = true
+    st.pending = st.pending + 1
+  else
+    acked_count(st)
+    st.floor = st.floor + 1
+    while true do
+      local next_offset = int(st.floor)
+      if st.ahead[next_offset] then
+        st.ahead[next_offset] = nil
+        st.pending = st.pending - 1
+      elseif st.stored > 0 and redis.call('ZREM', st.acked, next_offset) == 1 then
+        st.stored = st.stored - 1
+      else
+        break
+      end
+      st.floor = st.floor + 1
+    end
+  end
+  -- The nonce stays: it says who acked, so that a retry of this ack is known.
+  st.deadline[offset] = false
+  st.changed[offset] = true
+  st.acked_now[#st.acked_now + 1] = offset
   return 'ok'
 end
-if action == 'release' then
-  -- A deadline of 0 has lapsed for every "now": the next reserve takes it.
-  redis.call('ZADD', lease, 0, offset)
-  redis.call('HDEL', nonces, offset)
-  redis.call('PUBLISH', ARGV[6], ARGV[7])
-  return 'ok'
+
+local released = false
+local function settle(st, offset, nonce)
+  local n = tonumber(offset)
+  local deadline, holder = st.deadline[offset], st.holder[offset]
+  if not deadline then
+    -- Out of the lease set with its nonce kept: acked under that nonce.
+    if action == 'ack' and holder == nonce
+        and (n < st.floor or acked_above_floor(st, offset)) then
+      return 'repeated'
+    end
+    return 'gone'
+  end
+  if deadline <= now or holder ~= nonce then
+    return 'gone'
+  end
+  if action == 'extend' then
+    st.deadline[offset] = now + visibility
+    st.changed[offset] = true
+    return 'ok'
+  end
+  if action == 'release' then
+    -- A deadline of 0 has lapsed for every "now": the next reserve takes it.
+    st.deadline[offset] = 0
+    st.holder[offset] = false
+    st.changed[offset] = true
+    released = true
+    return 'ok'
+  end
+  return ack(st, n, offset)
 end
 
-local floor = tonumber(redis.call('HGET', state, 'floor') or '0')
-local n = tonumber(offset)
-if n ~= floor then
-  if redis.call('ZCARD', acked) >= tonumber(m[3]) then
-    return 'acked_ahead_full'
-  end
-  redis.call('ZADD', acked, n, offset)
-else
-  floor = floor + 1
-  while redis.call('ZREM', acked, string.format('%d', floor)) == 1 do
-    floor = floor + 1
-  end
-  redis.call('HSET', state, 'floor', string.format('%d', floor))
+local results = {}
+for i = 6, #ARGV, 3 do
+  results[#results + 1] = settle(slots[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
 end
-redis.call('ZREM', lease, offset)
-redis.call('HDEL', nonces, offset)
-return 'ok'
+
+for _, s in ipairs(order) do
+  local st = slots[s]
+  local scores, gone, nonces_gone, ahead = {}, {}, {}, {}
+  for offset in pairs(st.changed) do
+    local deadline = st.deadline[offset]
+    if deadline then -- extended, or given back (0); false: acked
+      scores[#scores + 1] = int(deadline)
+      scores[#scores + 1] = offset
+    end
+    if st.holder[offset] == false then
+      nonces_gone[#nonces_gone + 1] = offset
+    end
+  end
+  for _, offset in ipairs(st.acked_now) do
+    if st.deadline[offset] == false then
+      gone[#gone + 1] = offset
+    end
+  end
+  for offset in pairs(st.ahead) do
+    ahead[#ahead + 1] = offset
+    ahead[#ahead + 1] = offset
+  end
+  if #scores > 0 then
+    redis.call('ZADD', st.lease, unpack(scores))
+  end
+  if #gone > 0 then
+    redis.call('ZREM', st.lease, unpack(gone))
+  end
+  if #nonces_gone > 0 then
+    redis.call('HDEL', st.nonce, unpack(nonces_gone))
+  end
+  if #ahead > 0 then
+    redis.call('ZADD', st.acked, unpack(ahead))
+  end
+  if st.floor ~= st.first_floor then
+    redis.call('HSET', st.state, 'floor', int(st.floor))
+  end
+end
+if released then
+  redis.call('PUBLISH', ARGV[4], ARGV[5])
+end
+return results

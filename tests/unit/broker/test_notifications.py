@@ -10,7 +10,9 @@ from narad.broker.notifications import Listener
 from narad.broker.records import TopicRecords
 from narad.broker.waiters import Waiters
 from narad.errors import StorageError
+from narad.storage import Entry
 from narad.storage import Notification
+from narad.storage import PayloadKind
 from narad.storage import TopicChanges
 from narad.testing.storage_contract import new_meta
 from tests.contract.memory import MemoryStorage
@@ -50,7 +52,8 @@ def test_a_message_elsewhere_wakes_the_topics_waiters():
     waiters.generation(meta.name)  # starts the listener
     assert eventually(lambda: live == [True])
     seen = waiters.generation(meta.name)
-    storage.append(meta, [], schema_version=0, now_ms=0)
+    entry = Entry(0, b"", b"m", PayloadKind.TEXT)
+    storage.append(meta, [entry], schema_version=0, now_ms=0)
     waiters.wait(meta.name, seen, 10.0)
     assert waiters.generation(meta.name) != seen
     listener.stop()

@@ -136,14 +136,17 @@ def test_bad_wait_is_400(client, clock, wait):
     assert "wait" in resp.json["error"]
 
 
-def test_ack_settles_forever(client, clock):
+def test_ack_settles_forever_and_a_retried_ack_is_204_again(client, clock):
     make(client, partitions=1, visibility_timeout_ms=1000)
     produce(client, b"m")
     handle = consume(client).json["receipt_handle"]
     assert ack(client, handle).status_code == 204
     clock.now += 5000
     assert consume(client).status_code == 204
-    assert ack(client, handle).status_code == 410
+    assert ack(client, handle).status_code == 204  # the same ack, retried
+    assert ack(client, handle, extend="true").status_code == 410
+    assert ack(client, handle, extend="0").status_code == 410
+    assert consume(client).status_code == 204
 
 
 def test_lapsed_lease_redelivers_and_old_handle_is_gone(client, clock):
