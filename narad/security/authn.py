@@ -15,7 +15,8 @@ cost a dictionary lookup. The cache follows the users:
   is not trusted alone: the request re-reads the user's record and reuses
   the entry only if the stored hash is unchanged (one round trip instead of
   a hash).
-- A verification that raced a change is not cached (a generation counter).
+- A verification that raced a change is cached only once the user is read
+  again after it (a generation counter says a change came).
 
 Hashes run on :mod:`narad.offload`'s native threads, at most
 :data:`CHECK_SLOTS` at once per worker with at most :data:`CHECK_QUEUE`
@@ -299,7 +300,15 @@ class Authenticator:
         principal = Principal.of(user)
         # Dated from the read: a change after it is either announced or, if
         # the stream went live later, makes the entry be checked again.
-        self._remember(key, _Entry(principal, stored, read_at), generation)
+        if self._remember(key, _Entry(principal, stored, read_at), generation):
+            return principal
+        # A change was announced meanwhile (often this user's own creation):
+        # remember what holds after it, if the password still does.
+        generation, read_at = self._generation, self._clock()
+        fresh = self._storage.get_user(name)
+        if fresh is not None and hmac.compare_digest(fresh.password_hash, stored):
+            principal = Principal.of(fresh)
+            self._remember(key, _Entry(principal, stored, read_at), generation)
         return principal
 
     def _user(self, name: str) -> UserRecord | None:
@@ -314,13 +323,15 @@ class Authenticator:
             user = self._storage.get_user(name)
         return user
 
-    def _remember(self, key: bytes, entry: _Entry, generation: int) -> None:
+    def _remember(self, key: bytes, entry: _Entry, generation: int) -> bool:
+        """Cache ``entry`` unless a change was announced since ``generation``."""
         with self._lock:
             if generation != self._generation:
-                return  # a change arrived while this was checked
+                return False
             if len(self._cache) >= MAX_CACHED:
                 del self._cache[next(iter(self._cache))]
             self._cache[key] = entry
+            return True
 
     def _changed(self, name: str) -> None:
         with self._lock:

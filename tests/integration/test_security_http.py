@@ -180,9 +180,18 @@ def test_consume_grant_covers_consume_ack_and_replay(http, as_user, p):
     assert consumer.post(f"/v1/topics/{p}.q/ack?receipt_handle={handle}").status == 204
     assert consumer.get(f"/v1/topics/{p}.q/consume?partition=0&offset=0").status == 200
     assert consumer.post(f"/v1/topics/{p}.q/produce", {"id": 2}).status == 403
-    for path in ("consume", "consume?partition=0&offset=0"):
+    # Batch consume and batch ack too.
+    assert http.post(f"/v1/topics/{p}.q/produce", {"id": 3}).status == 202
+    batch = consumer.get(f"/v1/topics/{p}.q/consume/batch?max=10")
+    assert batch.status == 200
+    handles = [m["receipt_handle"] for m in batch.json()["messages"]]
+    acked = consumer.post(f"/v1/topics/{p}.q/ack/batch", {"receipt_handles": handles})
+    assert acked.status == 200
+    for path in ("consume", "consume?partition=0&offset=0", "consume/batch"):
         assert consumer.get(f"/v1/topics/{p}.r/{path}").status == 403
     resp = consumer.post(f"/v1/topics/{p}.r/ack?receipt_handle=x")
+    assert resp.status == 403
+    resp = consumer.post(f"/v1/topics/{p}.r/ack/batch", {"receipt_handles": ["x"]})
     assert resp.status == 403
 
 
