@@ -34,6 +34,7 @@ from narad.errors import PayloadTooLarge
 from narad.errors import RequestTimeout
 from narad.errors import StorageError
 from narad.errors import StorageFull
+from narad.errors import StorageUncertain
 from narad.errors import TooManyRequests
 from narad.errors import Unauthorized
 from narad.errors import Unavailable
@@ -267,6 +268,8 @@ def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
         # The details are the operator's business, not the client's.
         log.warning("storage error: %s", exc)
         message = "storage unavailable, retry"
+        if isinstance(exc, StorageUncertain):
+            message += ": the write may have been applied"
     else:
         message = exc.message
         for name, value in exc.headers.items():

@@ -583,3 +583,8 @@ class StorageError(Exception):
 
 class StorageFull(StorageError):
     """The storage refused a write for memory (over ``maxmemory``): nothing stored."""
+
+
+class StorageUncertain(StorageError):
+    """The link to the storage failed after a write was sent, so the write may
+    have been applied; it was not sent again (that could apply it twice)."""

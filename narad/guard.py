@@ -11,6 +11,12 @@ storage stop being durable at run time (``CONFIG SET appendfsync everysec``, a
 failing disk), ``/readyz`` and every write answer 503 until it is durable
 again. No thread: the requests that need the answer refresh it, and
 ``/metrics`` does so for the gauges.
+
+On a RedisRaft cluster any node's ``INFO raft`` says the writes are durable,
+so a cluster without a leader still counts as durable here; whether a leader
+answers is readiness's question (:meth:`narad.storage.Storage.ping`, which
+``/readyz`` asks first), and each write finds the leader, or answers 503, by
+its own retries.
 """
 
 from __future__ import annotations

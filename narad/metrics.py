@@ -60,7 +60,9 @@ AUTH_FAILURES = Counter(
 )
 STORAGE_RETRIES = Counter(
     "narad_storage_retries",
-    "Storage commands retried after MOVED, CLUSTERDOWN, TRYAGAIN or a lost link.",
+    "Storage calls retried, by reason: moved (to the leader), connection (refused, "
+    "lost or timed out), clusterdown, tryagain, loading, readonly, raft "
+    "(RedisRaft's transient -ERR replies).",
     ["reason"],
 )
 

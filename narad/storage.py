@@ -26,8 +26,11 @@ Rules every backend follows:
   budget, a lapsed lease) is a :class:`Status` in the result. Exceptions are
   for the backend itself: raise :class:`narad.errors.StorageFull` when the
   server refused a write for lack of memory having stored nothing (the node
-  answers 507), and :class:`narad.errors.StorageError` when it cannot answer
-  once retrying (if the backend retries) gave up (503).
+  answers 507), :class:`narad.errors.StorageError` when it cannot answer
+  once retrying (if the backend retries) gave up (503), and its subclass
+  :class:`narad.errors.StorageUncertain` when the link failed after a write
+  was sent, so that it may have been applied (503 saying so). A backend runs
+  such a write again only where a second run is harmless.
 - **Nothing expires by itself.** Leases and retention are times compared
   with ``now_ms``; a backend must not rely on keys or rows expiring.
 - **A message is consumable from its timestamp on.** Reserve and read pass

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import re
 import uuid
 
@@ -63,9 +64,20 @@ def pytest_report_header(config) -> str:
 
 
 @pytest.fixture(scope="session")
-def node(valkey, tmp_path_factory) -> Node:
-    """One real node (gunicorn, 2 workers) over the session's Valkey."""
-    started = Node(tmp_path_factory.mktemp("node"), storage_url=tcp_url(valkey))
+def storage_url(request) -> str:
+    """The storage the integration tests' nodes share: ``$NARAD_TEST_STORAGE_URL``
+    (any Valkey, Redis or RedisRaft cluster, e.g.
+    ``redis://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003/0``), else the
+    session's Valkey. Tests that kill or reconfigure a server start their own."""
+    return os.environ.get("NARAD_TEST_STORAGE_URL") or tcp_url(
+        request.getfixturevalue("valkey")
+    )
+
+
+@pytest.fixture(scope="session")
+def node(storage_url, tmp_path_factory) -> Node:
+    """One real node (gunicorn, 2 workers) over the session's storage."""
+    started = Node(tmp_path_factory.mktemp("node"), storage_url=storage_url)
     started.start()
     yield started
     started.stop()

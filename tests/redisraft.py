@@ -10,10 +10,13 @@ that run on this machine, the tests that need the cluster are not collected
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from functools import cache
 from pathlib import Path
+
+import redis
 
 from tests.nodes import free_port
 
@@ -87,6 +90,7 @@ class RaftCluster:
         for line in out.splitlines():
             if line.startswith("ports "):
                 self.ports = [int(p) for p in line.split()[1:]]
+        self.wait_whole()
         return self
 
     def leader(self, timeout: float = 15.0) -> int:
@@ -101,6 +105,61 @@ class RaftCluster:
     def follower(self) -> int:
         leader = self.leader()
         return next(port for port in self.ports if port != leader)
+
+    def url(self, first: int | None = None) -> str:
+        """A storage URL listing every node, ``first`` (a port) first."""
+        ports = sorted(self.ports, key=lambda port: port != first)
+        return "redis://" + ",".join(f"127.0.0.1:{p}" for p in ports) + "/0"
+
+    def kill(self, port: int) -> None:
+        """SIGKILL the node on ``port``."""
+        self._run("kill", str(self.workdir), str(self.ports.index(port) + 1))
+
+    def start(self, port: int) -> None:
+        """Restart the node on ``port`` on its data (it rejoins by itself)."""
+        self._run("start", str(self.workdir), str(self.ports.index(port) + 1))
+
+    def transfer_leader(self) -> int:
+        """Ask the leader to hand over (``RAFT.TRANSFER_LEADER``); its port."""
+        leader = self.leader()
+        with redis.Redis(port=leader, protocol=2) as client:
+            client.execute_command("RAFT.TRANSFER_LEADER")
+        return leader
+
+    def new_leader(self, old: int, timeout: float = 30.0) -> int:
+        """Wait until a node other than ``old`` leads; its port."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answer = self._run("leader", str(self.workdir)).strip()
+            if answer not in ("none", str(old)):
+                return int(answer)
+            time.sleep(0.02)
+        raise RuntimeError(f"no leader other than {old} within {timeout} s")
+
+    def wait_whole(self, timeout: float = 60.0) -> None:
+        """Wait until the leader is connected to both other nodes and every
+        node knows it, as after ``up``: tests that kill nodes leave it so."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._whole():
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the RedisRaft cluster did not come back whole")
+
+    def _whole(self) -> bool:
+        infos = []
+        for port in self.ports:
+            try:
+                with redis.Redis(port=port, protocol=2, socket_timeout=2) as client:
+                    infos.append(client.info("raft"))
+            except redis.RedisError:
+                return False
+        leaders = {info.get("raft_leader_id") for info in infos}
+        if len(leaders) != 1 or -1 in leaders:
+            return False
+        [leader] = [info for info in infos if info.get("raft_role") == "leader"] or [{}]
+        peers = [v for k, v in leader.items() if re.fullmatch(r"raft_node\d+", k)]
+        return len(peers) == 2 and all(p["state"] == "connected" for p in peers)
 
     def down(self) -> None:
         self._run("down", str(self.workdir))

@@ -22,7 +22,11 @@ class Health:
 
 
 class Ready:
-    """200 while the storage answers and may take writes; else 503 and why."""
+    """200 while the storage answers and may take writes; else 503 and why.
+
+    A replicated storage (RedisRaft) is ready only while its leader answers
+    (:meth:`narad.storage.Storage.ping`): a follower answers without one.
+    """
 
     def __init__(self, storage: Storage, guard: StorageGuard) -> None:
         self.storage = storage
@@ -31,7 +35,7 @@ class Ready:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         if not self.storage.ping():
             resp.status = falcon.HTTP_503
-            resp.text = dumps({"error": "storage is not answering"})
+            resp.text = dumps({"error": "storage is not answering (or has no leader)"})
         elif reason := self.guard.refusal():
             resp.status = falcon.HTTP_503
             resp.text = dumps({"error": reason})

@@ -1,7 +1,9 @@
 """The ``redis`` storage backend: Redis, Valkey, Sentinel-less primaries, RedisRaft.
 
-Serves ``redis://``, ``rediss://`` and ``unix://`` storage URLs. Its settings
-live under ``[plugins.redis]`` (``NARAD_PLUGINS_REDIS_*``).
+Serves ``redis://``, ``rediss://`` and ``unix://`` storage URLs; a RedisRaft
+cluster's nodes go comma-separated in the host part
+(``redis://h1:6379,h2:6379,h3:6379/0``, see :mod:`narad_redis.client`). Its
+settings live under ``[plugins.redis]`` (``NARAD_PLUGINS_REDIS_*``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ SETTINGS = (
         "retry_attempts",
         8,
         integer(0, 100),
-        "retries after MOVED, CLUSTERDOWN, TRYAGAIN or a lost connection",
+        "backoff waits of one storage call before it answers 503: after "
+        "CLUSTERDOWN, TRYAGAIN, LOADING, RedisRaft's transient replies or a "
+        "lost connection (moving to another live node costs none)",
     ),
     Setting(
         "retry_backoff_ms",
@@ -34,7 +38,16 @@ SETTINGS = (
         "retry_backoff_max_ms", 1000, integer(1, 600_000), "cap on one retry delay"
     ),
     Setting(
-        "socket_timeout_ms", 15_000, integer(100, 600_000), "storage socket timeout"
+        "socket_timeout_ms",
+        15_000,
+        integer(100, 600_000),
+        "storage socket timeout; no retry starts after it since the call began",
+    ),
+    Setting(
+        "connect_timeout_ms",
+        2000,
+        integer(100, 600_000),
+        "timeout of a connection attempt, after which the next node is asked",
     ),
     Setting(
         "pool_size",
@@ -54,6 +67,7 @@ def connect(url: str, config: Config) -> RedisStorage:
         backoff_s=settings["retry_backoff_ms"] / 1000,
         backoff_max_s=settings["retry_backoff_max_ms"] / 1000,
         socket_timeout_s=settings["socket_timeout_ms"] / 1000,
+        connect_timeout_s=settings["connect_timeout_ms"] / 1000,
         pool_size=settings["pool_size"],
     )
     return RedisStorage(client)

@@ -1,56 +1,273 @@
-"""A redis-py client that follows ``-MOVED`` and retries transient failures.
+"""A redis-py client for one Redis/Valkey server or a RedisRaft cluster.
 
-RedisRaft answers a write sent to a follower with ``-MOVED <slot> host:port``
-naming the leader; it and Redis Cluster answer ``-CLUSTERDOWN`` or
-``-TRYAGAIN`` while an election or a resharding is under way. A lost
-connection is retried the same way. Retries are bounded (attempts and a
-doubling, capped backoff) so a request fails with ``StorageError`` instead of
-hanging a worker.
+``storage.url`` names one node or several, comma-separated in the URL's host
+part: ``redis://narad:PASSWORD@10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379/0``
+(user, password, database and query options apply to every node). The client
+talks to one node at a time, through a bounded pool (``pool_size``), and
+knows every address it has seen: the seeds, every ``-MOVED`` target, and the
+peers a RedisRaft node lists in ``INFO raft`` (read by :meth:`leader_answers`
+and :meth:`first_answer`).
 
-A script whose connection was lost (or timed out) may have run: its retry
-runs it again. The scripts make that safe where it matters: an append whose
-entries carry idempotency keys finds them stored and stores nothing new, and
-an ack finds the message acked under its nonce (``Status.REPEATED``). An
-append without keys may store its entries twice, and a reserve may lease
-messages nobody receives (they come back when the lease lapses); see the
-README's "Delivery".
+:meth:`RetryingClient.call` is the one place that decides what is retried:
+
+- ``-MOVED <slot> host:port``: a follower names the leader. The client
+  follows it at once, unless that address refused a connection within the
+  last ``backoff_max_s``: after a leader dies its peers go on naming it
+  until they elect another (about 1.5 s), so the client asks the next
+  known node after a backoff instead.
+- A connection refused or timed out while connecting: nothing was sent. The
+  address counts as down for ``backoff_max_s`` and the next known node that
+  is not down is asked at once. A pooled connection found dead before the
+  command left (redis-py's health-check PING, a failed send) is replaced by
+  a fresh one to the same node at once.
+- Replies that say the command was not run: ``-CLUSTERDOWN``, ``-TRYAGAIN``,
+  ``-LOADING``, ``-READONLY`` (a replica), ``-NOCLUSTER`` and RedisRaft's
+  plain ``-ERR`` forms (``not leader``, ``no raft leader``, ``leader
+  transfer is in progress``, ``... try again``, ``cluster down``): the next
+  known node is asked after a backoff (a node cut off from the majority
+  says "no raft leader" while the others have one).
+- The link lost, or the reply timed out, after the command was sent: the
+  command may have run. It is sent again only when the caller says a
+  second run is harmless (``replayable``: reads, and scripts whose rerun
+  changes nothing a client relies on: an append whose entries all carry
+  idempotency keys, an ack, a reserve; see
+  :data:`narad_redis.storage.REPLAYABLE`). Otherwise :class:`StorageUncertain`
+  is raised at once (503, saying the write may have been applied): running
+  it again could apply it twice within one request.
+- No free pooled connection within the socket timeout: :class:`StorageError`
+  without retrying (the wait already took that long).
+
+The budget of one call: ``attempts`` backoff waits (``backoff_s``, doubling
+up to ``backoff_max_s``); moving to another live node costs no wait, up to
+one more move than there are known nodes; and no attempt starts once
+``socket_timeout_s`` has passed since the call began (a node that hangs has
+used that much already). Then :class:`StorageError`: 503 ``storage
+unavailable, retry``.
+
+Moving to another node opens a new pool; the old one closes its idle
+connections at once and every other one as its command returns, so a worker
+holds at most ``pool_size`` connections to the current node plus those of
+commands still running elsewhere.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.connection import parse_url
+from redis.exceptions import BusyLoadingError
 from redis.exceptions import ClusterDownError
 from redis.exceptions import MovedError
 from redis.exceptions import OutOfMemoryError
+from redis.exceptions import ReadOnlyError
 from redis.exceptions import TryAgainError
 from redis.retry import Retry
 
+from narad.errors import InvalidConfiguration
 from narad.errors import StorageError
 from narad.errors import StorageFull
+from narad.errors import StorageUncertain
 from narad.metrics import STORAGE_RETRIES
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_TRANSIENT: tuple[type[Exception], ...] = (
-    ClusterDownError,
-    TryAgainError,
-    redis.ConnectionError,
-    redis.TimeoutError,
+#: Most addresses remembered (seeds first); MOVED targets and raft peers past
+#: it replace the oldest learned one.
+MAX_KNOWN = 64
+
+# RedisRaft's transient states, as plain -ERR replies (redis-py strips "ERR ")
+# or under their own codes. Each means the command was not run.
+_RAFT_TRANSIENT = re.compile(
+    r"^(?:not leader|no raft leader|leader transfer is in progress|cluster ?down"
+    r"|nocluster)\b|\btry again\b",
+    re.IGNORECASE,
 )
-_REASONS = {
-    ClusterDownError: "clusterdown",
-    TryAgainError: "tryagain",
-}
+
+
+class ReplyLost(redis.ConnectionError):
+    """The link failed after a command was sent: the command may have run."""
+
+
+class ConnectFailed(redis.ConnectionError):
+    """No connection could be made (refused, timed out, handshake refused)."""
+
+
+class PoolExhausted(redis.ConnectionError):
+    """No pooled connection came free within the pool's timeout."""
+
+
+@dataclass(frozen=True)
+class Address:
+    """A node: ``host:port``, or a unix socket path (``port`` None)."""
+
+    host: str
+    port: int | None = None
+
+    def __str__(self) -> str:
+        if self.port is None:
+            return self.host
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+# -- connections ------------------------------------------------------------
+
+
+class _ReplyTracking:
+    """Tells a link lost before a command left (nothing ran: safe to send it
+    again) from one lost after (it may have run): the latter raises
+    :class:`ReplyLost`. redis-py's own traffic (the handshake on connect, the
+    health-check PING) never counts as sent."""
+
+    _sent = False  # a command of ours left; its reply may not have arrived
+    _quiet = False  # inside redis-py's handshake or health check
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        quiet, self._quiet = self._quiet, True
+        try:
+            super().connect_check_health(*args, **kwargs)
+        except (BusyLoadingError, ConnectFailed):
+            raise
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise ConnectFailed(str(exc)) from exc
+        finally:
+            self._quiet = quiet
+
+    def check_health(self) -> None:
+        quiet, self._quiet = self._quiet, True
+        try:
+            super().check_health()
+        finally:
+            self._quiet = quiet
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        # redis-py's order: connect, then the health check, then the command.
+        if not self._sock:
+            self.connect_check_health(check_health=False)
+        if check_health:
+            self.check_health()
+        self._sent = False
+        super().send_packed_command(command, check_health=False)
+        self._sent = not self._quiet
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        sent = self._sent and not self._quiet
+        try:
+            return super().read_response(*args, **kwargs)
+        except BusyLoadingError:
+            raise  # -LOADING is a reply: the command was refused, not run
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if sent:
+                raise ReplyLost(str(exc)) from exc
+            raise
+
+
+class _Tcp(_ReplyTracking, redis.Connection):
+    pass
+
+
+class _Tls(_ReplyTracking, redis.SSLConnection):
+    pass
+
+
+class _Unix(_ReplyTracking, redis.UnixDomainSocketConnection):
+    pass
+
+
+class _Pool(redis.BlockingConnectionPool):
+    """The bounded pool of one node; once retired (the client moved to
+    another node) it closes each connection as it comes back."""
+
+    retired = False
+
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().get_connection(*args, **kwargs)
+        except redis.ConnectionError as exc:
+            # redis-py raises this exact error when its queue stayed empty.
+            if str(exc) == "No connection available.":
+                raise PoolExhausted(str(exc)) from exc
+            raise
+
+    def release(self, connection: Any) -> None:
+        if self.retired:
+            connection.disconnect()
+        super().release(connection)
+
+    def retire(self) -> None:
+        self.retired = True
+        self.disconnect(inuse_connections=False)
+
+
+@dataclass(frozen=True)
+class _Link:
+    """The node the client talks to now and its pool (``address`` is None
+    for a client given ready-made)."""
+
+    address: Address | None
+    redis: redis.Redis
+
+
+# -- seeds ------------------------------------------------------------------
+
+
+def parse_seeds(url: str) -> tuple[list[Address], dict[str, Any], type, type]:
+    """The seed addresses of ``url``, the connection options they share, and
+    the connection classes for TCP addresses and for unix sockets.
+
+    Raises:
+        InvalidConfiguration: The URL's host list is malformed.
+    """
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    singles = [url]
+    if parts.scheme != "unix" and "," in hosts:
+        names = hosts.split(",")
+        if not all(n.strip() for n in names):
+            raise InvalidConfiguration(
+                f"`storage.url` has an empty node in its list {hosts!r}: "
+                "write redis://host1:port1,host2:port2/0"
+            )
+        singles = [
+            parts._replace(netloc=f"{userinfo}{at}{name.strip()}").geturl()
+            for name in names
+        ]
+    seeds: list[Address] = []
+    options: dict[str, Any] = {}
+    for single in singles:
+        try:
+            kwargs = parse_url(single)
+        except ValueError as exc:
+            raise InvalidConfiguration(f"`storage.url`: {exc}") from exc
+        if "path" in kwargs:
+            seeds.append(Address(kwargs.pop("path")))
+        else:
+            host, port = kwargs.pop("host", "localhost"), kwargs.pop("port", 6379)
+            seeds.append(Address(host, port))
+        kind = kwargs.pop("connection_class", redis.Connection)
+        options = kwargs
+    tcp = _Tls if kind is redis.SSLConnection else _Tcp
+    return seeds, options, tcp, _Unix
+
+
+# -- the client ---------------------------------------------------------------
 
 
 class RetryingClient:
-    """Holds the current redis-py client and runs calls through :meth:`call`."""
+    """Runs storage calls on the current node through :meth:`call`."""
 
     def __init__(
         self,
@@ -60,74 +277,350 @@ class RetryingClient:
         backoff_s: float = 0.02,
         backoff_max_s: float = 1.0,
         socket_timeout_s: float = 15.0,
+        connect_timeout_s: float = 2.0,
         pool_size: int = 32,
         client: redis.Redis | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.attempts = attempts
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
+        self.socket_timeout_s = socket_timeout_s
+        self.pool_size = pool_size
         self._sleep = sleep
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._down: dict[Address, float] = {}  # address -> down until
+        self._reported: set[Address] = set()  # logged as unreachable
+        self._answering: Address | None = None  # the last node a call succeeded on
         self._options: dict[str, Any] = {
             "socket_timeout": socket_timeout_s,
-            "socket_connect_timeout": min(socket_timeout_s, 5.0),
+            "socket_connect_timeout": min(socket_timeout_s, connect_timeout_s),
             # Retrying is ours to bound; redis-py must not retry underneath.
             "retry": Retry(NoBackoff(), 0),
             "health_check_interval": 30,
             # RESP2: every RESP server speaks it (RedisRaft, older Redis).
             "protocol": 2,
-            # A gevent worker runs thousands of requests at once: without a
-            # bound, each concurrent storage call would open a connection.
-            # Callers queue for one of pool_size instead (as long as a
-            # command may take), and a waiting consumer holds none.
-            "max_connections": pool_size,
-            "timeout": socket_timeout_s,
         }
-        self.redis = client if client is not None else self._connect(url)
+        if client is not None:
+            self.known: list[Address] = []
+            self._seeds = 0
+            self._link = _Link(None, client)
+            return
+        seeds, options, self._tcp_class, self._unix_class = parse_seeds(url)
+        self._options |= options
+        self.known = list(dict.fromkeys(seeds))
+        self._seeds = len(self.known)
+        self._link = self._open(self.known[0])
 
-    def _connect(self, url: str) -> redis.Redis:
-        pool = redis.BlockingConnectionPool.from_url(url, **self._options)
-        return redis.Redis(connection_pool=pool)
+    @property
+    def redis(self) -> redis.Redis:
+        """The client of the node talked to now."""
+        return self._link.redis
 
-    def call(self, fn: Callable[[redis.Redis], T]) -> T:
-        """Run ``fn(client)``, following MOVED and retrying transient errors."""
-        delay = self.backoff_s
-        for attempt in range(self.attempts + 1):
+    @property
+    def address(self) -> Address | None:
+        """The node talked to now."""
+        return self._link.address
+
+    # -- calls ----------------------------------------------------------------
+
+    def call(
+        self,
+        fn: Callable[[redis.Redis], T],
+        *,
+        replayable: bool = True,
+        backoff_max_s: float | None = None,
+    ) -> T:
+        """Run ``fn(client)`` on the current node, retrying as the module says.
+
+        Args:
+            fn: One storage call (a command, a pipeline, a script).
+            replayable: Whether running ``fn`` twice is harmless; when False,
+                a link lost after it was sent raises :class:`StorageUncertain`
+                instead of sending it again.
+            backoff_max_s: A lower cap on the waits than the client's, for a
+                caller that must notice a new leader sooner.
+
+        Raises:
+            StorageFull: The server refused a write for memory.
+            StorageUncertain: A non-replayable call may or may not have run.
+            StorageError: No node answered within the retry budget.
+        """
+        started = self._clock()
+        cap = min(backoff_max_s or self.backoff_max_s, self.backoff_max_s)
+        delay = min(self.backoff_s, cap)
+        waits = moves = 0
+        while True:
+            link = self._link
             try:
-                return fn(self.redis)
+                result = fn(link.redis)
             except MovedError as exc:
-                STORAGE_RETRIES.labels(reason="moved").inc()
-                self.move_to(exc.host, exc.port)
+                target = self.learn(Address(exc.host, exc.port))
                 last: Exception = exc
-                continue  # the leader is named: no need to wait
+                reason = "moved"
+                if not self._is_down(target):
+                    self._switch(link, target)
+                    if moves <= len(self.known):
+                        moves += 1
+                        STORAGE_RETRIES.labels(reason=reason).inc()
+                        continue  # the leader is named: no need to wait
+                else:
+                    # Its peers still name a leader that refused us lately.
+                    self._rotate(link, avoid=target)
             except OutOfMemoryError as exc:
                 # -OOM: over maxmemory, the server refused the write before it
                 # changed anything (a script is refused at its first write).
                 raise StorageFull(str(exc)) from exc
-            except _TRANSIENT as exc:
-                reason = _REASONS.get(type(exc), "connection")
-                STORAGE_RETRIES.labels(reason=reason).inc()
+            except ReplyLost as exc:
+                if not replayable:
+                    raise StorageUncertain(
+                        f"link to {link.address or 'storage'} lost after a write "
+                        f"was sent, so it may have been applied: {exc}"
+                    ) from exc
+                last, reason = exc, "connection"
+            except PoolExhausted as exc:
+                raise StorageError(
+                    f"no storage connection came free within "
+                    f"{self.socket_timeout_s:g} s (pool_size {self.pool_size})"
+                ) from exc
+            except BusyLoadingError as exc:
+                last, reason = exc, "loading"
+                self._rotate(link)
+            except ConnectFailed as exc:
+                last, reason = exc, "connection"
+                if self._failed(link, exc) and moves <= len(self.known):
+                    moves += 1
+                    STORAGE_RETRIES.labels(reason=reason).inc()
+                    continue
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # A pooled link found dead before the command left (the
+                # health check's PING, a failed send): try a fresh one at once.
+                last, reason = exc, "connection"
+                if moves <= len(self.known):
+                    moves += 1
+                    STORAGE_RETRIES.labels(reason=reason).inc()
+                    continue
+            except redis.ResponseError as exc:
+                reason = _transient(exc)
+                if reason is None:
+                    raise
                 last = exc
-            if attempt < self.attempts:
-                self._sleep(delay)
-                delay = min(delay * 2, self.backoff_max_s)
-        raise StorageError(
-            f"storage unavailable after {self.attempts} retries: {last}"
-        ) from last
+                self._rotate(link)
+            else:
+                if link.address != self._answering:
+                    self._answered(link.address)
+                return result
+            STORAGE_RETRIES.labels(reason=reason).inc()
+            if waits >= self.attempts or (
+                self._clock() - started >= self.socket_timeout_s
+            ):
+                raise StorageError(
+                    f"storage unavailable after {waits} retries: {last}"
+                ) from last
+            self._sleep(delay)
+            waits += 1
+            delay = min(delay * 2, cap)
 
-    def move_to(self, host: str, port: int) -> None:
-        """Talk to ``host:port`` from now on (the leader a MOVED named)."""
-        kwargs = dict(self.redis.connection_pool.connection_kwargs)
-        kwargs.pop("path", None)  # the leader is named by host:port
-        kwargs.update(host=host, port=port)
-        pool = redis.BlockingConnectionPool(
-            connection_class=redis.Connection,
-            max_connections=self._options["max_connections"],
-            timeout=self._options["timeout"],
-            **kwargs,
+    # -- readiness ------------------------------------------------------------
+
+    def first_answer(self, fn: Callable[[redis.Redis], T]) -> T | None:
+        """``fn(client)`` on the current node, else on each other known node
+        (a connection of its own), once each and without waiting; None when
+        no node answers."""
+        try:
+            return fn(self.redis)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            pass
+        for address in self._others():
+            probe = self.unpooled(address)
+            try:
+                return fn(probe)
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                continue
+            finally:
+                probe.connection_pool.disconnect()
+        return None
+
+    def leader_answers(self) -> bool:
+        """Whether a node that accepts writes answers, on connections of its
+        own (readiness must answer while every pooled connection is busy).
+
+        On RedisRaft (``INFO raft`` has a role) that is the leader: a node
+        that is leader, or the leader a node names, confirming it is. On any
+        other server, a node answering at all.
+        """
+        tried: set[Address | None] = set()
+        # The order grows as nodes name their peers: each is asked once.
+        while pending := [a for a in self._probe_order() if a not in tried]:
+            address = pending[0]
+            tried.add(address)
+            try:
+                raft = self._raft_info(address)
+                if raft is None:
+                    return True  # no RedisRaft: it answered
+                if raft.get("raft_role") == "leader":
+                    return True
+                leader = self.learn_raft(raft)
+                if leader is not None:
+                    named = self._raft_info(leader)
+                    if named is not None and named.get("raft_role") == "leader":
+                        return True
+            except (redis.RedisError, OSError):
+                continue
+        return False
+
+    def learn_raft(self, raft: dict[str, Any]) -> Address | None:
+        """Remember the peers an ``INFO raft`` lists; the leader it names, if
+        it names another node."""
+        leader = None
+        for key, value in raft.items():
+            if not key.startswith("raft_node") or not isinstance(value, dict):
+                continue
+            if "addr" in value and "port" in value:
+                peer = self.learn(Address(str(value["addr"]), int(value["port"])))
+                if value.get("id") == raft.get("raft_leader_id"):
+                    leader = peer
+        return leader
+
+    def _raft_info(self, address: Address | None) -> dict[str, Any] | None:
+        """``INFO raft`` of a node, None if it is no RedisRaft node."""
+        probe = self.unpooled(address)
+        try:
+            try:
+                raft = probe.info("raft")
+            except redis.ResponseError:
+                # No INFO for this user: then answering PING is all we learn.
+                probe.ping()
+                return None
+            return raft if raft.get("raft_role") else None
+        finally:
+            probe.connection_pool.disconnect()
+
+    # -- nodes ----------------------------------------------------------------
+
+    def learn(self, address: Address) -> Address:
+        """Remember ``address`` (a MOVED target, a raft peer)."""
+        if address not in self.known and self._link.address is not None:
+            with self._lock:
+                if address not in self.known:
+                    if len(self.known) >= MAX_KNOWN:
+                        del self.known[self._seeds]
+                    self.known.append(address)
+        return address
+
+    def unpooled(self, address: Address | None = None) -> redis.Redis:
+        """A client on a connection of its own, outside the bounded pool, to
+        ``address`` (default: the node talked to now). The caller closes it
+        (``connection_pool.disconnect()``)."""
+        if address is None or address == self._link.address:
+            return detached(self.redis)
+        return redis.Redis(
+            connection_pool=redis.ConnectionPool(**self._connection_kwargs(address))
         )
-        old, self.redis = self.redis, redis.Redis(connection_pool=pool)
-        old.close()
 
     def close(self) -> None:
         self.redis.close()
+
+    def _connection_kwargs(self, address: Address) -> dict[str, Any]:
+        kwargs = dict(self._options)
+        if address.port is None:
+            kwargs.update(connection_class=self._unix_class, path=address.host)
+        else:  # a TCP seed's peer, or a MOVED target of a unix seed
+            kwargs.update(
+                connection_class=self._tcp_class, host=address.host, port=address.port
+            )
+        return kwargs
+
+    def _open(self, address: Address) -> _Link:
+        pool = _Pool(
+            max_connections=self.pool_size,
+            # A gevent worker runs thousands of requests at once: callers
+            # queue for one of pool_size connections (as long as a command
+            # may take), and a waiting consumer holds none.
+            timeout=self.socket_timeout_s,
+            **self._connection_kwargs(address),
+        )
+        return _Link(address, redis.Redis(connection_pool=pool))
+
+    def _switch(self, link: _Link, address: Address) -> None:
+        """Talk to ``address`` from now on, unless someone moved since
+        ``link`` was current (then the next attempt uses their choice)."""
+        with self._lock:
+            if self._link is not link or link.address == address:
+                return
+            self._link = self._open(address)
+        link.redis.connection_pool.retire()
+
+    def _rotate(self, link: _Link, avoid: Address | None = None) -> bool:
+        """Move from ``link``'s node to the next known node not down; True if
+        there was one."""
+        if link.address is None:
+            return False
+        now = self._clock()
+        start = self.known.index(link.address) if link.address in self.known else -1
+        ring = self.known[start + 1 :] + self.known[: start + 1]
+        for address in ring:
+            if (
+                address not in (link.address, avoid)
+                and self._down.get(address, 0) <= now
+            ):
+                self._switch(link, address)
+                return True
+        return False
+
+    def _failed(self, link: _Link, exc: Exception) -> bool:
+        """``link``'s node refused a connection: down for a while; move on."""
+        address = link.address
+        if address is None:
+            return False
+        self._down[address] = self._clock() + self.backoff_max_s
+        if address not in self._reported:
+            self._reported.add(address)
+            log.warning("storage node %s is unreachable: %s", address, exc)
+        return self._rotate(link)
+
+    def _answered(self, address: Address | None) -> None:
+        """A call succeeded on ``address``, not the node that answered last:
+        said once per change (a new leader), not once per node tried."""
+        self._down.pop(address, None)
+        self._reported.discard(address)
+        if self._answering is not None:
+            log.info(
+                "storage: %s answers now, in place of %s", address, self._answering
+            )
+        self._answering = address
+
+    def _is_down(self, address: Address) -> bool:
+        return self._down.get(address, 0) > self._clock()
+
+    def _others(self) -> Iterator[Address]:
+        return (a for a in list(self.known) if a != self._link.address)
+
+    def _probe_order(self) -> list[Address | None]:
+        return [self._link.address, *self._others()]
+
+
+def detached(client: redis.Redis) -> redis.Redis:
+    """A client to the same node as ``client``, on a connection of its own
+    (the caller closes it: ``connection_pool.disconnect()``)."""
+    pool = client.connection_pool
+    return redis.Redis(
+        connection_pool=redis.ConnectionPool(
+            connection_class=pool.connection_class, **pool.connection_kwargs
+        )
+    )
+
+
+def _transient(exc: redis.ResponseError) -> str | None:
+    """The retry reason of a reply saying the command was not run, or None."""
+    if isinstance(exc, ClusterDownError):
+        return "clusterdown"
+    if isinstance(exc, TryAgainError):
+        return "tryagain"
+    if isinstance(exc, ReadOnlyError):
+        return "readonly"
+    if _RAFT_TRANSIENT.search(str(exc)):
+        return "raft"
+    return None

@@ -58,6 +58,7 @@ however many children, not one per child to every subscriber).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Collection
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -65,7 +66,6 @@ from importlib import resources
 from typing import Any
 
 import redis
-from redis.exceptions import MovedError
 
 from narad.errors import StorageError
 from narad.storage import DEFAULT_IDEMPOTENCY
@@ -97,6 +97,25 @@ from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 from narad.storage import UserRecord
 from narad_redis.client import RetryingClient
+from narad_redis.client import detached
+
+#: Scripts the client may always send again after the link failed mid-call:
+#: a second reserve leases other messages, and those the first run leased
+#: come back when their leases lapse. Others are replayable per call: an
+#: append whose every entry is guarded by an idempotency key (the rerun finds
+#: the keys and stores nothing), an ack (a rerun answers "repeated") or an
+#: extend (it extends from now again). The rest could apply a write twice
+#: (an unguarded append, a schema change) or answer as though the first run
+#: had not happened (a give-back: "lapsed"): the client raises
+#: StorageUncertain instead (503, "the write may have been applied").
+REPLAYABLE = frozenset({"reserve"})
+
+#: Silence on the subscription before it is checked with a PING, and how long
+#: the answer may take before the subscription counts as lost.
+KEEPALIVE_S = 1.0
+PING_WAIT_S = 5.0
+#: Longest wait between tries to subscribe (while a new leader is elected).
+SUBSCRIBE_BACKOFF_MAX_S = 0.2
 
 # The settings a create writes; the scripts derive the other fields.
 _SETTINGS = (
@@ -152,36 +171,35 @@ class RedisStorage:
         """The channel and message a script publishes ``event`` with."""
         return [self._channel(event), " ".join((event.value, *topics))]
 
-    def _run(self, script: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    def _run(
+        self,
+        script: str,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        *,
+        replayable: bool | None = None,
+    ) -> Any:
+        """Run ``script``; ``replayable`` (default: :data:`REPLAYABLE`) says
+        whether the client may send it again after a link lost mid-call."""
         fn = self.scripts[script]
-        return self.client.call(lambda r: fn(keys=keys, args=args, client=r))
+        if replayable is None:
+            replayable = script in REPLAYABLE
+        return self.client.call(
+            lambda r: fn(keys=keys, args=args, client=r), replayable=replayable
+        )
 
     # -- health -------------------------------------------------------------
 
-    def _own_connection(self) -> redis.Redis:
-        """A client on a connection of its own, outside the bounded pool, to
-        the server the pool currently talks to."""
-        pool = self.client.redis.connection_pool
-        return redis.Redis(
-            connection_pool=redis.ConnectionPool(
-                connection_class=pool.connection_class, **pool.connection_kwargs
-            )
-        )
-
     def ping(self) -> bool:
-        # Readiness answers even while every pooled connection is busy.
-        probe = self._own_connection()
-        try:
-            return bool(probe.ping())
-        except (redis.RedisError, OSError):
-            return False
-        finally:
-            probe.connection_pool.disconnect()
+        # On connections of their own: readiness answers even while every
+        # pooled connection is busy. On RedisRaft, only a leader counts.
+        return self.client.leader_answers()
 
     def server_status(self) -> ServerStatus | None:
-        # One round trip, tried once: callers poll it and must not hang on
-        # retries. INFO works for a user without CONFIG; RedisRaft answers
-        # INFO raft, other servers an empty section.
+        # One round trip per node, tried once: callers poll it and must not
+        # hang on retries. INFO works for a user without CONFIG; RedisRaft
+        # answers INFO raft (any node: a follower knows it is durable, and
+        # lists its peers), other servers an empty section.
         def read(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)
             for section in ("memory", "persistence", "raft"):
@@ -189,12 +207,18 @@ class RedisStorage:
             pipe.config_get("appendfsync")
             return pipe.execute(raise_on_error=False)
 
-        try:
-            memory, persistence, raft, fsync = read(self.client.redis)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+        replies = self.client.first_answer(read)
+        if replies is None:
             return None
+        memory, persistence, raft, fsync = replies
         if isinstance(memory, Exception):
-            return ServerStatus(False, f"INFO refused: {memory}", 0, 0)
+            hint = ""
+            if "'raft'" in str(memory):
+                # RedisRaft runs every command through its RAFT command.
+                hint = "; on RedisRaft, allow Narad's user +raft (conf/redisraft.conf)"
+            return ServerStatus(False, f"INFO refused: {memory}{hint}", 0, 0)
+        if isinstance(raft, dict):
+            self.client.learn_raft(raft)
         used, limit = int(memory["used_memory"]), int(memory["maxmemory"])
         durable, detail = _durability(memory, persistence, raft, fsync)
         return ServerStatus(durable, detail, used, limit)
@@ -585,7 +609,8 @@ class RedisStorage:
             for index in targets:
                 keys += self._partition_keys(child.name, index)
             args += [child.delay_ms, child.partitions, len(targets), *targets]
-        reply = self._run("append", keys, args)
+        guarded = sum(guard.stop - guard.start for guard in idempotency)
+        reply = self._run("append", keys, args, replayable=guarded == len(entries))
         status = Status(reply[0].decode())
         if status is Status.OK:
             stored, repeated, evicted = (int(x) for x in reply[1:4])
@@ -679,7 +704,8 @@ class RedisStorage:
                 slot = slot_of[lease.partition] = len(slot_of) + 1
                 keys += self._partition_keys(meta.name, lease.partition)
             args += [slot, lease.offset, lease.nonce]
-        reply = self._run("settle", keys, args)
+        replayable = action is not Settle.RELEASE
+        reply = self._run("settle", keys, args, replayable=replayable)
         if reply == [b"no_topic"]:
             return [Status.NO_TOPIC] * len(leases)
         return [_STATUSES[r] for r in reply]
@@ -785,12 +811,27 @@ class RedisStorage:
             raise StorageError(f"cannot subscribe to {channels}: {exc}") from exc
         try:
             yield Notification(Event.LISTENING)
+            heard = time.monotonic()  # last traffic from the server
+            pinged = False
             while True:
                 try:
                     message = pubsub.get_message(timeout=1.0)
+                    now = time.monotonic()
+                    if message is not None:
+                        heard, pinged = now, False
+                    elif now - heard >= KEEPALIVE_S + PING_WAIT_S and pinged:
+                        # A dead host or a partition closes nothing: only the
+                        # silence tells (RedisRaft itself drops subscribers
+                        # of a node that stops being leader).
+                        raise redis.ConnectionError(
+                            f"no answer to PING within {PING_WAIT_S:g} s"
+                        )
+                    elif now - heard >= KEEPALIVE_S and not pinged:
+                        pubsub.ping()
+                        pinged = True
                 except (redis.RedisError, OSError) as exc:
                     raise StorageError(f"{channels} subscription lost: {exc}") from exc
-                if message is None:
+                if message is None or message["type"] == "pong":
                     yield None
                 elif message["type"] == "message":
                     code, *topics = message["data"].decode().split(" ")
@@ -806,27 +847,28 @@ class RedisStorage:
 
         Until the confirmations arrive (one per channel) a publish could be
         missed, so the stream says LISTENING only after them. A RedisRaft
-        follower refuses with MOVED to the leader, where the scripts publish.
+        follower refuses with MOVED to the leader, where the scripts publish;
+        the client follows it, and asks the other nodes when the one it knows
+        is gone, waiting at most :data:`SUBSCRIBE_BACKOFF_MAX_S` between
+        tries: no request waits on this, and wake-ups should resume well
+        within a second of a new leader's election.
         """
-        for _ in range(self.client.attempts + 1):
+
+        def subscribe(r: redis.Redis) -> redis.client.PubSub:
             # On a connection of its own: the subscription must come up even
             # while every pooled connection is busy.
-            pubsub = self._own_connection().pubsub()
+            pubsub = detached(r).pubsub()
             try:
                 pubsub.subscribe(*channels)
                 for _ in channels:
                     if pubsub.get_message(timeout=5.0) is None:
-                        raise redis.ConnectionError(
-                            "no subscription confirmation in 5 s"
-                        )
+                        raise redis.TimeoutError("no subscription confirmation in 5 s")
                 return pubsub
-            except MovedError as exc:
-                pubsub.close()
-                self.client.move_to(exc.host, exc.port)
             except BaseException:
                 pubsub.close()
                 raise
-        raise redis.ConnectionError("MOVED on every attempt to subscribe")
+
+        return self.client.call(subscribe, backoff_max_s=SUBSCRIBE_BACKOFF_MAX_S)
 
 
 def _durability(

@@ -9,7 +9,6 @@ import threading
 import pytest
 
 from tests.nodes import Node
-from tests.nodes import tcp_url
 
 BUSY = "schema: validation capacity busy, retry"
 
@@ -36,10 +35,10 @@ def gauge(client) -> float:
 
 
 @pytest.fixture
-def bounded_node(valkey, tmp_path):
+def bounded_node(storage_url, tmp_path):
     node = Node(
         tmp_path,
-        storage_url=tcp_url(valkey),
+        storage_url=storage_url,
         workers=2,
         env={
             "NARAD_VALIDATION_CAPACITY_SLOTS": "1",

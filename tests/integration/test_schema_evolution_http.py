@@ -8,7 +8,6 @@ import threading
 
 from narad.schema import jsontext
 from tests.nodes import Node
-from tests.nodes import tcp_url
 
 OBJECT_WITH_ID = {
     "type": "object",
@@ -198,13 +197,13 @@ def test_new_version_takes_effect_on_every_worker_at_once(http, topic, node):
 
 
 def test_concurrent_changes_on_two_nodes_give_a_gapless_checked_history(
-    valkey, node, tmp_path, topic
+    storage_url, node, tmp_path, topic
 ):
     from narad.plugins import Plugins
     from narad.plugins import get_plugin_manager
     from narad.schema import compatibility
 
-    other = Node(tmp_path, storage_url=tcp_url(valkey)).start()
+    other = Node(tmp_path, storage_url=storage_url).start()
     try:
         http = node.client()
         make(http, topic, {"enum": [0]})

@@ -1,4 +1,6 @@
-"""What the Redis backend adds to the storage contract, on a real Valkey.
+"""What the Redis backend adds to the storage contract, on the session's
+storage (a real Valkey unless ``$NARAD_TEST_STORAGE_URL`` says otherwise) and
+on a 3-node RedisRaft cluster (seeded with a follower first).
 
 The contract itself (every method, with chosen clocks) runs on every backend
 in ``tests/contract``; these check the Redis key layout the scripts promise,
@@ -12,10 +14,12 @@ import threading
 from contextlib import suppress
 
 import pytest
+import redis
 from redis import exceptions as redis_errors
 
 import narad_redis
 from narad.config import Config
+from narad.errors import StorageUncertain
 from narad.storage import Entry
 from narad.storage import IdempotencyKey
 from narad.storage import PayloadKind
@@ -24,18 +28,32 @@ from narad.storage import Settle
 from narad.storage import Status
 from narad.testing.storage_contract import LIMITS
 from narad.testing.storage_contract import new_meta
-from tests.nodes import tcp_url
+from tests.redisraft import redisraft_dir
+
+SERVERS = ["session", "redisraft"] if redisraft_dir() is not None else ["session"]
 
 
-@pytest.fixture
-def storage(valkey):
-    backend = narad_redis.connect(tcp_url(valkey), Config.load(env={}))
+@pytest.fixture(params=SERVERS)
+def storage(request):
+    if request.param == "redisraft":
+        cluster = request.getfixturevalue("redisraft")
+        url = cluster.url(first=cluster.follower())
+    else:
+        url = request.getfixturevalue("storage_url")
+    backend = narad_redis.connect(url, Config.load(env={}))
     yield backend
     backend.close()
 
 
+def writer(storage) -> redis.Redis:
+    """The client of the node that takes writes (RedisRaft followers answer
+    reads with MOVED too)."""
+    storage.client.call(lambda r: r.exists(storage.TOPICS))
+    return storage.client.redis
+
+
 def test_delete_leaves_no_key_of_the_topic_and_returns_its_bytes(storage):
-    redis = storage.client.redis
+    redis = writer(storage)
 
     def total() -> int:
         return int(redis.get(storage.SCHEMA_BYTES) or 0)
@@ -56,7 +74,7 @@ def test_delete_leaves_no_key_of_the_topic_and_returns_its_bytes(storage):
 
 
 def test_events_travel_on_one_channel_as_event_and_topic(storage):
-    pubsub = storage.client.redis.pubsub()
+    pubsub = writer(storage).pubsub()
     pubsub.subscribe(storage.EVENTS)
     assert pubsub.get_message(timeout=5)["type"] == "subscribe"
     meta = new_meta()
@@ -126,8 +144,10 @@ def dropping(valkey):
 
 
 def test_a_script_retried_after_a_lost_reply_is_safe_with_keys(dropping):
-    """The storage client resends a script whose reply was lost: with a key
-    the second run finds the first's work; without one it stores again."""
+    """The storage client resends a script whose reply was lost only where a
+    rerun is harmless: with a key the second run finds the first's work;
+    without one it is not resent (it was applied once), and the caller
+    learns the write may have been applied."""
     storage = dropping
     meta = new_meta()
     assert storage.create_topic(meta).status is Status.OK
@@ -139,8 +159,10 @@ def test_a_script_retried_after_a_lost_reply_is_safe_with_keys(dropping):
     assert not storage.proxy.armed.is_set()  # the first reply was dropped
     assert (keyed.status, keyed.count, keyed.repeated) == (Status.OK, 0, 1)
     storage.proxy.armed.set()
-    assert storage.append(meta, entry, schema_version=0, now_ms=2).count == 1
-    assert storage.partition_stats(meta, now_ms=3)[0].next_offset == 4  # 1+1+2
+    with pytest.raises(StorageUncertain, match="may have been applied"):
+        storage.append(meta, entry, schema_version=0, now_ms=2)
+    assert not storage.proxy.armed.is_set()
+    assert storage.partition_stats(meta, now_ms=3)[0].next_offset == 3  # 1+1+1
 
     held = storage.reserve(meta, [0], nonce="n" * 16, now_ms=3).message
     unknown = storage.settle(meta, 0, 9, "x" * 16, action=Settle.ACK, now_ms=3)
@@ -155,7 +177,7 @@ def test_a_script_retried_after_a_lost_reply_is_safe_with_keys(dropping):
 
 
 def test_fan_out_fields_of_the_records(storage):
-    redis = storage.client.redis
+    redis = writer(storage)
     parent, child = new_meta(partitions=2), new_meta(partitions=3)
     for meta in (parent, child):
         assert storage.create_topic(meta).status is Status.OK
@@ -217,8 +239,9 @@ def test_an_append_refused_for_a_bad_fan_out_plan_writes_nothing(storage):
         1,
         0,
     ]
+    append = storage.scripts["append"]
     with pytest.raises(redis_errors.ResponseError, match="no slot"):
-        storage.scripts["append"](keys=keys, args=args)
+        storage.client.call(lambda r: append(keys=keys, args=args, client=r))
     for meta in (parent, child):
         assert [s.next_offset for s in storage.partition_stats(meta, now_ms=0)] == [
             0
@@ -230,7 +253,7 @@ def test_an_append_announces_its_topic_and_children_in_one_message(storage):
     for meta in (parent, child):
         assert storage.create_topic(meta).status is Status.OK
     storage.attach_child(parent, child, delay_ms=0, limits=LIMITS, max_children=108)
-    pubsub = storage.client.redis.pubsub()
+    pubsub = writer(storage).pubsub()
     pubsub.subscribe(storage.EVENTS)
     assert pubsub.get_message(timeout=5)["type"] == "subscribe"
     entry = Entry(0, b"", b"m", PayloadKind.TEXT)

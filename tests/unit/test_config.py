@@ -153,7 +153,7 @@ def test_config_command_shows_plugin_settings(capsys, monkeypatch):
     monkeypatch.setenv("NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS", "5")
     assert main(["config"]) == 0
     shown = capsys.readouterr().out
-    assert "retry_attempts = 5  # retries after MOVED" in shown
+    assert "retry_attempts = 5  # backoff waits of one storage call" in shown
     assert "[plugins.redis]\nretry_attempts = 5" in shown
     assert '[server]\nbind = "127.0.0.1:7942"' in shown
     document = tomllib.loads(shown)  # the output is TOML

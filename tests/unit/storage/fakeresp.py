@@ -20,10 +20,14 @@ def _read_command(stream) -> list[bytes] | None:
 
 
 class ScriptedServer:
-    """Replies come from ``replies``: raw RESP bytes, or ``None`` to drop the link."""
+    """Replies come from ``replies``: raw RESP bytes, or ``None`` to drop the link.
 
-    def __init__(self, replies: list[bytes | None]) -> None:
+    ``INFO`` answers ``info`` (the text of its sections).
+    """
+
+    def __init__(self, replies: list[bytes | None], info: str = "") -> None:
         self.replies = list(replies)
+        self.info = info
         self.seen: list[str] = []
         outer = self
 
@@ -36,6 +40,10 @@ class ScriptedServer:
                     name = command[0].upper().decode()
                     if name == "PING":  # redis-py's health check wants PONG
                         self.wfile.write(b"+PONG\r\n")
+                        continue
+                    if name == "INFO":
+                        text = outer.info.replace("\n", "\r\n").encode()
+                        self.wfile.write(b"$%d\r\n%s\r\n" % (len(text), text))
                         continue
                     if name not in ("EVALSHA", "EVAL", "GET"):
                         self.wfile.write(b"+OK\r\n")
@@ -50,7 +58,9 @@ class ScriptedServer:
         self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, args=(0.05,), daemon=True
+        ).start()
 
     @property
     def url(self) -> str:
