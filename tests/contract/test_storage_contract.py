@@ -66,10 +66,12 @@ if redisraft_dir() is not None:
 
         @pytest.fixture
         def users_storage(self, redisraft):
-            # Only this suite uses the cluster; FLUSHDB goes to the leader.
+            # The cluster is the session's: emptied before and after, so the
+            # nodes of later tests find no user and seed their root admin.
             backend = flushed(f"redis://127.0.0.1:{redisraft.leader()}/0")
             yield backend
             backend.close()
+            redis.Redis.from_url(f"redis://127.0.0.1:{redisraft.leader()}/0").flushdb()
 
 
 class TestMemory(StorageContract):
