@@ -22,6 +22,7 @@ from narad.broker.notifications import Listener
 from narad.broker.records import TopicRecords
 from narad.broker.topics import TopicService
 from narad.broker.waiters import Waiters
+from narad.caches import Caches
 from narad.config import Config
 from narad.errors import Conflict
 from narad.errors import Forbidden
@@ -58,6 +59,7 @@ from narad.http.users import UserCollection
 from narad.http.users import UserItem
 from narad.plugins import Plugins
 from narad.plugins import load_plugins
+from narad.schema import patterns
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.service import SchemaService
 from narad.security.access import Gate
@@ -128,6 +130,28 @@ def capacity_for(config: Config) -> ValidationCapacity:
     )
 
 
+def worker_caches(
+    config: Config,
+    records: TopicRecords,
+    schemas: SchemaService,
+    messages: MessageService,
+    waiters: Waiters,
+) -> Caches:
+    """Every cache of the worker, for the metrics; the shared pattern caches
+    take their bounds from ``config``."""
+    patterns.SEARCHES.resize(
+        max_entries=config.get("cache.patterns"),
+        max_bytes=config.get("cache.pattern_memory"),
+    )
+    return Caches(
+        records.cache,
+        schemas.validators,
+        messages.round_robin,
+        waiters,
+        *patterns.CACHES,
+    )
+
+
 def authenticator_for(
     config: Config, storage: Storage, hasher: Hasher
 ) -> Authenticator | None:
@@ -179,9 +203,16 @@ def create_app(
     config = plugins.configure(config)
     storage = storage or connect_storage(config, plugins)
     listener = Listener(storage, events={Event.MESSAGES, Event.TOPIC_CHANGED})
-    waiters = Waiters(listener)
-    records = TopicRecords(storage, listener)
-    schemas = SchemaService(plugins, storage, records, capacity_for(config))
+    waiters = Waiters(listener, max_topics=config.get("cache.topics"))
+    records = TopicRecords(storage, listener, max_entries=config.get("cache.topics"))
+    schemas = SchemaService(
+        plugins,
+        storage,
+        records,
+        capacity_for(config),
+        cached_validators=config.get("cache.validators"),
+        validator_memory=config.get("cache.validator_memory"),
+    )
     children = ChildrenService(storage, records, schemas)
     topics = TopicService(storage, records, schemas, children)
     messages = MessageService(
@@ -196,14 +227,17 @@ def create_app(
             max_bytes=config.get("broker.idempotency_max_bytes"),
         ),
     )
+    caches = worker_caches(config, records, schemas, messages, waiters)
+    listener.on_tick(caches.tick)
 
     hasher = Hasher(Scrypt(log2_n=config.get("security.scrypt_log2_n")))
     users = UserService(storage, hasher)
 
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
-    authenticate = Authenticate(
-        authenticator_for(config, storage, hasher), Gate(records)
-    )
+    authenticator = authenticator_for(config, storage, hasher)
+    if authenticator is not None:
+        caches.add(authenticator.cache)
+    authenticate = Authenticate(authenticator, Gate(records))
     app = NaradApp(
         waiters,
         media_type=falcon.MEDIA_JSON,
@@ -245,7 +279,7 @@ def create_app(
     app.add_sink(authenticate.unknown_route)  # after every route
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))
-    app.add_route("/metrics", Metrics(guard))
+    app.add_route("/metrics", Metrics(guard, caches))
     return app
 
 

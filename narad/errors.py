@@ -84,7 +84,7 @@ class IncompatibleSchema(InvalidArgument):
     Attributes:
         version: The version the change was checked against.
         violations: Every way the change narrows it (each ``str()``-able, as
-            :class:`narad.compatibility.Incompatibility` is); the message
+            :class:`narad.compatibility.Violation` is); the message
             names the first :data:`LISTED_VIOLATIONS`.
     """
 

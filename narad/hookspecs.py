@@ -80,26 +80,27 @@ def narad_format_checkers() -> Mapping[str, Callable[[str], bool]]:
 def narad_compatibility_rules() -> Mapping[str, Callable[..., Any]]:
     """Return compatibility rules keyed by the JSON Schema keyword they judge.
 
-    The compatibility engine (:mod:`narad.schema.compatibility`) walks the
-    previous and the proposed schema and, at every subschema pair, calls the
-    rule registered for each keyword present on either side as
-    ``rule(old, new, ctx)``: the keyword's two values (``ABSENT`` where a side
-    lacks it) and a :class:`~narad.schema.compatibility.RuleContext` (location,
-    both subschemas, both drafts, ``compare`` to recurse, ``identical``,
-    ``unchanged``, ``resolve``). A rule yields an
-    :class:`~narad.schema.compatibility.Incompatibility` for each way the
-    change can refuse a message the previous version accepted, and never
-    raises for an incompatible change; the engine stamps keyword and location.
+    The compatibility engine walks the previous and the proposed schema and,
+    at every subschema pair, calls the rule registered for each keyword
+    present on either side as ``rule(old, new, ctx)``: the keyword's two
+    values (``ABSENT`` where a side lacks it) and a
+    :class:`~narad.compatibility.RuleContext` (pointer, both subschemas, both
+    drafts, ``compare`` to recurse, ``identical``, ``unchanged``,
+    ``resolve``). A rule yields a :class:`~narad.compatibility.Violation`
+    (kind, message) for each way the change can refuse a message the previous
+    version accepted, and never raises for an incompatible change; the engine
+    fills in keyword and pointer. Everything a rule needs is in the public
+    module :mod:`narad.compatibility`.
 
     A keyword with no rule may only stay identical or be removed. A keyword
     the schema's draft does not define is an annotation and its rule is not
     called, unless the rule is marked with
-    :func:`~narad.schema.compatibility.extension` (a plugin's own vocabulary,
-    such as ``x-unit``). Rules of keywords that constrain no value (dialect,
+    :func:`~narad.compatibility.extension` (a plugin's own vocabulary, such as
+    ``x-unit``). Rules of keywords that constrain no value (dialect,
     identifiers, definitions, annotations) are marked with
-    :func:`~narad.schema.compatibility.document_keyword`;
-    :func:`~narad.schema.compatibility.changes_freely` is the rule of a keyword
-    that can change freely.
+    :func:`~narad.compatibility.document_keyword`;
+    :func:`~narad.compatibility.changes_freely` is the rule of a keyword that
+    can change freely.
 
     Key claimed: each keyword. A rule that is not callable, or a rule for a
     keyword no installed draft defines that is not marked as an extension

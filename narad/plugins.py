@@ -29,6 +29,7 @@ import reprlib
 import sys
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -382,10 +383,11 @@ def _contained_checker(
 
 def _contained_rule(keyword: str, rule: Callable[..., Any]) -> Callable[..., Any]:
     # wraps() copies the rule's marks (extension, document_keyword).
+    # A generator, so the engine can stop at a rule's first violation.
     @functools.wraps(rule)
-    def contained(old: Any, new: Any, ctx: Any) -> list[Any]:
+    def contained(old: Any, new: Any, ctx: Any) -> Iterator[Any]:
         try:
-            return list(rule(old, new, ctx))
+            yield from rule(old, new, ctx)
         except NaradError:
             raise  # a nested rule's refusal, already contained
         except Exception as exc:

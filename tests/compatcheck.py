@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from narad.compatibility import Violation
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema.compatibility import Incompatibility
 from narad.schema.compatibility import check
 from narad.schema.drafts import Draft
 from narad.schema.jsontext import loads
@@ -27,8 +27,8 @@ def draft_of(document: Any) -> Draft:
 
 
 def check_texts(
-    old: str, new: str, rules: dict[str, Any] | None = None
-) -> list[Incompatibility]:
+    old: str, new: str, rules: dict[str, Any] | None = None, *, first: bool = False
+) -> list[Violation]:
     old_doc, new_doc = parse(old), parse(new)
     return check(
         old_doc,
@@ -36,4 +36,5 @@ def check_texts(
         old_draft=draft_of(old_doc),
         new_draft=draft_of(new_doc),
         rules=RULES if rules is None else rules,
+        first=first,
     )

@@ -1,275 +1,118 @@
-"""The compatibility engine: may a schema change refuse a message it accepted?
+"""The compatibility engine (internal): may a schema change refuse a message?
 
 :func:`check` walks the previous and the proposed version of a schema side by
 side and, at every subschema pair, calls the rule registered for each keyword
 present on either side (the ``narad_compatibility_rules`` hook). The engine
 knows how documents are walked and how references resolve; what a keyword
-means, and whether a change to it is safe, is the rules' business.
-
-A rule is ``rule(old, new, ctx)``: ``old`` and ``new`` are the keyword's values
-(:data:`ABSENT` when a side lacks it, or its draft does not define it) and
-``ctx`` is a :class:`RuleContext`. It yields an :class:`Incompatibility` for
-every way the change can refuse a message the previous version accepted; the
-engine stamps the keyword and location on what the rule yields, as jsonschema
-stamps paths on the errors its keyword functions yield. Rules recurse into
-subschemas through :meth:`RuleContext.compare`.
+means, and whether a change to it is safe, is the rules' business. Rules, and
+the types they use, are the public API in :mod:`narad.compatibility`; this
+module is not part of it.
 
 Walking rules the engine applies before any rule runs:
 
 - ``$ref`` is resolved on both sides before a pair is compared, when it has no
-  sibling that constrains values (see :func:`document_keyword`). A loop of
-  nothing but ``$ref`` accepts nothing: anything may replace it, and it may
-  replace nothing.
+  sibling that constrains values (see :func:`narad.compatibility.document_keyword`).
+  A loop of nothing but ``$ref`` accepts nothing: anything may replace it, and
+  it may replace nothing.
 - A pair already being compared further up counts as compatible, the way
-  recursive types are compared.
+  recursive types are compared. A verdict that leant on such an assumption is
+  remembered only as long as the pair it leant on is not refused.
 - A part unchanged byte for byte (exact parse: key order and number spelling
-  kept, ``$ref`` targets unchanged too) is compatible.
+  kept, ``$ref`` targets unchanged too) is compatible. A dynamic reference
+  whose target the dynamic scope decides counts as unchanged only when it is
+  reached through the same dynamic scope on both sides (the same resources
+  declaring dynamic anchors, entered in the same order).
 - ``false``, or a loop of ``$ref``, may become anything.
 - A nested schema may always become ``true`` or ``{}``; the root may not, since
   ``{}`` is not a widening of a schema with properties.
+- Each pair carries the old subschemas known to apply to its instance value
+  (``RuleContext.old_applying``): those it applies in place of, and those the
+  rule that descended named; the memo keys pairs by them too, since a rule's
+  verdict (a property added under an open content model) depends on them.
 - A keyword the side's draft does not define is an annotation and is ignored,
-  unless its rule is an :func:`extension`. A keyword with no rule may only stay
-  identical or be removed.
+  unless its rule is an :func:`~narad.compatibility.extension`. A keyword with
+  no rule may only stay identical or be removed.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
-from enum import Enum
-from enum import unique
 from typing import Any
-from typing import Literal
 
+from narad.compatibility import ABSENT
+from narad.compatibility import ANNOTATIONS
+from narad.compatibility import Change
+from narad.compatibility import Rule
+from narad.compatibility import RuleContext
+from narad.compatibility import Side
+from narad.compatibility import Violation
+from narad.compatibility import identical_or_removed
 from narad.schema.drafts import Draft
 from narad.schema.jsontext import json_equal
 from narad.schema.jsontext import json_key
+from narad.schema.resolver import LIST_SUBSCHEMAS
+from narad.schema.resolver import MAP_SUBSCHEMAS
+from narad.schema.resolver import REFERENCE_KEYWORDS
+from narad.schema.resolver import SINGLE_SUBSCHEMA
 from narad.schema.resolver import SchemaIndex
+from narad.schema.resolver import Target
 from narad.schema.resolver import UnresolvableRef
-from narad.schema.resolver import escape
 from narad.schema.resolver import subschema_children
 
-__all__ = (
-    "ABSENT",
-    "ANNOTATIONS",
-    "MAX_DEPTH",
-    "Change",
-    "Incompatibility",
-    "Rule",
-    "RuleContext",
-    "Side",
-    "annotations_only_change",
-    "changes_freely",
-    "check",
-    "document_keyword",
-    "extension",
-    "identical_or_removed",
-    "same_json_value",
-    "show",
-)
-
-# "Annotations are not a change": the keywords a change may touch and still
-# register nothing, wherever a subschema sits.
-ANNOTATIONS = frozenset(
-    {
-        "title",
-        "description",
-        "examples",
-        "$comment",
-        "default",
-        "deprecated",
-        "readOnly",
-        "writeOnly",
-    }
-)
+__all__ = ("MAX_DEPTH", "annotations_only_change", "check", "no_change")
 
 # Pairs of subschemas nested inside one another through rules and $ref; past
 # this the change is refused rather than risking the interpreter's stack.
 # Documents nest at most 64 levels, so only a changed $ref chain gets here.
 MAX_DEPTH = 120
 
-Side = Literal["old", "new"]
-
-
-class _Absent:
-    """The value of a keyword a subschema does not have."""
-
-    _instance: _Absent | None = None
-
-    def __new__(cls) -> _Absent:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-ABSENT: Any = _Absent()
 _LOOP = object()  # what a loop of nothing but $ref resolves to
 
 
-@unique
-class Change(Enum):
-    """Why a change is incompatible; names follow karapace's ``Incompatibility``."""
+def check(
+    old: Any,
+    new: Any,
+    *,
+    old_draft: Draft,
+    new_draft: Draft,
+    rules: Mapping[str, Rule],
+    first: bool = False,
+) -> list[Violation]:
+    """Every way ``new`` can refuse a message ``old`` accepted; empty if none.
 
-    type_narrowed = "type_narrowed"
-    type_added = "type_added"
-    enum_array_narrowed = "enum_array_narrowed"
-    enum_added = "enum_added"
-    const_changed = "const_changed"
-    const_added = "const_added"
-    minimum_added = "minimum_added"
-    minimum_increased = "minimum_increased"
-    minimum_exclusive_added = "minimum_exclusive_added"
-    minimum_exclusive_increased = "minimum_exclusive_increased"
-    maximum_added = "maximum_added"
-    maximum_decreased = "maximum_decreased"
-    maximum_exclusive_added = "maximum_exclusive_added"
-    maximum_exclusive_decreased = "maximum_exclusive_decreased"
-    multiple_added = "multiple_added"
-    multiple_changed = "multiple_changed"
-    min_length_added = "min_length_added"
-    min_length_increased = "min_length_increased"
-    max_length_added = "max_length_added"
-    max_length_decreased = "max_length_decreased"
-    min_items_added = "min_items_added"
-    min_items_increased = "min_items_increased"
-    max_items_added = "max_items_added"
-    max_items_decreased = "max_items_decreased"
-    min_properties_added = "min_properties_added"
-    min_properties_increased = "min_properties_increased"
-    max_properties_added = "max_properties_added"
-    max_properties_decreased = "max_properties_decreased"
-    min_contains_increased = "min_contains_increased"
-    max_contains_added = "max_contains_added"
-    max_contains_decreased = "max_contains_decreased"
-    pattern_added = "pattern_added"
-    pattern_changed = "pattern_changed"
-    format_added = "format_added"
-    format_changed = "format_changed"
-    unique_items_added = "unique_items_added"
-    required_attribute_added = "required_attribute_added"
-    property_removed = "property_removed"
-    additional_properties_added = "additional_properties_added"
-    items_added = "items_added"
-    tuple_items_changed = "tuple_items_changed"
-    additional_items_added = "additional_items_added"
-    sum_type_narrowed = "sum_type_narrowed"
-    product_type_extended = "product_type_extended"
-    keyword_added = "keyword_added"
-    keyword_changed = "keyword_changed"
-    keyword_removed = "keyword_removed"
-    ref_added = "ref_added"
-    ref_loop = "ref_loop"
-    schema_closed = "schema_closed"
-    dialect_changed = "dialect_changed"
-    too_deep = "too_deep"
+    Args:
+        old: The current version, parsed by :func:`narad.schema.jsontext.loads`.
+        new: The proposed version, parsed the same way.
+        old_draft: The draft ``old`` is written in.
+        new_draft: The draft ``new`` is written in.
+        rules: Keyword to rule, as merged from ``narad_compatibility_rules``.
+        first: Stop at the first violation (at most one is returned), for a
+            caller that needs only the verdict and one reason. The verdict,
+            and that violation, are the same as the first of a full report.
 
-
-@dataclass(frozen=True)
-class Incompatibility:
-    """One way a change can refuse a message the previous version accepted.
-
-    Attributes:
-        change: What kind of narrowing it is.
-        message: The rulebook's wording, e.g. ``type "integer" no longer
-            allowed``.
-        keyword: The keyword judged; stamped by the engine when a rule leaves
-            it empty.
-        location: JSON pointer of the subschema in the proposed schema
-            (``"/properties/qty"``; ``""`` is the root, shown as "the root";
-            through a ``$ref``, its target's pointer); stamped likewise.
+    Returns:
+        The violations, in document order, each once.
     """
-
-    change: Change
-    message: str
-    keyword: str = ""
-    location: str = ""
-
-    def __str__(self) -> str:
-        return f"at {self.location or 'the root'}: {self.message}"
-
-
-Rule = Callable[[Any, Any, "RuleContext"], Iterable[Incompatibility]]
+    old_doc, new_doc = _Document(old, old_draft), _Document(new, new_draft)
+    try:
+        found = Walk(old_doc, new_doc, rules, first=first, scoped=False).run()
+    except _Rescope:
+        # A dynamic reference whose target depends on the dynamic scope: walk
+        # again, this time following the scope on both sides.
+        found = Walk(old_doc, new_doc, rules, first=first, scoped=True).run()
+    return list(dict.fromkeys(found))
 
 
-def document_keyword(rule: Rule) -> Rule:
-    """Mark ``rule``'s keyword as one that constrains no value where it sits.
-
-    Such keywords describe the document (dialect, identifiers, definitions,
-    annotations). They may sit beside a ``$ref`` without making it a ``$ref``
-    with siblings, a subschema of nothing else accepts everything, and their
-    rule compares them where they are written, before ``$ref`` is resolved.
-    """
-    rule.narad_document_keyword = True  # type: ignore[attr-defined]
-    return rule
-
-
-def extension(rule: Rule) -> Rule:
-    """Mark ``rule``'s keyword as applying whatever the schema's draft.
-
-    A keyword a draft does not define is an annotation there, and unmarked
-    rules are not called for it (``const`` in draft-04). A plugin adding its
-    own vocabulary marks its rules so that they are.
-    """
-    rule.narad_extension = True  # type: ignore[attr-defined]
-    return rule
-
-
-@document_keyword
-def changes_freely(old: Any, new: Any, ctx: RuleContext) -> Iterable[Incompatibility]:
-    """The rule of a keyword that can change freely: it refuses nothing."""
-    return ()
-
-
-def identical_or_removed(
-    old: Any, new: Any, ctx: RuleContext
-) -> Iterable[Incompatibility]:
-    """The rule of a keyword that may only stay identical (following ``$ref``)
-    or be removed; also what a keyword with no rule gets."""
-    if new is ABSENT or (old is not ABSENT and ctx.identical(old, new)):
-        return
-    if old is ABSENT:
-        yield Incompatibility(Change.keyword_added, f"{ctx.keyword} added")
-    else:
-        yield Incompatibility(Change.keyword_changed, f"{ctx.keyword} changed")
-
-
-def show(value: Any, limit: int = 60) -> str:
-    """``value`` as compact JSON for a message, numbers as written, cut short."""
-    text = _json_text(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _json_text(value: Any) -> str:
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, list):
-        return "[" + ",".join(_json_text(item) for item in value) + "]"
-    if isinstance(value, dict):
-        members = (
-            json.dumps(k, ensure_ascii=False) + ":" + _json_text(v)
-            for k, v in value.items()
-        )
-        return "{" + ",".join(members) + "}"
-    return json.dumps(value, ensure_ascii=False)
-
-
-def same_json_value(old: Any, new: Any) -> bool:
-    """Whether two parsed documents are the same JSON value (idempotent change)."""
-    return json_equal(old, new)
+def no_change(old: Any, new: Any, *, draft: Draft) -> bool:
+    """Whether ``new`` registers nothing over ``old``: the same JSON value, or
+    a difference only in annotations (:func:`annotations_only_change`)."""
+    return json_equal(old, new) or annotations_only_change(old, new, draft=draft)
 
 
 def annotations_only_change(old: Any, new: Any, *, draft: Draft) -> bool:
-    """Whether ``old`` and ``new`` differ at most in :data:`ANNOTATIONS`.
+    """Whether ``old`` and ``new`` differ at most in annotations.
 
     Annotations are removed from every subschema, wherever it sits; a member
     of ``properties`` named ``description`` is a property, not an annotation,
@@ -297,26 +140,14 @@ def _strip(schema: Any, keywords: frozenset[str]) -> Any:
     return stripped
 
 
-def check(
-    old: Any,
-    new: Any,
-    *,
-    old_draft: Draft,
-    new_draft: Draft,
-    rules: Mapping[str, Rule],
-) -> list[Incompatibility]:
-    """Every way ``new`` can refuse a message ``old`` accepted; empty if none.
+class _Rescope(BaseException):
+    """A scope-dependent dynamic reference met by a walk not following scopes.
 
-    Args:
-        old: The current version, parsed by :func:`narad.schema.jsontext.loads`.
-        new: The proposed version, parsed the same way.
-        old_draft: The draft ``old`` is written in.
-        new_draft: The draft ``new`` is written in.
-        rules: Keyword to rule, as merged from ``narad_compatibility_rules``.
+    It unwinds the walk through the rules that called back into the engine,
+    so, like ``GeneratorExit``, it is no ``Exception``: the plugin host's
+    containment of a failing rule (and any rule's own ``except Exception``)
+    lets it through.
     """
-    walk = _Walk(_Document(old, old_draft), _Document(new, new_draft), rules)
-    found = walk.compare(old, new, "", nested=False)
-    return list(dict.fromkeys(found))
 
 
 class _Document:
@@ -330,6 +161,7 @@ class _Document:
         self.document = document
         self.draft = draft
         self._index: SchemaIndex | None = None
+        self._declaring: frozenset[str] | None = None
         self.bases: dict[int, str] = {}
         self.pointers: dict[int, str] = {}  # of subschemas reached by reference
 
@@ -358,107 +190,68 @@ class _Document:
         self.pointers.setdefault(id(target.schema), target.pointer)
         return target.schema
 
-    def dynamic_targets(self, holder: dict[str, Any], keyword: str) -> list[Any]:
-        """Every target a dynamic reference in ``holder`` can pick."""
+    def dynamic_targets(self, holder: dict[str, Any], keyword: str) -> list[Target]:
+        """Every target a dynamic reference in ``holder`` can pick; empty when
+        it leads nowhere."""
         base = self.base(holder)
         try:
             if keyword == "$recursiveRef":
-                targets = self.index.recursive_targets(base)
-            else:
-                targets = self.index.dynamic_targets(holder[keyword], base)
+                return list(self.index.recursive_targets(base))
+            return list(self.index.dynamic_targets(holder[keyword], base))
         except UnresolvableRef:
-            return [ABSENT]
-        return [target.schema for target in targets]
+            return []
+
+    # -- dynamic scope -------------------------------------------------------
+
+    @property
+    def declaring(self) -> frozenset[str]:
+        """Pointers of the resources declaring a dynamic (or recursive) anchor:
+        the only ones whose presence in the dynamic scope can matter."""
+        if self._declaring is None:
+            index = self.index
+            self._declaring = frozenset(
+                index.resources.get(key.rpartition("#")[0], "")
+                for key in index.dynamic_anchors
+            ) | frozenset(index.recursive_anchors)
+        return self._declaring
+
+    def places(self, targets: list[Target]) -> tuple[tuple[str, str], ...]:
+        """Each target's pointer and the pointer of its resource."""
+        resources = self.index.resources
+        return tuple((t.pointer, resources.get(t.base_uri, "")) for t in targets)
+
+    def enter(self, scope: tuple[str, ...], schemas: list[Any]) -> tuple[str, ...]:
+        """``scope`` after evaluation entered ``schemas``, in order; only the
+        first entry of each resource declaring an anchor counts, since the
+        outermost declaration wins."""
+        resources, declaring = self.index.resources, self.declaring
+        for schema in schemas:
+            resource = resources.get(self.base(schema))
+            if resource is not None and resource in declaring and resource not in scope:
+                scope = (*scope, resource)
+        return scope
 
 
-class RuleContext:
-    """What a rule knows besides the two values of its keyword.
-
-    Attributes:
-        keyword: The keyword being judged.
-        location: JSON pointer of this subschema in the proposed schema
-            (where a ``$ref`` led, the pointer of its target).
-        old: The previous subschema's keywords in force: those its draft
-            defines, plus :func:`extension` keywords (``true`` reads as ``{}``),
-            after ``$ref`` resolution.
-        new: The same for the proposed subschema.
-        old_schema: The previous subschema as written (after ``$ref``
-            resolution), annotations included.
-        new_schema: The same for the proposed subschema.
-        old_draft: The draft of the previous version.
-        new_draft: The draft of the proposed version.
-    """
-
-    __slots__ = (
-        "_walk",
-        "keyword",
-        "location",
-        "new",
-        "new_draft",
-        "new_schema",
-        "old",
-        "old_draft",
-        "old_schema",
-    )
-
-    def __init__(
-        self, walk: _Walk, location: str, old_schema: Any, new_schema: Any
-    ) -> None:
-        self._walk = walk
-        self.keyword = ""
-        self.location = location
-        self.old_schema = old_schema
-        self.new_schema = new_schema
-        self.old = walk.in_force(old_schema, "old")
-        self.new = walk.in_force(new_schema, "new")
-        self.old_draft = walk.old.draft
-        self.new_draft = walk.new.draft
-
-    def at(self, *tokens: str | int) -> str:
-        """The pointer of a place below this subschema, e.g. ``at("items")``."""
-        location = self.location
-        for token in tokens:  # called per subschema pair: no generator
-            location += "/" + (escape(token) if isinstance(token, str) else str(token))
-        return location
-
-    def compare(self, old: Any, new: Any, location: str) -> list[Incompatibility]:
-        """Compare a previous subschema with a proposed one sitting at ``location``.
-
-        Returns what refuses a message ``old`` accepted. Results are memoised
-        by pair, so a rule may try pairs (``anyOf`` does) at little cost.
-        """
-        return self._walk.compare(old, new, location, nested=True)
-
-    def identical(self, old: Any, new: Any) -> bool:
-        """Whether ``old`` and ``new`` are the same JSON value, and every
-        ``$ref`` (and dynamic reference) in them leads to identical targets."""
-        return self._walk.same(old, new, exact=False)
-
-    def unchanged(self, old: Any, new: Any) -> bool:
-        """Like :meth:`identical`, but byte for byte: key order and number
-        spelling count (``10`` is not ``1e1``), in reference targets too."""
-        return self._walk.same(old, new, exact=True)
-
-    def resolve(self, ref: str, side: Side) -> Any:
-        """The subschema ``ref`` leads to from here on ``side``, or ABSENT."""
-        holder = self.old_schema if side == "old" else self.new_schema
-        return self._walk.side(side).resolve(ref, holder)
-
-    def accepts_everything(self, schema: Any, side: Side) -> bool:
-        """Whether ``schema`` (as on ``side``) accepts every JSON value: ``true``,
-        ``{}``, or nothing but annotations and document keywords."""
-        return self._walk.accepts_everything(schema, side)
-
-
-class _Walk:
+class Walk:
     """One comparison of two documents, with its memo of subschema pairs."""
 
-    def __init__(self, old: _Document, new: _Document, rules: Mapping[str, Rule]):
+    def __init__(
+        self,
+        old: _Document,
+        new: _Document,
+        rules: Mapping[str, Rule],
+        *,
+        first: bool,
+        scoped: bool,
+    ) -> None:
         self.old = old
         self.new = new
         self.rules = rules
-        self.extensions = _marked(rules, "narad_extension")
-        self.document_keywords = _marked(rules, "narad_document_keyword")
+        self.first = first
+        # Following the dynamic scope of both sides (see _Document.enter).
+        self.scoped = scoped
+        self.scopes: list[tuple[tuple[str, ...], tuple[str, ...]]] = [((), ())]
+        self.extensions, self.document_keywords = _marked(rules)
         # Per side, as sets to test a whole subschema's keys at once: those in
         # effect, those constraining values, those that make a $ref not bare.
         self.effective = {
@@ -472,22 +265,33 @@ class _Walk:
         self.ref_siblings = {
             side: keywords - {"$ref"} for side, keywords in self.constraining.items()
         }
-        self.done: dict[tuple[int, int], list[Incompatibility]] = {}
-        # Pairs under comparison, by depth; ``low`` is the shallowest of them
-        # the current comparison assumed compatible.
-        self.active: dict[tuple[int, int], int] = {}
+        self.done: dict[tuple[Any, ...], list[Violation]] = {}
+        # Pairs under comparison, by depth, each with a frame; ``low`` is the
+        # shallowest depth the current comparison assumed compatible.
+        self.active: dict[tuple[Any, ...], int] = {}
+        self.frames: list[int] = []  # of the open pairs, by depth
+        self.frame_count = 0
+        self.frame_depth: dict[int, int] = {}  # of the frames leant on
         self.low = 0
-        self.provisional: list[tuple[int, int]] = []
-        # Per exactness (False: same JSON value, True: byte for byte).
-        self.same_memo: dict[bool, dict[tuple[int, int], bool]] = {
-            False: {},
-            True: {},
+        # Successes that leant on a pair still open further up, and the frame
+        # each leans on; a frame that closed leaning on another points at it.
+        self.provisional: list[tuple[Any, ...]] = []
+        self.leans: dict[tuple[Any, ...], int] = {}
+        self.redirect: dict[int, int] = {}
+        # The old subschemas known to apply to each open pair's instance value.
+        self.applying: list[tuple[Any, ...]] = []
+        # Per (exactness, scope matches), of pairs of values.
+        self.same_memo: dict[tuple[bool, bool], dict[tuple[Any, ...], bool]] = {
+            (exact, scope_ok): {}
+            for exact in (True, False)
+            for scope_ok in (True, False)
         }
-        self.equal_memo: dict[bool, dict[tuple[int, int], Any]] = {
-            False: {},
-            True: {},
-        }
+        self.exact_memo: dict[tuple[int, int], Any] = {}
+        self.blind_memo: dict[tuple[int, int], Any] = {}
         self.by_repr = True  # see exactly_equal
+
+    def run(self) -> list[Violation]:
+        return self.compare(self.old.document, self.new.document, "", nested=False)
 
     def side(self, side: Side) -> _Document:
         return self.old if side == "old" else self.new
@@ -534,11 +338,28 @@ class _Walk:
             schema = target
         return schema
 
+    def chain(self, schema: Any, side: Side) -> list[Any]:
+        """``schema`` and every subschema its bare ``$ref`` chain enters."""
+        chain = [schema]
+        while self.is_bare_ref(schema, side) and len(chain) <= MAX_DEPTH:
+            schema = self.side(side).resolve(schema["$ref"], schema)
+            if schema is ABSENT:
+                break
+            chain.append(schema)
+        return chain
+
     # -- comparing -----------------------------------------------------------
 
     def compare(
-        self, old: Any, new: Any, location: str, *, nested: bool
-    ) -> list[Incompatibility]:
+        self,
+        old: Any,
+        new: Any,
+        pointer: str,
+        *,
+        nested: bool,
+        in_place: bool = False,
+        applying: Iterable[Any] = (),
+    ) -> list[Violation]:
         if self.same(old, new, exact=True):
             return []
         old_target, new_target = self.deref(old, "old"), self.deref(new, "new")
@@ -546,16 +367,35 @@ class _Walk:
             return []
         if new_target is _LOOP:
             loop = "a loop of nothing but $ref accepts nothing"
-            return [Incompatibility(Change.ref_loop, loop, "$ref", location)]
+            return [Violation(Change.ref_loop, loop, "$ref", pointer)]
         if new_target is False:
             closed = "schema false accepts nothing"
-            return [Incompatibility(Change.schema_closed, closed, "false", location)]
+            return [Violation(Change.schema_closed, closed, "false", pointer)]
         if nested and self.accepts_everything(new_target, "new"):
             return []
         # Report where the proposed schema says it, not the $ref path to it.
-        location = self.new.pointers.get(id(new_target), location)
-        key = (id(old_target), id(new_target))
+        pointer = self.new.pointers.get(id(new_target), pointer)
+        if in_place and self.applying:
+            also = _others(self.applying[-1], old_target)
+        else:
+            also = _others(applying, old_target) if applying else ()
+        if also:
+            key: tuple[Any, ...] = (id(old_target), id(new_target), *map(id, also))
+            shared = (old_target, *also)
+        else:
+            key, shared = (id(old_target), id(new_target)), (old_target,)
+        scope = None
+        if self.scoped:
+            outer = self.scopes[-1]
+            scope = (
+                self.old.enter(outer[0], self.chain(old, "old")),
+                self.new.enter(outer[1], self.chain(new, "new")),
+            )
+            key = (*key, scope)
         if key in self.done:
+            lean = self.leans.get(key)
+            if lean is not None:  # a provisional success: lean on what it did
+                self.low = min(self.low, self.frame_depth[self.find(lean)])
             return self.done[key]
         if key in self.active:
             self.low = min(self.low, self.active[key])
@@ -563,43 +403,81 @@ class _Walk:
         depth = len(self.active)
         if depth >= MAX_DEPTH:
             deep = f"nested deeper than {MAX_DEPTH} levels through $ref to compare"
-            return [Incompatibility(Change.too_deep, deep, "$ref", location)]
+            return [Violation(Change.too_deep, deep, "$ref", pointer)]
         outer_low, self.low = self.low, depth
         mark = len(self.provisional)
+        frame = self.frame_count = self.frame_count + 1
         self.active[key] = depth
+        self.frames.append(frame)
+        self.applying.append(shared)
+        if scope is not None:
+            self.scopes.append(scope)
         try:
-            found = self.dispatch(old, new, old_target, new_target, location)
+            found = self.dispatch(old, new, old_target, new_target, pointer, shared)
         finally:
             del self.active[key]
-        self.settle(key, found, depth, mark)
+            self.frames.pop()
+            self.applying.pop()
+            if scope is not None:
+                self.scopes.pop()
+        self.settle(key, found, depth, mark, frame)
         self.low = min(outer_low, self.low)
         return found
 
     def settle(
-        self, key: tuple[int, int], found: list[Incompatibility], depth: int, mark: int
+        self,
+        key: tuple[Any, ...],
+        found: list[Violation],
+        depth: int,
+        mark: int,
+        frame: int,
     ) -> None:
         """Remember a verdict, and decide the ones that leant on this pair.
 
         A failure always holds. A success that assumed a pair still open
-        further up is provisional until that pair is decided: if this pair
-        failed, every success remembered since it opened may have leant on it
-        and is forgotten; if it succeeded leaning on nothing further up,
-        they all hold.
+        further up (directly, or through a remembered success that did) is
+        provisional: if this pair failed, every success remembered since it
+        opened may have leant on it and is forgotten; if it succeeded leaning
+        on nothing further up, they all hold; if it succeeded leaning on a
+        pair further up, they now lean on that pair too.
         """
         if found:
             for provisional in self.provisional[mark:]:
                 del self.done[provisional]
+                del self.leans[provisional]
             del self.provisional[mark:]
         elif self.low >= depth:
+            for provisional in self.provisional[mark:]:
+                del self.leans[provisional]
             del self.provisional[mark:]
         else:
+            lean = self.frames[self.low]
+            self.frame_depth[lean] = self.low
+            self.redirect[frame] = lean
             self.provisional.append(key)
+            self.leans[key] = lean
         self.done[key] = found
 
+    def find(self, frame: int) -> int:
+        """The open frame ``frame``'s successes lean on (path-compressed)."""
+        path = []
+        while frame in self.redirect:
+            path.append(frame)
+            frame = self.redirect[frame]
+        for step in path:
+            self.redirect[step] = frame
+        return frame
+
     def dispatch(
-        self, old: Any, new: Any, old_target: Any, new_target: Any, location: str
-    ) -> list[Incompatibility]:
-        ctx = RuleContext(self, location, old_target, new_target)
+        self,
+        old: Any,
+        new: Any,
+        old_target: Any,
+        new_target: Any,
+        pointer: str,
+        applying: tuple[Any, ...],
+    ) -> list[Violation]:
+        ctx = RuleContext(self, pointer, old_target, new_target, applying)
         if old is old_target and new is new_target:
             # Nothing resolved: every keyword is judged where it is written,
             # and a keyword not in force on either side has no value.
@@ -608,7 +486,7 @@ class _Walk:
         else:
             olds, news, keywords = self.written(old, new, ctx)
         rules = self.rules
-        found: list[Incompatibility] = []
+        found: list[Violation] = []
         for keyword in keywords:
             old_value = olds.get(keyword, ABSENT)
             new_value = news.get(keyword, ABSENT)
@@ -617,11 +495,16 @@ class _Walk:
             ctx.keyword = keyword
             rule = rules.get(keyword, identical_or_removed)
             for problem in rule(old_value, new_value, ctx):
-                if not problem.keyword:
-                    problem = Incompatibility(
-                        problem.change, problem.message, keyword, location
+                if not (problem.keyword and problem.pointer):
+                    problem = Violation(
+                        problem.kind,
+                        problem.message,
+                        problem.keyword or keyword,
+                        problem.pointer or pointer,
                     )
                 found.append(problem)
+                if self.first:
+                    return found
         return found
 
     def written(
@@ -651,15 +534,23 @@ class _Walk:
 
     # -- sameness ------------------------------------------------------------
 
-    def same(self, old: Any, new: Any, *, exact: bool) -> bool:
-        """Equal values whose references lead to equal targets.
+    def identical(self, old: Any, new: Any, keyword: str | None) -> bool:
+        kind = "schema" if keyword is None else _KINDS.get(keyword, "data")
+        return self.same(old, new, exact=False, kind=kind)
+
+    def same(self, old: Any, new: Any, *, exact: bool, kind: str = "schema") -> bool:
+        """Equal values whose references lead to equal targets: byte for byte
+        (``exact``), or constraining keywords only (see :meth:`blind`).
 
         Explores every pair of reference targets reachable from the pair and
         decides them all at once (a pair fails when it differs or leads to a
         pair that fails), so each pair is explored once per check.
         """
-        memo = self.same_memo[exact]
-        top = (id(old), id(new))
+        scope_ok = not self.scoped or self.scope_ok()
+        memo = self.same_memo[exact, scope_ok]
+        top: tuple[Any, ...] = (id(old), id(new))
+        if kind != "schema":
+            top = (*top, kind)
         if top in memo:
             return memo[top]
         if exact:
@@ -667,28 +558,27 @@ class _Walk:
             if verdict is not None:
                 memo[top] = verdict
                 return verdict
-        holders = self.equal(old, new, exact)
+        holders = self.equal(old, new, exact, kind)
         if not holders:  # different, or equal with nothing to follow
             memo[top] = holders is not None
             return memo[top]
-        leads_here: dict[tuple[int, int], list[tuple[int, int]]] = {top: []}
-        failed: list[tuple[int, int]] = []
-        pending = [(old, new)]
+        leads_here: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {top: []}
+        failed: list[tuple[Any, ...]] = []
+        pending = [(old, new, top)]
         while pending:
-            a, b = pending.pop()
-            key = (id(a), id(b))
-            holders = self.equal(a, b, exact)
+            a, b, key = pending.pop()
+            holders = self.equal(a, b, exact, kind if key is top else "schema")
             if holders is None:
                 failed.append(key)
                 continue
-            for pair in self.targets(holders):
+            for pair in self.targets(holders, scope_ok):
                 target = (id(pair[0]), id(pair[1]))
                 if memo.get(target) is False:
                     failed.append(key)
                 elif target not in memo:
                     if target not in leads_here:
                         leads_here[target] = []
-                        pending.append(pair)
+                        pending.append((*pair, target))
                     leads_here[target].append(key)
         bad = set(failed)
         while failed:
@@ -700,6 +590,11 @@ class _Walk:
         if exact and not memo[top]:
             self.by_repr = False  # see exactly_equal
         return memo[top]
+
+    def scope_ok(self) -> bool:
+        """Whether both sides reached this point through the same dynamic scope."""
+        old_scope, new_scope = self.scopes[-1]
+        return old_scope == new_scope
 
     def exactly_equal(self, old: Any, new: Any) -> bool | None:
         """Whether ``old`` and ``new`` are equal byte for byte, or None when
@@ -726,84 +621,168 @@ class _Walk:
             return False
         return None if any(mark in text for mark in _REFERENCE_MARKS) else True
 
-    def equal(self, a: Any, b: Any, exact: bool) -> tuple[Any, ...] | None:
+    def equal(self, a: Any, b: Any, exact: bool, kind: str) -> tuple[Any, ...] | None:
         """None if ``a`` and ``b`` differ, else the pairs of dicts within them
-        that hold references (memoised per pair of dicts)."""
+        that hold references."""
+        return self.exact(a, b) if exact else self.blind(a, b, kind)
+
+    def exact(self, a: Any, b: Any) -> tuple[Any, ...] | None:
+        """Byte-for-byte equality (memoised per pair of dicts)."""
         if isinstance(a, dict):
-            memo = self.equal_memo[exact]
             key = (id(a), id(b))
-            if key not in memo:
-                memo[key] = self.equal_dicts(a, b, exact)
-            return memo[key]
+            if key not in self.exact_memo:
+                self.exact_memo[key] = self.exact_dicts(a, b)
+            return self.exact_memo[key]
         if isinstance(a, list):
             if not isinstance(b, list) or len(a) != len(b):
                 return None
             holders: list[Any] = []
             for x, y in zip(a, b, strict=True):
-                found = self.equal(x, y, exact)
+                found = self.exact(x, y)
                 if found is None:
                     return None
                 holders.extend(found)
             return tuple(holders)
-        if a is ABSENT or b is ABSENT:
+        if a is ABSENT or b is ABSENT or type(a) is not type(b):
             return () if a is b else None
-        if exact:
-            if type(a) is not type(b):
-                return None
-            if isinstance(a, Decimal):
-                return () if a.as_tuple() == b.as_tuple() else None
-            return () if a == b else None
-        return () if json_key(a) == json_key(b) else None
+        if isinstance(a, Decimal):
+            return () if a.as_tuple() == b.as_tuple() else None
+        return () if a == b else None
 
-    def equal_dicts(
-        self, a: dict[str, Any], b: Any, exact: bool
-    ) -> tuple[Any, ...] | None:
-        if not isinstance(b, dict) or len(a) != len(b):
-            return None
-        if exact and list(a) != list(b):
+    def exact_dicts(self, a: dict[str, Any], b: Any) -> tuple[Any, ...] | None:
+        if not isinstance(b, dict) or len(a) != len(b) or list(a) != list(b):
             return None
         holders: list[Any] = []
-        if any(isinstance(a.get(k), str) for k in _REFERENCES):
+        if any(isinstance(a.get(k), str) for k in REFERENCE_KEYWORDS):
             holders.append((a, b))
         for key, value in a.items():
-            if key not in b:
-                return None
-            found = self.equal(value, b[key], exact)
+            found = self.exact(value, b[key])
             if found is None:
                 return None
             holders.extend(found)
         return tuple(holders)
 
-    def targets(self, holders: tuple[Any, ...]) -> Iterable[tuple[Any, Any]]:
+    def blind(self, a: Any, b: Any, kind: str) -> tuple[Any, ...] | None:
+        """Equality of what constrains values: in subschemas, only keywords in
+        force that are not document keywords (annotations, identifiers,
+        definitions) are compared, in any order; other values are compared as
+        JSON values. ``kind`` says where ``a`` and ``b`` sit: ``"schema"``
+        (a subschema, or a list of them), ``"map"`` (a map of them), or
+        ``"data"``."""
+        if kind == "schema":
+            if isinstance(a, dict) and isinstance(b, dict):
+                key = (id(a), id(b))
+                if key not in self.blind_memo:
+                    self.blind_memo[key] = self.blind_dicts(a, b)
+                return self.blind_memo[key]
+            if isinstance(a, list) and isinstance(b, list):
+                return self.blind_members(a, b, range(len(a)), len(a) == len(b))
+        elif kind == "map" and isinstance(a, dict) and isinstance(b, dict):
+            return self.blind_members(a, b, a, a.keys() == b.keys())
+        if a is ABSENT or b is ABSENT:
+            return () if a is b else None
+        return () if json_key(a) == json_key(b) else None
+
+    def blind_members(
+        self, a: Any, b: Any, keys: Iterable[Any], alike: bool
+    ) -> tuple[Any, ...] | None:
+        if not alike:
+            return None
+        holders: list[Any] = []
+        for key in keys:
+            x = a[key]
+            found = self.blind(x, b[key], "schema" if isinstance(x, dict) else "data")
+            if found is None:
+                return None
+            holders.extend(found)
+        return tuple(holders)
+
+    def blind_dicts(self, a: dict[str, Any], b: dict[str, Any]) -> Any:
+        old_keys, new_keys = self.constraining["old"], self.constraining["new"]
+        compared = [k for k in a if k in old_keys]
+        if {k for k in b if k in new_keys} != set(compared):
+            return None
+        holders: list[Any] = []
+        if any(isinstance(a.get(k), str) for k in REFERENCE_KEYWORDS if k in old_keys):
+            holders.append((a, b))
+        for key in compared:
+            found = self.blind(a[key], b[key], _KINDS.get(key, "data"))
+            if found is None:
+                return None
+            holders.extend(found)
+        return tuple(holders)
+
+    def targets(
+        self, holders: tuple[Any, ...], scope_ok: bool
+    ) -> Iterable[tuple[Any, Any]]:
         """Pairs of targets of the references pairs of equal subschemas hold."""
         for old_holder, new_holder in holders:
-            yield from self.holder_targets(old_holder, new_holder)
+            yield from self.holder_targets(old_holder, new_holder, scope_ok)
 
     def holder_targets(
-        self, old_holder: dict[str, Any], new_holder: dict[str, Any]
+        self, old_holder: dict[str, Any], new_holder: dict[str, Any], scope_ok: bool
     ) -> Iterable[tuple[Any, Any]]:
-        for keyword in _REFERENCES:
+        for keyword in REFERENCE_KEYWORDS:
             if not isinstance(old_holder.get(keyword), str):
                 continue
             if keyword == "$ref":
-                old_targets = [self.old.resolve(old_holder[keyword], old_holder)]
-                new_targets = [self.new.resolve(new_holder[keyword], new_holder)]
-            else:
-                old_targets = self.old.dynamic_targets(old_holder, keyword)
-                new_targets = self.new.dynamic_targets(new_holder, keyword)
-            if len(old_targets) != len(new_targets):
-                yield ABSENT, None  # never equal: the dynamic scope changed
-            yield from zip(old_targets, new_targets, strict=False)
+                yield (
+                    self.old.resolve(old_holder[keyword], old_holder),
+                    self.new.resolve(new_holder[keyword], new_holder),
+                )
+                continue
+            old_targets = self.old.dynamic_targets(old_holder, keyword)
+            new_targets = self.new.dynamic_targets(new_holder, keyword)
+            if len(old_targets) > 1 or len(new_targets) > 1:
+                # The dynamic scope picks the target: the same candidates
+                # must sit in the same places, reached the same way.
+                if not self.scoped:
+                    raise _Rescope
+                same_places = self.old.places(old_targets) == self.new.places(
+                    new_targets
+                )
+                if not (scope_ok and same_places):
+                    yield ABSENT, None  # never equal
+                    continue
+            elif len(old_targets) != len(new_targets):
+                yield ABSENT, None
+                continue
+            for old_target, new_target in zip(old_targets, new_targets, strict=True):
+                yield old_target.schema, new_target.schema
 
 
-# The keywords by which a subschema points elsewhere in the document.
-_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 # How a member named after one of them starts in the ``repr`` of a dict.
-_REFERENCE_MARKS = tuple(f"'{keyword}': " for keyword in _REFERENCES)
+_REFERENCE_MARKS = tuple(f"'{keyword}': " for keyword in REFERENCE_KEYWORDS)
+# Where a keyword's value holds subschemas, for sameness blind to annotations.
+_KINDS = {
+    **dict.fromkeys(SINGLE_SUBSCHEMA | LIST_SUBSCHEMAS, "schema"),
+    **dict.fromkeys(MAP_SUBSCHEMAS, "map"),
+}
 
 
-def _marked(rules: Mapping[str, Rule], mark: str) -> frozenset[str]:
-    return frozenset(k for k, rule in rules.items() if getattr(rule, mark, False))
+def _marked(rules: Mapping[str, Rule]) -> tuple[frozenset[str], frozenset[str]]:
+    """The keywords whose rules are marked as extensions, and as document
+    keywords (one pass, inline: this runs for every check)."""
+    extensions, document = [], []
+    for keyword, rule in rules.items():
+        if getattr(rule, "narad_extension", False) is True:
+            extensions.append(keyword)
+        if getattr(rule, "narad_document_keyword", False) is True:
+            document.append(keyword)
+    return frozenset(extensions), frozenset(document)
+
+
+def _others(applying: Iterable[Any], schema: Any) -> tuple[Any, ...]:
+    """``applying`` without ``schema`` and repeats, in order."""
+    if type(applying) is tuple and len(applying) == 1:  # the common case
+        return () if applying[0] is schema else applying
+    seen = {id(schema)}
+    others = []
+    for other in applying:
+        if id(other) not in seen:
+            seen.add(id(other))
+            others.append(other)
+    return tuple(others)
 
 
 def _as_dict(schema: Any) -> dict[str, Any]:

@@ -15,7 +15,11 @@ an attach (:meth:`SchemaService.check_attachable`).
 Compiled validators are cached per process by (topic, epoch, version): a
 produce neither re-reads the schema document nor recompiles it, and a topic
 deleted and created again under the same name (new epoch) never reuses the
-old one's validators.
+old one's validators. The cache is bounded by entries and by the validators'
+estimated bytes (``[cache] validators`` and ``validator_memory``), and a
+topic's validators go when any worker of any node changes the topic
+(deletes, recreates or alters it, or adds a schema version: see
+:meth:`TopicRecords.attach`).
 
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
@@ -25,13 +29,13 @@ stays inline, where it takes microseconds and no thread hand-off.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from narad import offload
 from narad.broker.records import TopicRecords
+from narad.caches import BoundedCache
 from narad.errors import ClusterBudgetExceeded
 from narad.errors import HistoriesDiffer
 from narad.errors import IncompatibleSchema
@@ -69,8 +73,21 @@ TOPIC_BUDGET = 4 * MIB
 CLUSTER_BUDGET = 256 * MIB
 MAX_VERSIONS = 1000
 LARGE_PAYLOAD = 16 * 1024
-CACHED_VALIDATORS = 1024
+CACHED_VALIDATORS = 2048
+VALIDATOR_MEMORY = 64 * MIB
 CHANGE_ATTEMPTS = 8
+
+ValidatorKey = tuple[str, str, int]  # topic, epoch, schema version
+
+
+def _topic_of(key: ValidatorKey) -> str:
+    return key[0]
+
+
+def _belongs(key: ValidatorKey, meta: TopicMeta) -> bool:
+    # Only the current version is produced to; an older one's validator is
+    # compiled again in the rare case a produce still asks for it.
+    return key[1:] == (meta.epoch, meta.schema_version)
 
 
 class SchemaService:
@@ -83,6 +100,8 @@ class SchemaService:
         *,
         topic_budget: int = TOPIC_BUDGET,
         cluster_budget: int = CLUSTER_BUDGET,
+        cached_validators: int = CACHED_VALIDATORS,
+        validator_memory: int = VALIDATOR_MEMORY,
     ) -> None:
         self.storage = storage
         self.records = records
@@ -92,7 +111,13 @@ class SchemaService:
         self.rules = plugins.compatibility_rules()
         self.topic_budget = topic_budget
         self.cluster_budget = cluster_budget
-        self._validators: OrderedDict[tuple[str, str, int], Validator] = OrderedDict()
+        self.validators: BoundedCache[ValidatorKey, Validator] = BoundedCache(
+            "validators",
+            max_entries=cached_validators,
+            max_bytes=validator_memory,
+            topic_of=_topic_of,
+        )
+        records.attach(self.validators, _belongs, kept_on_change=False)
 
     # -- registration --------------------------------------------------------
 
@@ -199,11 +224,7 @@ class SchemaService:
     def _compare(self, old_doc: Any, new: RegisteredSchema) -> list | None:
         """None when ``new`` changes nothing that matters, else its problems."""
         old_draft = self.draft_of(old_doc)
-        if jsontext.json_equal(old_doc, new.document):
-            return None
-        if compatibility.annotations_only_change(
-            old_doc, new.document, draft=old_draft
-        ):
+        if compatibility.no_change(old_doc, new.document, draft=old_draft):
             return None
         return compatibility.check(
             old_doc,
@@ -211,6 +232,7 @@ class SchemaService:
             old_draft=old_draft,
             new_draft=new.draft,
             rules=self.rules,
+            first=True,  # the refusal names one; a full report is a dry run's
         )
 
     # -- fan-out -------------------------------------------------------------
@@ -266,10 +288,6 @@ class SchemaService:
             return self.drafts[document["$schema"]]
         return self.default_draft
 
-    def forget(self, name: str) -> None:
-        for key in [k for k in self._validators if k[0] == name]:
-            del self._validators[key]
-
     # -- validation on produce -----------------------------------------------
 
     def payload_check(self, meta: TopicMeta) -> Callable[[bytes], None]:
@@ -296,11 +314,11 @@ class SchemaService:
 
     def _validator(self, meta: TopicMeta) -> Validator:
         key = (meta.name, meta.epoch, meta.schema_version)
-        validator = self._validators.get(key)
+        validator = self.validators.get(key)
         if validator is not None:
-            self._validators.move_to_end(key)
             return validator
-        document = self._document(meta.name, meta.schema_version)
+        text = self.stored(meta.name, meta.schema_version).document
+        document = _parse(text)
         validator = offload.run(
             Validator,
             document,
@@ -309,9 +327,7 @@ class SchemaService:
             formats=self.formats,
             schema_uri=f"narad://schema/{meta.name}/{meta.schema_version}",
         )
-        self._validators[key] = validator
-        if len(self._validators) > CACHED_VALIDATORS:
-            self._validators.popitem(last=False)
+        self.validators.put(key, validator, validator.estimated_bytes(len(text)))
         return validator
 
 

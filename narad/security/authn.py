@@ -39,10 +39,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 
 from narad import metrics
 from narad import offload
 from narad.broker.notifications import Listener
+from narad.caches import BoundedCache
 from narad.errors import AuthenticationRequired
 from narad.errors import BadCredentials
 from narad.errors import CredentialChecksBusy
@@ -63,7 +65,7 @@ USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 CHECK_SLOTS = 2  # hashes at once per worker: 2 x 16 MiB at the default cost
 CHECK_QUEUE = 64  # requests waiting for a slot before the next one gets 503
 CHECK_WAIT_S = 5.0
-MAX_CACHED = 10_000
+MAX_CACHED = 10_000  # credentials a worker remembers (narad_cache_entries)
 # base64 of the longest user:password a stored user can have
 _MAX_ENCODED = 4 * math.ceil((64 + 1 + 4 * MAX_PASSWORD) / 3)
 
@@ -181,8 +183,12 @@ class Authenticator:
         self._seed = seed  # seeds the root admin if the node could not at start
         self._clock = clock
         self._key = secrets.token_bytes(32)  # this process's cache key
-        self._cache: dict[bytes, _Entry] = {}
-        self._flights: dict[bytes, _Flight] = {}
+        # Keyed by (user name, keyed hash of user:password): a user's entries
+        # go together when the user changes.
+        self.cache: BoundedCache[tuple[str, bytes], _Entry] = BoundedCache(
+            "credentials", max_entries=MAX_CACHED, topic_of=itemgetter(0)
+        )
+        self._flights: dict[tuple[str, bytes], _Flight] = {}
         self._trusted = False  # the users stream is live...
         self._live_since = math.inf  # ... since then: older entries are checked
         self._generation = 0
@@ -210,8 +216,8 @@ class Authenticator:
         where = address_key(address)
         # A name no user can have gets no bucket (nor memory for one).
         who = "user:" + name if USERNAME.fullmatch(name) else None
-        key = hashlib.blake2b(raw, key=self._key, digest_size=16).digest()
-        entry = self._cache.get(key)
+        key = (name, hashlib.blake2b(raw, key=self._key, digest_size=16).digest())
+        entry = self.cache.get(key)
         if entry is not None and self._clock() - entry.at >= self._cache_s:
             entry = None
         self._limit(entry, who, where)
@@ -254,7 +260,7 @@ class Authenticator:
             self._users.fail(who)
 
     def _shared(
-        self, key: bytes, check: Callable[[], Principal | None]
+        self, key: tuple[str, bytes], check: Callable[[], Principal | None]
     ) -> Principal | None:
         """``check()``, once at a time per credentials: requests bringing the
         same ones meanwhile (a client opening many connections at once) wait
@@ -280,7 +286,7 @@ class Authenticator:
         return flight.principal
 
     def _check(
-        self, key: bytes, name: str, password: str, entry: _Entry | None
+        self, key: tuple[str, bytes], name: str, password: str, entry: _Entry | None
     ) -> Principal | None:
         """The principal if the password holds against the stored user."""
         generation, read_at = self._generation, self._clock()
@@ -323,21 +329,18 @@ class Authenticator:
             user = self._storage.get_user(name)
         return user
 
-    def _remember(self, key: bytes, entry: _Entry, generation: int) -> bool:
+    def _remember(self, key: tuple[str, bytes], entry: _Entry, generation: int) -> bool:
         """Cache ``entry`` unless a change was announced since ``generation``."""
         with self._lock:
             if generation != self._generation:
                 return False
-            if len(self._cache) >= MAX_CACHED:
-                del self._cache[next(iter(self._cache))]
-            self._cache[key] = entry
+            self.cache.put(key, entry)
             return True
 
     def _changed(self, name: str) -> None:
         with self._lock:
             self._generation += 1
-            for key in [k for k, e in self._cache.items() if e.principal.name == name]:
-                del self._cache[key]
+            self.cache.drop_topic(name)
 
     def _live(self, live: bool) -> None:
         # Changes made before the stream went live may not have been

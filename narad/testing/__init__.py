@@ -21,6 +21,9 @@ Public and covered by the README's compatibility promise, like
   :func:`client` sends the root admin's credentials
   (:data:`ADMIN_PASSWORD`) with every request, and :func:`basic_auth` makes
   the header for other users.
+- :mod:`narad.testing.compatibility`: check a pair of schema texts as a
+  schema change is checked, with your plugins
+  (:func:`~narad.testing.compatibility.check_compatibility`).
 - :mod:`narad.testing.storage_contract`: the test suite every storage
   backend must pass.
 - :mod:`narad.testing.fakeredis`: the ``fakeredis://`` backend itself.

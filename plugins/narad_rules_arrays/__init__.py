@@ -9,9 +9,13 @@ Rows of the rulebook's keyword table:
 And from the paragraphs after it: ``contains`` may stay identical or be
 removed; ``prefixItems`` may stay identical, or be removed only together with
 ``items`` (else ``items`` would reach the leading elements too).
-``additionalItems`` (up to 2019-09) constrains the elements past a tuple and
-is judged like ``items``. ``minContains`` and ``maxContains`` are bounds on
-``contains``: loosen or drop, the implicit ``minContains`` being 1.
+
+The other array keywords the drafts define are named by neither the table nor
+the list of other keywords, so the check cannot reason about them: they may
+only stay identical, or disappear where removing them can only widen.
+``additionalItems`` (up to 2019-09) and ``maxContains`` can always go;
+``minContains`` can go only where the implicit ``minContains`` of 1 is no
+stricter, or together with ``contains``.
 """
 
 from __future__ import annotations
@@ -20,42 +24,61 @@ from collections.abc import Iterator
 from typing import Any
 
 from narad import hookimpl
-from narad.schema.compatibility import ABSENT
-from narad.schema.compatibility import Change
-from narad.schema.compatibility import Incompatibility
-from narad.schema.compatibility import RuleContext
-from narad.schema.compatibility import identical_or_removed
-from narad.schema.compatibility import show
+from narad.compatibility import ABSENT
+from narad.compatibility import UNKNOWN
+from narad.compatibility import Change
+from narad.compatibility import InPlace
+from narad.compatibility import RuleContext
+from narad.compatibility import Violation
+from narad.compatibility import identical_or_removed
+from narad.compatibility import show
 
 
-def items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Widen or drop; never add. Tuples may only stay identical or be dropped."""
-    yield from _widen_or_drop(old, new, ctx, Change.items_added)
-
-
-def additional_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
-    """Widen or drop; never add."""
-    yield from _widen_or_drop(old, new, ctx, Change.additional_items_added)
-
-
-def _widen_or_drop(
-    old: Any, new: Any, ctx: RuleContext, added: Change
-) -> Iterator[Incompatibility]:
     if new is ABSENT:
         return
     if old is ABSENT:
         if isinstance(new, list) or not ctx.accepts_everything(new, "new"):
-            yield Incompatibility(added, f"{ctx.keyword} added")
+            yield Violation(Change.items_added, "items added")
         return
     if isinstance(old, list) or isinstance(new, list):
-        if not (isinstance(old, list) and ctx.identical(old, new)):
-            message = f"{ctx.keyword} in array form (tuples) changed: not supported"
-            yield Incompatibility(Change.tuple_items_changed, message)
+        if not (isinstance(old, list) and ctx.identical(old, new, keyword="items")):
+            message = "items in array form (tuples) changed: not supported"
+            yield Violation(Change.tuple_items_changed, message)
         return
-    yield from ctx.compare(old, new, ctx.at(ctx.keyword))
+    yield from ctx.compare(old, new, ctx.at("items"), applying=_elements(ctx, old))
 
 
-def prefix_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+# What a subschema applies to (some of) the elements of an array value.
+_ELEMENTS = ("items", "prefixItems", "additionalItems", "contains", "unevaluatedItems")
+
+
+def _elements(ctx: RuleContext, own: Any) -> list[Any]:
+    """What applies to the elements ``items`` governs here besides ``own``:
+    whatever another subschema applies to elements, and ``contains``."""
+    place = InPlace.of(ctx)
+    keywords = ctx.old_draft.keywords
+    found: dict[int, Any] = {}
+    for schema in place.positive:
+        # This subschema's other keywords reach those elements only through
+        # contains; another one's may through any of them.
+        mine = schema is ctx.old_schema
+        for keyword in ("contains",) if mine else _ELEMENTS:
+            value = schema.get(keyword, ABSENT) if keyword in keywords else ABSENT
+            for subschema in value if isinstance(value, list) else [value]:
+                if subschema is ABSENT or subschema is own:
+                    continue
+                if not ctx.accepts_everything(subschema, "old"):
+                    found.setdefault(id(subschema), subschema)
+    if place.unknown or any(
+        not set(_ELEMENTS).isdisjoint(schema) for schema in place.turning
+    ):
+        found[id(UNKNOWN)] = UNKNOWN
+    return list(found.values())
+
+
+def prefix_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Stay identical, or be removed together with ``items``."""
     if new is not ABSENT:
         yield from identical_or_removed(old, new, ctx)
@@ -63,46 +86,33 @@ def prefix_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibili
     after = ctx.new.get("items", ABSENT)
     if after is not ABSENT and not ctx.accepts_everything(after, "new"):
         message = "prefixItems removed while items stays"
-        yield Incompatibility(Change.keyword_removed, message)
+        yield Violation(Change.keyword_removed, message)
 
 
-def unique_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def unique_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """``true`` may become ``false`` or absent; never add."""
     if new is True and old is not True:
-        yield Incompatibility(Change.unique_items_added, "uniqueItems added")
+        yield Violation(Change.unique_items_added, "uniqueItems added")
 
 
-def min_contains(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
-    """Decrease or drop (to the implicit 1), while ``contains`` applies."""
-    if "contains" not in ctx.new:
-        return
-    before = 1 if old is ABSENT else old
-    now = 1 if new is ABSENT else new
-    if now > before:
-        message = f"minContains raised from {show(before)} to {show(now)}"
-        yield Incompatibility(Change.min_contains_increased, message)
-
-
-def max_contains(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
-    """Increase or drop; never add, while ``contains`` applies."""
-    if new is ABSENT or "contains" not in ctx.new:
-        return
-    if old is ABSENT:
-        message = f"maxContains {show(new)} added"
-        yield Incompatibility(Change.max_contains_added, message)
-    elif new < old:
-        message = f"maxContains lowered from {show(old)} to {show(new)}"
-        yield Incompatibility(Change.max_contains_decreased, message)
+def min_contains(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
+    """Stay identical, or go where the implicit 1 is no stricter (or with
+    ``contains``)."""
+    if new is not ABSENT:
+        yield from identical_or_removed(old, new, ctx)
+    elif old < 1 and "contains" in ctx.new:
+        message = f"minContains {show(old)} removed while contains stays (1 applies)"
+        yield Violation(Change.keyword_removed, message)
 
 
 @hookimpl
 def narad_compatibility_rules() -> dict[str, Any]:
     return {
         "items": items,
-        "additionalItems": additional_items,
+        "additionalItems": identical_or_removed,
         "prefixItems": prefix_items,
         "uniqueItems": unique_items,
         "contains": identical_or_removed,
         "minContains": min_contains,
-        "maxContains": max_contains,
+        "maxContains": identical_or_removed,
     }

@@ -22,34 +22,30 @@ from fractions import Fraction
 from typing import Any
 
 from narad import hookimpl
-from narad.schema.compatibility import ABSENT
-from narad.schema.compatibility import Change
-from narad.schema.compatibility import Incompatibility
-from narad.schema.compatibility import RuleContext
-from narad.schema.compatibility import show
+from narad.compatibility import ABSENT
+from narad.compatibility import Change
+from narad.compatibility import RuleContext
+from narad.compatibility import Violation
+from narad.compatibility import show
 
 
-def minimum(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def minimum(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Loosen (lower) or drop; never add."""
     yield from _bound(old, new, ctx, "exclusiveMinimum", lower=True)
 
 
-def maximum(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def maximum(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Loosen (raise) or drop; never add."""
     yield from _bound(old, new, ctx, "exclusiveMaximum", lower=False)
 
 
-def exclusive_minimum(
-    old: Any, new: Any, ctx: RuleContext
-) -> Iterator[Incompatibility]:
+def exclusive_minimum(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Loosen (lower) or drop; never add. The boolean form goes with ``minimum``."""
     if not isinstance(new, bool):
         yield from _bound(_number(old), new, ctx, None, lower=True)
 
 
-def exclusive_maximum(
-    old: Any, new: Any, ctx: RuleContext
-) -> Iterator[Incompatibility]:
+def exclusive_maximum(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Loosen (raise) or drop; never add. The boolean form goes with ``maximum``."""
     if not isinstance(new, bool):
         yield from _bound(_number(old), new, ctx, None, lower=False)
@@ -73,13 +69,13 @@ _CHANGES = {
 
 def _bound(
     old: Any, new: Any, ctx: RuleContext, flag: str | None, *, lower: bool
-) -> Iterator[Incompatibility]:
+) -> Iterator[Violation]:
     """Judge one bound; ``flag`` names draft-04's boolean exclusiveness keyword."""
     if new is ABSENT:
         return
     if old is ABSENT:
         message = f"{ctx.keyword} {show(new)} added"
-        yield Incompatibility(_CHANGES[ctx.keyword, "added"], message)
+        yield Violation(_CHANGES[ctx.keyword, "added"], message)
         return
     looser = new < old if lower else new > old
     was_exclusive = flag is not None and ctx.old.get(flag) is True
@@ -91,35 +87,35 @@ def _bound(
     else:
         moved = "raised" if lower else "lowered"
         message = f"{ctx.keyword} {moved} from {show(old)} to {show(new)}"
-    yield Incompatibility(_CHANGES[ctx.keyword, "tightened"], message)
+    yield Violation(_CHANGES[ctx.keyword, "tightened"], message)
 
 
-def multiple_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def multiple_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Change to a divisor of the old value; drop."""
     if new is ABSENT:
         return
     if old is ABSENT:
-        yield Incompatibility(Change.multiple_added, f"multipleOf {show(new)} added")
+        yield Violation(Change.multiple_added, f"multipleOf {show(new)} added")
     elif (Fraction(old) / Fraction(new)).denominator != 1:
         message = f"multipleOf {show(new)} does not divide {show(old)}"
-        yield Incompatibility(Change.multiple_changed, message)
+        yield Violation(Change.multiple_changed, message)
 
 
-def min_length(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def min_length(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Decrease or drop; a new one may appear only as 0."""
     yield from _at_least(
         old, new, ctx, Change.min_length_added, Change.min_length_increased
     )
 
 
-def min_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def min_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Decrease or drop; a new one may appear only as 0."""
     yield from _at_least(
         old, new, ctx, Change.min_items_added, Change.min_items_increased
     )
 
 
-def min_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def min_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Decrease or drop; a new one may appear only as 0."""
     yield from _at_least(
         old, new, ctx, Change.min_properties_added, Change.min_properties_increased
@@ -128,31 +124,31 @@ def min_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibi
 
 def _at_least(
     old: Any, new: Any, ctx: RuleContext, added: Change, increased: Change
-) -> Iterator[Incompatibility]:
+) -> Iterator[Violation]:
     if new is ABSENT or new == 0:
         return
     if old is ABSENT:
-        yield Incompatibility(added, f"{ctx.keyword} {show(new)} added")
+        yield Violation(added, f"{ctx.keyword} {show(new)} added")
     elif new > old:
         message = f"{ctx.keyword} raised from {show(old)} to {show(new)}"
-        yield Incompatibility(increased, message)
+        yield Violation(increased, message)
 
 
-def max_length(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def max_length(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Increase or drop; never add."""
     yield from _at_most(
         old, new, ctx, Change.max_length_added, Change.max_length_decreased
     )
 
 
-def max_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def max_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Increase or drop; never add."""
     yield from _at_most(
         old, new, ctx, Change.max_items_added, Change.max_items_decreased
     )
 
 
-def max_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def max_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Increase or drop; never add."""
     yield from _at_most(
         old, new, ctx, Change.max_properties_added, Change.max_properties_decreased
@@ -161,14 +157,14 @@ def max_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibi
 
 def _at_most(
     old: Any, new: Any, ctx: RuleContext, added: Change, decreased: Change
-) -> Iterator[Incompatibility]:
+) -> Iterator[Violation]:
     if new is ABSENT:
         return
     if old is ABSENT:
-        yield Incompatibility(added, f"{ctx.keyword} {show(new)} added")
+        yield Violation(added, f"{ctx.keyword} {show(new)} added")
     elif new < old:
         message = f"{ctx.keyword} lowered from {show(old)} to {show(new)}"
-        yield Incompatibility(decreased, message)
+        yield Violation(decreased, message)
 
 
 @hookimpl

@@ -6,7 +6,12 @@ Rows of the rulebook's keyword table:
 - ``allOf``: every new branch must be implied by some old branch.
 
 And from the paragraphs after it: ``oneOf``, ``not`` and ``if``/``then``/
-``else`` may stay identical or be removed; "identical" follows ``$ref``.
+``else`` may stay identical or be removed; "identical" follows ``$ref``, and a
+difference only in annotations inside them is no change.
+
+Branches apply to the same instance value as the subschema holding them, so
+they are compared ``in_place``: a property a branch adds is then judged against
+everything the previous version said about that value, not only the branch.
 """
 
 from __future__ import annotations
@@ -15,35 +20,35 @@ from collections.abc import Iterator
 from typing import Any
 
 from narad import hookimpl
-from narad.schema.compatibility import ABSENT
-from narad.schema.compatibility import Change
-from narad.schema.compatibility import Incompatibility
-from narad.schema.compatibility import RuleContext
-from narad.schema.compatibility import identical_or_removed
+from narad.compatibility import ABSENT
+from narad.compatibility import Change
+from narad.compatibility import RuleContext
+from narad.compatibility import Violation
+from narad.compatibility import identical_or_removed
 
 
-def any_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def any_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Every old branch must be covered by some new branch."""
     if new is ABSENT:
         return
     if old is ABSENT:
         if not any(ctx.accepts_everything(branch, "new") for branch in new):
-            yield Incompatibility(Change.keyword_added, "anyOf added")
+            yield Violation(Change.keyword_added, "anyOf added")
         return
     for i, branch in enumerate(old):
         covered, why = _covered(branch, i, new, ctx)
         if not covered:
             message = f"anyOf branch {i} not covered by any new branch{why}"
-            yield Incompatibility(Change.sum_type_narrowed, message)
+            yield Violation(Change.sum_type_narrowed, message)
 
 
 def _covered(branch: Any, i: int, new: list[Any], ctx: RuleContext) -> tuple[bool, str]:
     """Whether some new branch covers old branch ``i``; else why the one at
     the same index does not."""
     # The branch at the same index is the likely cover: try it first.
-    same_index: list[Incompatibility] = []
+    same_index: list[Violation] = []
     for j in sorted(range(len(new)), key=lambda j: j != i):
-        problems = ctx.compare(branch, new[j], ctx.at("anyOf", j))
+        problems = ctx.compare(branch, new[j], ctx.at("anyOf", j), in_place=True)
         if not problems:
             return True, ""
         if j == i:
@@ -51,7 +56,7 @@ def _covered(branch: Any, i: int, new: list[Any], ctx: RuleContext) -> tuple[boo
     return False, f" ({same_index[0]})" if same_index else ""
 
 
-def all_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def all_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Every new branch must be implied by some old branch."""
     if new is ABSENT:
         return
@@ -60,9 +65,9 @@ def all_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
         if ctx.accepts_everything(branch, "new"):
             continue
         at = ctx.at("allOf", j)
-        if all(ctx.compare(candidate, branch, at) for candidate in before):
+        if all(ctx.compare(b, branch, at, in_place=True) for b in before):
             message = f"allOf branch {j} not implied by any previous branch"
-            yield Incompatibility(Change.product_type_extended, message)
+            yield Violation(Change.product_type_extended, message)
 
 
 @hookimpl

@@ -14,22 +14,22 @@ from collections.abc import Iterator
 from typing import Any
 
 from narad import hookimpl
-from narad.schema.compatibility import ABSENT
-from narad.schema.compatibility import Change
-from narad.schema.compatibility import Incompatibility
-from narad.schema.compatibility import RuleContext
-from narad.schema.compatibility import show
-from narad.schema.jsontext import json_equal
+from narad.compatibility import ABSENT
+from narad.compatibility import Change
+from narad.compatibility import RuleContext
+from narad.compatibility import Violation
+from narad.compatibility import json_equal
+from narad.compatibility import show
 
 
-def pattern(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def pattern(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Keep identical or drop."""
     yield from _identical_or_dropped(
         old, new, ctx, Change.pattern_added, Change.pattern_changed
     )
 
 
-def format_(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def format_(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Keep identical or drop."""
     yield from _identical_or_dropped(
         old, new, ctx, Change.format_added, Change.format_changed
@@ -38,14 +38,14 @@ def format_(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
 
 def _identical_or_dropped(
     old: Any, new: Any, ctx: RuleContext, added: Change, changed: Change
-) -> Iterator[Incompatibility]:
+) -> Iterator[Violation]:
     if new is ABSENT or (old is not ABSENT and json_equal(old, new)):
         return
     if old is ABSENT:
-        yield Incompatibility(added, f"{ctx.keyword} {show(new)} added")
+        yield Violation(added, f"{ctx.keyword} {show(new)} added")
     else:
         message = f"{ctx.keyword} changed from {show(old)} to {show(new)}"
-        yield Incompatibility(changed, message)
+        yield Violation(changed, message)
 
 
 @hookimpl

@@ -14,19 +14,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from narad import hookimpl
-from narad.schema.compatibility import ABSENT
-from narad.schema.compatibility import Change
-from narad.schema.compatibility import Incompatibility
-from narad.schema.compatibility import RuleContext
-from narad.schema.compatibility import show
-from narad.schema.jsontext import json_key
+from narad.compatibility import ABSENT
+from narad.compatibility import Change
+from narad.compatibility import RuleContext
+from narad.compatibility import Violation
+from narad.compatibility import json_key
+from narad.compatibility import show
 
 _EVERY_TYPE = frozenset(
     {"array", "boolean", "integer", "null", "number", "object", "string"}
 )
 
 
-def type_(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def type_(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Add types to the set; ``integer`` may become ``number``; drop the keyword."""
     if new is ABSENT:
         return
@@ -35,19 +35,17 @@ def type_(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
         allowed |= {"integer"}
     if old is ABSENT:
         if allowed != _EVERY_TYPE:
-            yield Incompatibility(Change.type_added, f"type {show(new)} added")
+            yield Violation(Change.type_added, f"type {show(new)} added")
         return
     for name in sorted(_types(old) - allowed):
-        yield Incompatibility(
-            Change.type_narrowed, f"type {show(name)} no longer allowed"
-        )
+        yield Violation(Change.type_narrowed, f"type {show(name)} no longer allowed")
 
 
 def _types(value: Any) -> set[str]:
     return {value} if isinstance(value, str) else set(value)
 
 
-def enum(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def enum(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Add values; drop. Every value the previous schema allowed stays in."""
     if new is not ABSENT:
         yield from _values_refused(
@@ -55,7 +53,7 @@ def enum(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
         )
 
 
-def const(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
+def const(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
     """Drop, or become an ``enum`` that contains it (judged by :func:`enum`)."""
     if new is not ABSENT:
         yield from _values_refused(ctx, [new], Change.const_added, Change.const_changed)
@@ -63,17 +61,17 @@ def const(old: Any, new: Any, ctx: RuleContext) -> Iterator[Incompatibility]:
 
 def _values_refused(
     ctx: RuleContext, now: list[Any], added: Change, narrowed: Change
-) -> Iterator[Incompatibility]:
+) -> Iterator[Violation]:
     """What the new keyword refuses of the values the previous schema allowed."""
     before = _allowed(ctx.old)
     if before is None:
-        yield Incompatibility(added, f"{ctx.keyword} added")
+        yield Violation(added, f"{ctx.keyword} added")
         return
     keys = {json_key(value) for value in now}
     for key, value in before.items():
         if key not in keys:
             message = f"{ctx.keyword} value {show(value)} no longer allowed"
-            yield Incompatibility(narrowed, message)
+            yield Violation(narrowed, message)
 
 
 def _allowed(schema: Mapping[str, Any]) -> dict[Any, Any] | None:

@@ -25,6 +25,23 @@ LOOP = (
     '"properties":{"x":{"$ref":"#/$defs/a"}}}'
 )
 NOT_X = '{"$defs":{"x":{"type":"string"}},"not":{"$ref":"#/$defs/x"}}'
+REF_SIBLING = (
+    '{"$defs":{"a":{"type":"integer"}},'
+    '"properties":{"q":{"$ref":"#/$defs/a","maximum":5}}}'
+)
+# Issue 19's minimised findings: unsound accepts and a crash.
+CACHED = (
+    '{"anyOf":[{"$ref":"#/$defs/a"},{}],"properties":{"k":{"$ref":"#/$defs/c"}},'
+    '"$defs":{"a":{"items":{"$ref":"#/$defs/b"},"properties":{"z":'
+    '{"$ref":"#/$defs/c"}},"maxLength":5},"b":{"items":{"$ref":"#/$defs/a"}},'
+    '"c":{"items":{"$ref":"#/$defs/b"}}}}'
+)
+DYNAMIC_SCOPE = (
+    '{"$defs":{"m":{"$id":"urn:m","$defs":{"s":{"$dynamicAnchor":"n",'
+    '"type":"string"},"l":{"$id":"urn:l","$dynamicAnchor":"n","items":'
+    '{"$dynamicRef":"#n"}}},"$ref":"#/$defs/l"}},"$ref":"#/$defs/m/$defs/l"}'
+)
+SELF_REF_SIBLING = "{" + D2020 + '"properties":{"b":{"type":"array","$ref":"#"}}}'
 UNEVALUATED = (
     '{"properties":{"a":{"properties":{"n":{"maximum":10}},'
     '"unevaluatedProperties":false},"b":{"type":"string"}}}'
@@ -769,6 +786,49 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         True,
         None,
     ),
+    # A $ref with real siblings may only stay identical (or become true/{}).
+    (
+        "$ref with siblings: identical but for annotations",
+        REF_SIBLING,
+        REF_SIBLING.replace('"maximum":5', '"maximum":5,"title":"q"'),
+        True,
+        None,
+    ),
+    (
+        "$ref with siblings: a widened sibling is refused",
+        REF_SIBLING,
+        REF_SIBLING.replace('"maximum":5', '"maximum":6'),
+        False,
+        'subschema with $ref "#/$defs/a" beside other keywords changed',
+    ),
+    (
+        "$ref with siblings: a widened target is refused",
+        REF_SIBLING,
+        REF_SIBLING.replace('"integer"', '"number"'),
+        False,
+        "beside other keywords changed: it may only stay identical",
+    ),
+    (
+        "$ref with siblings: dropping the $ref is refused",
+        REF_SIBLING,
+        REF_SIBLING.replace('"$ref":"#/$defs/a",', ""),
+        False,
+        '$ref "#/$defs/a" removed from beside other keywords',
+    ),
+    (
+        "$ref with siblings: may become {}",
+        REF_SIBLING,
+        '{"$defs":{"a":{"type":"integer"}},"properties":{"q":{}}}',
+        True,
+        None,
+    ),
+    (
+        "$ref with siblings: never added",
+        '{"$defs":{"a":{}},"properties":{"q":{"maximum":5}}}',
+        '{"$defs":{"a":{}},"properties":{"q":{"$ref":"#/$defs/a","maximum":5}}}',
+        False,
+        '$ref "#/$defs/a" added',
+    ),
     # -- $schema --------------------------------------------------------------
     (
         "$schema: must not change",
@@ -776,6 +836,13 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         "{" + D2020 + '"type":"string"}',
         False,
         "$schema changed from 07 to 2020-12",
+    ),
+    (
+        "$schema: a nested one naming the document's draft may go",
+        '{"allOf":[{' + D2020 + '"type":"string"}]}',
+        '{"allOf":[{"type":["string","null"]}]}',
+        True,
+        None,
     ),
     (
         "$schema: naming the default draft is no change",
@@ -800,6 +867,28 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         "oneOf changed",
     ),
     ("oneOf: removed", '{"oneOf":[{"type":"string"}]}', "{}", True, None),
+    (
+        "oneOf: annotations inside it are no change",
+        '{"oneOf":[{"type":"string","title":"a"},{"type":"null"}]}',
+        '{"oneOf":[{"type":"string","title":"b","description":"c"},'
+        '{"type":"null","examples":[null],"$comment":"d"}]}',
+        True,
+        None,
+    ),
+    (
+        "oneOf: a property named title is no annotation",
+        '{"oneOf":[{"properties":{"title":{"type":"string"}}}]}',
+        '{"oneOf":[{"properties":{}}]}',
+        False,
+        "oneOf changed",
+    ),
+    (
+        "oneOf: an enum value is data, not an annotation",
+        '{"oneOf":[{"enum":[{"title":"a"}]}]}',
+        '{"oneOf":[{"enum":[{"title":"b"}]}]}',
+        False,
+        "oneOf changed",
+    ),
     ("oneOf: never added", "{}", '{"oneOf":[{"type":"string"}]}', False, "oneOf added"),
     (
         "not: changed",
@@ -809,6 +898,13 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         "not changed",
     ),
     ("not: removed", '{"not":{"type":"string"}}', "{}", True, None),
+    (
+        "not: annotations inside it, through $ref, are no change",
+        NOT_X,
+        NOT_X.replace('"x":{"type":"string"}', '"x":{"type":"string","default":"s"}'),
+        True,
+        None,
+    ),
     (
         "not: identical follows $ref",
         NOT_X,
@@ -838,6 +934,14 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         "else added",
     ),
     (
+        "if/then/else: annotations inside are no change",
+        '{"if":{"required":["a"]},"then":{"required":["b"]}}',
+        '{"if":{"required":["a"],"title":"t"},'
+        '"then":{"required":["b"],"deprecated":true,"readOnly":true}}',
+        True,
+        None,
+    ),
+    (
         "if/then/else: removed",
         '{"if":{"required":["a"]},"then":{"required":["b"]}}',
         "{}",
@@ -853,25 +957,69 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
     ),
     ("contains: removed", '{"contains":{"type":"string"}}', "{}", True, None),
     (
-        "minContains: decrease",
+        "contains: annotations inside are no change",
+        '{"contains":{"type":"string"},"maxItems":3}',
+        '{"contains":{"type":"string","writeOnly":true},"maxItems":4}',
+        True,
+        None,
+    ),
+    # minContains and maxContains are named by neither the table nor the
+    # list: they may stay identical, or go where that can only widen.
+    (
+        "minContains: removed where the implicit 1 is no stricter",
         '{"contains":{"type":"string"},"minContains":2}',
         '{"contains":{"type":"string"}}',
         True,
         None,
     ),
     (
-        "minContains: increase",
-        '{"contains":{"type":"string"}}',
+        "minContains: a looser value is still a change",
+        '{"contains":{"type":"string"},"minContains":3}',
         '{"contains":{"type":"string"},"minContains":2}',
         False,
-        "minContains raised from 1 to 2",
+        "minContains changed",
+    ),
+    (
+        "minContains: added, even as the implicit 1",
+        '{"contains":{"type":"string"}}',
+        '{"contains":{"type":"string"},"minContains":1}',
+        False,
+        "minContains added",
+    ),
+    (
+        "minContains: 0 not removed while contains stays",
+        '{"contains":{"type":"string"},"minContains":0}',
+        '{"contains":{"type":"string"}}',
+        False,
+        "minContains 0 removed while contains stays",
+    ),
+    (
+        "minContains: 0 removed together with contains",
+        '{"contains":{"type":"string"},"minContains":0}',
+        "{}",
+        True,
+        None,
+    ),
+    (
+        "maxContains: removed",
+        '{"contains":{"type":"string"},"maxContains":2}',
+        '{"contains":{"type":"string"}}',
+        True,
+        None,
+    ),
+    (
+        "maxContains: a higher value is still a change",
+        '{"contains":{"type":"string"},"maxContains":2}',
+        '{"contains":{"type":"string"},"maxContains":3}',
+        False,
+        "maxContains changed",
     ),
     (
         "maxContains: never add",
         '{"contains":{"type":"string"}}',
         '{"contains":{"type":"string"},"maxContains":2}',
         False,
-        "maxContains 2 added",
+        "maxContains added",
     ),
     (
         "propertyNames: changed",
@@ -881,6 +1029,20 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         "propertyNames changed",
     ),
     ("propertyNames: removed", '{"propertyNames":{"maxLength":3}}', "{}", True, None),
+    (
+        "propertyNames: annotations inside are no change",
+        '{"propertyNames":{"maxLength":3},"maxProperties":3}',
+        '{"propertyNames":{"maxLength":3,"description":"d"},"maxProperties":4}',
+        True,
+        None,
+    ),
+    (
+        "patternProperties: annotations inside are no change",
+        '{"patternProperties":{"^a":{"type":"string"}},"maxProperties":3}',
+        '{"patternProperties":{"^a":{"type":"string","title":"t"}},"maxProperties":4}',
+        True,
+        None,
+    ),
     (
         "dependentRequired: changed",
         '{"dependentRequired":{"a":["b"]}}',
@@ -1056,7 +1218,21 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         "{" + D2019 + '"items":[{}],"additionalItems":{"type":"string"}}',
         "{" + D2019 + '"items":[{}],"additionalItems":false}',
         False,
-        "schema false accepts nothing",
+        "additionalItems changed",
+    ),
+    (
+        "additionalItems: widening is still a change",
+        "{" + D2019 + '"items":[{}],"additionalItems":{"type":"string"}}',
+        "{" + D2019 + '"items":[{}],"additionalItems":{"type":["string","null"]}}',
+        False,
+        "additionalItems changed",
+    ),
+    (
+        "additionalItems: removed",
+        "{" + D2019 + '"items":[{}],"additionalItems":{"type":"string"}}',
+        "{" + D2019 + '"items":[{}]}',
+        True,
+        None,
     ),
     (
         "an unknown keyword is an annotation",
@@ -1120,6 +1296,148 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         '"properties":{"a":{"$dynamicRef":"#t"}}}',
         False,
         "$dynamicRef is accepted only in a part unchanged byte for byte",
+    ),
+    # -- issue 19: unsound accepts and a crash, minimised ---------------------
+    (
+        "19.5: a success that leant on a failed anyOf candidate is not reused",
+        CACHED,
+        CACHED.replace('"maxLength":5', '"maxLength":3'),
+        False,
+        "at /$defs/a: maxLength lowered from 5 to 3",
+    ),
+    (
+        "19.6: $dynamicRef reached through a new resource",
+        DYNAMIC_SCOPE,
+        DYNAMIC_SCOPE.replace('"$ref":"#/$defs/m/$defs/l"}', '"$ref":"#/$defs/m"}'),
+        False,
+        "$dynamicRef is accepted only in a part unchanged byte for byte, "
+        "reached through the same dynamic scope",
+    ),
+    (
+        "19.6: $dynamicRef reached through the same resources",
+        DYNAMIC_SCOPE,
+        DYNAMIC_SCOPE.replace('{"m":', '{"unused":{"type":"null"},"m":'),
+        True,
+        None,
+    ),
+    (
+        "19.7: unevaluatedProperties dropped while adding a property",
+        '{"unevaluatedProperties":{"type":"integer"}}',
+        '{"properties":{"b":{"type":"string"}}}',
+        False,
+        'at /properties/b: type "integer" no longer allowed',
+    ),
+    (
+        "19.7: unevaluatedProperties false dropped while adding a property",
+        '{"properties":{"a":{}},"unevaluatedProperties":false}',
+        '{"properties":{"a":{},"b":{"type":"string"}}}',
+        True,
+        None,
+    ),
+    (
+        "19.7: a new property the previous version required takes any value",
+        '{"required":["b"]}',
+        '{"required":["b"],"properties":{"b":{"type":"string"}}}',
+        False,
+        'at /properties/b: type "string" added',
+    ),
+    (
+        "19.7: a new property the previous version required, accepting all",
+        '{"required":["b"]}',
+        '{"required":["b"],"properties":{"b":{"description":"any"}}}',
+        True,
+        None,
+    ),
+    (
+        "19.7: a new property restricted by an allOf branch's additionalProperties",
+        '{"allOf":[{"additionalProperties":{"type":"integer"}}]}',
+        '{"allOf":[{"additionalProperties":{"type":"integer"}}],'
+        '"properties":{"b":{"type":"string"}}}',
+        False,
+        'at /properties/b: type "integer" no longer allowed',
+    ),
+    (
+        "19.7: a new property an allOf branch declared may widen it",
+        '{"allOf":[{"$ref":"#/$defs/base"}],'
+        '"$defs":{"base":{"properties":{"b":{"type":"string"}}}}}',
+        '{"allOf":[{"$ref":"#/$defs/base"}],"properties":{"b":{"type":["string",'
+        '"null"]}},"$defs":{"base":{"properties":{"b":{"type":"string"}}}}}',
+        True,
+        None,
+    ),
+    (
+        "19.7: a property added in a branch, constrained by the parent",
+        '{"allOf":[{"properties":{"a":{}}}],'
+        '"unevaluatedProperties":{"type":"integer"}}',
+        '{"allOf":[{"properties":{"a":{},"b":{"type":"string"}}}]}',
+        False,
+        "allOf branch 0 not implied by any previous branch",
+    ),
+    (
+        "19.7: a property added in a branch, declared by another",
+        '{"allOf":[{"properties":{"b":{"type":"string"}}},{"minProperties":1}]}',
+        '{"allOf":[{"properties":{"b":{"type":"string"}}},'
+        '{"minProperties":1,"properties":{"b":{"type":"integer"}}}]}',
+        False,
+        "allOf branch 1 not implied by any previous branch",
+    ),
+    (
+        "19.7: a property added in a branch's items, governed by the parent's",
+        '{"anyOf":[{"items":{"maxLength":0}}],'
+        '"items":{"additionalProperties":{"enum":[false,null]}}}',
+        '{"anyOf":[{"items":{"maxLength":0,"properties":{"b":false}}}],'
+        '"items":{"additionalProperties":{"enum":[false,null]}}}',
+        False,
+        "anyOf branch 0 not covered by any new branch",
+    ),
+    (
+        "19.7: a property added in a member governed by a pattern too",
+        '{"properties":{"ab":{}},"patternProperties":{"^a":'
+        '{"additionalProperties":{"type":"string"}}}}',
+        '{"properties":{"ab":{"properties":{"z":{"type":"integer"}}}},'
+        '"patternProperties":{"^a":{"additionalProperties":{"type":"string"}}}}',
+        False,
+        'at /properties/ab/properties/z: type "string" no longer allowed',
+    ),
+    (
+        "19.7: a property added under a nullable object (anyOf) stays allowed",
+        '{"properties":{"addr":{"anyOf":[{"type":"null"},'
+        '{"type":"object","properties":{"street":{"type":"string"}}}]}}}',
+        '{"properties":{"addr":{"anyOf":[{"type":"null"},'
+        '{"type":"object","properties":{"street":{"type":"string"},'
+        '"city":{"type":"string"}}}]}}}',
+        True,
+        None,
+    ),
+    (
+        "19.7: a new property whose value could decide a not",
+        '{"not":{"properties":{"b":{"type":"string"}},"required":["b"]}}',
+        '{"not":{"properties":{"b":{"type":"string"}},"required":["b"]},'
+        '"properties":{"b":{"type":"integer"}}}',
+        False,
+        'at /properties/b: type "integer" added',
+    ),
+    (
+        "19.7: a new property a not says nothing about",
+        '{"not":{"required":["x"]}}',
+        '{"not":{"required":["x"]},"properties":{"b":{"type":"integer"}}}',
+        True,
+        None,
+    ),
+    (
+        "19.7: the open content model holds through an allOf branch",
+        '{"allOf":[{"properties":{"a":{}}}]}',
+        '{"allOf":[{"properties":{"a":{},"b":{"type":"integer"}}}]}',
+        True,
+        None,
+    ),
+    (
+        "19.8: a $ref beside type, retargeted, is an answer, not a crash",
+        SELF_REF_SIBLING,
+        SELF_REF_SIBLING.replace('"$ref":"#"}}', '"$ref":"#/$defs/m"}},')[:-1]
+        + '"$defs":{"m":{"type":"object"}}}',
+        False,
+        'at /properties/b: subschema with $ref "#/$defs/m" beside other keywords',
     ),
     # -- the two limits -------------------------------------------------------
     (

@@ -12,23 +12,23 @@ from typing import Any
 
 import narad_draft202012
 from narad import hookimpl
+from narad.compatibility import ABSENT
+from narad.compatibility import Change
+from narad.compatibility import Violation
+from narad.compatibility import extension
 from narad.config import Setting
 from narad.config import integer
 from narad.config import text
-from narad.schema.compatibility import ABSENT
-from narad.schema.compatibility import Change
-from narad.schema.compatibility import Incompatibility
-from narad.schema.compatibility import extension
 from tests.contract import memory
 
 DRAFT_URI = "https://acme.example/draft/2020-12-copy"
 
 
 @extension
-def frozen(old: Any, new: Any, ctx: Any) -> Iterator[Incompatibility]:
+def frozen(old: Any, new: Any, ctx: Any) -> Iterator[Violation]:
     """``x-acme-frozen`` may never change once there."""
     if old is not ABSENT and old != new:
-        yield Incompatibility(Change.keyword_changed, "x-acme-frozen changed")
+        yield Violation(Change.keyword_changed, "x-acme-frozen changed")
 
 
 @hookimpl

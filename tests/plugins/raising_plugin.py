@@ -1,7 +1,7 @@
 """A test plugin whose format checker and compatibility rule raise on input."""
 
 from narad import hookimpl
-from narad.schema.compatibility import extension
+from narad.compatibility import extension
 
 
 def is_calm(value: str) -> bool:

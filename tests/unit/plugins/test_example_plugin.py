@@ -1,4 +1,9 @@
-"""The example third-party distribution, installed the way a user would."""
+"""The example third-party distribution, installed the way a user would.
+
+The rule's behaviour is tested by the distribution's own tests
+(``plugins/narad-example/tests``, run by ``scripts/test``); these check the
+host's side: discovery through the entry point, and nothing without it.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,10 @@ OLD = '{"properties":{"weight":{"type":"number","x-unit":"kg"}}}'
 @pytest.fixture(scope="module", name="installed")
 def fixture_installed(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("narad-example")
-    shutil.copytree(SOURCE, work / "src")  # keep build leftovers out of the tree
+    # Built from a copy, without any earlier build's leftovers, keeping new
+    # ones out of the tree.
+    leftovers = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    shutil.copytree(SOURCE, work / "src", ignore=leftovers)
     target = work / "site"
     subprocess.run(
         [
@@ -55,27 +63,9 @@ def test_installed_plugin_is_found_through_its_entry_point(rules):
     assert rules["x-unit"].__module__ == "narad_example"
 
 
-@pytest.mark.parametrize(
-    ("new", "words"),
-    [
-        (OLD.replace('"kg"', '"lb"'), 'x-unit changed from "kg" to "lb"'),
-        (OLD.replace(',"x-unit":"kg"', ""), 'x-unit "kg" removed'),
-    ],
-)
-def test_a_change_to_x_unit_is_refused_once_installed(rules, new, words):
-    found = check_texts(OLD, new, rules)
-    assert [str(p) for p in found] == [f"at /properties/weight: {words}"]
-
-
-def test_adding_x_unit_is_a_change(rules):
-    old = '{"properties":{"weight":{"type":"number"}}}'
-    [problem] = check_texts(old, OLD, rules)
-    assert problem.message == 'x-unit "kg" added'
-
-
-def test_x_unit_kept_lets_other_changes_through(rules):
-    new = OLD.replace('"number"', '["number","null"]')
-    assert check_texts(OLD, new, rules) == []
+def test_its_rule_runs_in_a_check_once_installed(rules):
+    [problem] = check_texts(OLD, OLD.replace('"kg"', '"lb"'), rules)
+    assert (problem.kind, problem.keyword) == ("unit_changed", "x-unit")
 
 
 def test_without_the_plugin_x_unit_is_an_annotation():

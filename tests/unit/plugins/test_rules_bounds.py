@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 import narad_rules_bounds
-from narad.schema.compatibility import Change
+from narad.compatibility import Change
 from tests.compatcheck import check_texts
 
 D04 = '"$schema":"http://json-schema.org/draft-04/schema#",'
@@ -31,7 +31,7 @@ def test_claims_its_keywords():
 )
 def test_changes_are_named(old, new, change):
     [problem] = check_texts(old, new)
-    assert problem.change is change
+    assert problem.kind is change
 
 
 def test_numbers_compare_exactly():

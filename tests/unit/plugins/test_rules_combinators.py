@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import narad_rules_combinators
-from narad.schema.compatibility import Change
+from narad.compatibility import Change
 from tests.compatcheck import check_texts
 
 
@@ -29,7 +29,7 @@ def test_any_of_added_with_a_branch_accepting_everything():
 
 def test_all_of_branch_names_the_change():
     [problem] = check_texts('{"allOf":[{}]}', '{"allOf":[{},{"minimum":1}]}')
-    assert problem.change is Change.product_type_extended
+    assert problem.kind is Change.product_type_extended
 
 
 def test_identical_follows_ref_for_one_of():

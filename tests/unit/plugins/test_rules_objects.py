@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import narad_rules_objects
-from narad.schema.compatibility import Change
+from narad.compatibility import Change
 from tests.compatcheck import check_texts
 
 
@@ -35,7 +35,7 @@ def test_patterns_are_re2_searches():
 
 def test_removed_property_is_named():
     [problem] = check_texts('{"properties":{"a":{}}}', '{"properties":{}}')
-    assert problem.change is Change.property_removed
+    assert problem.kind is Change.property_removed
 
 
 def test_required_names_each_added_name_once():
@@ -44,3 +44,19 @@ def test_required_names_each_added_name_once():
         'required property "a" added',
         'required property "b" added',
     ]
+
+
+def test_a_new_property_named_with_a_lone_surrogate_is_judged_not_crashed():
+    from narad.testing.compatibility import check_compatibility
+
+    old = '{"patternProperties": {"^a": {"type": "string"}}}'
+    new = (
+        '{"patternProperties": {"^a": {"type": "string"}},'
+        ' "properties": {"\\ud800": {"type": "integer"}}}'
+    )
+    assert check_compatibility(old, new) == []
+    narrowing = (
+        '{"patternProperties": {"^a": {"type": "string"}},'
+        ' "properties": {"a\\ud800": {"type": "integer"}}}'
+    )
+    assert check_compatibility(old, narrowing)

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import narad_rules_refs
-from narad.schema.compatibility import Change
-from narad.schema.compatibility import changes_freely
+from narad.compatibility import Change
+from narad.compatibility import changes_freely
 from tests.compatcheck import check_texts
 
 D2019 = '"$schema":"https://json-schema.org/draft/2019-09/schema",'
@@ -25,7 +25,7 @@ def test_schema_change_is_named():
     [problem] = check_texts(
         old, '{"$schema":"http://json-schema.org/draft-06/schema#"}'
     )
-    assert (problem.change, problem.keyword) == (Change.dialect_changed, "$schema")
+    assert (problem.kind, problem.keyword) == (Change.dialect_changed, "$schema")
 
 
 def test_root_ref_beside_schema_still_compares_the_dialect():

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import narad_rules_strings
-from narad.schema.compatibility import Change
+from narad.compatibility import Change
 from tests.compatcheck import check_texts
 
 
@@ -14,6 +14,6 @@ def test_claims_its_keywords():
 
 def test_pattern_changed_and_format_added_are_named():
     [problem] = check_texts('{"pattern":"a"}', '{"pattern":"b"}')
-    assert problem.change is Change.pattern_changed
+    assert problem.kind is Change.pattern_changed
     [problem] = check_texts("{}", '{"format":"email"}')
-    assert problem.change is Change.format_added
+    assert problem.kind is Change.format_added

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import narad_rules_types
-from narad.schema.compatibility import Change
+from narad.compatibility import Change
 from tests.compatcheck import check_texts
 
 
@@ -19,7 +19,7 @@ def test_type_reports_each_type_dropped():
         'type "null" no longer allowed',
         'type "string" no longer allowed',
     ]
-    assert {p.change for p in found} == {Change.type_narrowed}
+    assert {p.kind for p in found} == {Change.type_narrowed}
 
 
 def test_type_added_that_allows_everything_is_no_narrowing():
@@ -30,7 +30,7 @@ def test_type_added_that_allows_everything_is_no_narrowing():
 def test_enum_compares_values_as_json_values():
     assert check_texts('{"enum":[{"a":1,"b":2}]}', '{"enum":[{"b":2,"a":1.0}]}') == []
     [problem] = check_texts('{"enum":[true]}', '{"enum":[1]}')
-    assert problem.change is Change.enum_array_narrowed
+    assert problem.kind is Change.enum_array_narrowed
 
 
 def test_const_null_is_a_value():

@@ -2,15 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from narad.schema.compatibility import ABSENT
+from narad.compatibility import ABSENT
+from narad.compatibility import Change
+from narad.compatibility import Violation
+from narad.compatibility import changes_freely
+from narad.compatibility import extension
+from narad.compatibility import json_equal
+from narad.compatibility import show
 from narad.schema.compatibility import MAX_DEPTH
-from narad.schema.compatibility import Change
-from narad.schema.compatibility import Incompatibility
 from narad.schema.compatibility import annotations_only_change
-from narad.schema.compatibility import changes_freely
-from narad.schema.compatibility import extension
-from narad.schema.compatibility import same_json_value
-from narad.schema.compatibility import show
 from tests.cases.compatibility import CASES
 from tests.compatcheck import DEFAULT
 from tests.compatcheck import RULES
@@ -43,8 +43,8 @@ def test_message_names_keyword_and_location():
         '{"properties":{"qty":{"type":"string"}}}',
     )
     assert problem.keyword == "type"
-    assert problem.location == "/properties/qty"
-    assert problem.change is Change.type_narrowed
+    assert problem.pointer == "/properties/qty"
+    assert problem.kind is Change.type_narrowed
     assert str(problem) == 'at /properties/qty: type "integer" no longer allowed'
 
 
@@ -58,7 +58,7 @@ def test_pointer_tokens_are_escaped():
         '{"properties":{"a/b~c":{"type":"integer"}}}',
         '{"properties":{"a/b~c":{"type":"string"}}}',
     )
-    assert problem.location == "/properties/a~1b~0c"
+    assert problem.pointer == "/properties/a~1b~0c"
 
 
 def test_every_problem_is_reported_once():
@@ -78,8 +78,8 @@ def test_every_problem_is_reported_once():
         ('{"a":[1,2]}', '{"a":[2,1]}', False),
     ],
 )
-def test_same_json_value(old, new, expected):
-    assert same_json_value(parse(old), parse(new)) is expected
+def test_json_equal(old, new, expected):
+    assert json_equal(parse(old), parse(new)) is expected
 
 
 @pytest.mark.parametrize(
@@ -124,7 +124,7 @@ def test_rules_see_absent_keywords_and_the_context():
     seen = []
 
     def spy(old, new, ctx):
-        seen.append((old, new, ctx.keyword, ctx.location, dict(ctx.new)))
+        seen.append((old, new, ctx.keyword, ctx.pointer, dict(ctx.new)))
         return ()
 
     rules = {**RULES, "minimum": spy}
@@ -136,7 +136,7 @@ def test_extension_rules_apply_whatever_the_draft():
     @extension
     def fixed(old, new, ctx):
         if old != new:
-            yield Incompatibility(Change.keyword_changed, "x-k changed")
+            yield Violation(Change.keyword_changed, "x-k changed")
 
     rules = {**RULES, "x-k": fixed}
     assert check_texts('{"x-k":1}', '{"x-k":2}', rules)[0].message == "x-k changed"
@@ -149,13 +149,19 @@ def test_a_keyword_that_changes_freely_sits_beside_ref():
     assert check_texts(old, '{"items":{"type":"number"}}', rules) == []
 
 
-def test_ref_with_constraining_siblings_compares_targets():
+def test_ref_with_constraining_siblings_may_only_stay_identical():
     old = '{"$defs":{"a":{"type":"integer"}},"$ref":"#/$defs/a","minimum":1}'
-    assert check_texts(old, old.replace('"integer"', '"number"')) == []
-    [problem] = check_texts(old, old.replace('"integer"', '"string"'))
-    assert problem.location == "/$defs/a"
+    # Even a widening target is refused: the subschema is outside what the
+    # check reasons about. One violation names it, at the subschema.
+    [problem] = check_texts(old, old.replace('"integer"', '"number"'))
+    assert (problem.kind, problem.keyword, problem.pointer) == (
+        Change.ref_changed,
+        "$ref",
+        "",
+    )
     [problem] = check_texts('{"minimum":1}', old)
     assert problem.message == '$ref "#/$defs/a" added'
+    assert check_texts(old, old.replace('"minimum"', '"title":"t","minimum"')) == []
 
 
 def test_ref_siblings_are_ignored_up_to_draft_07():
@@ -212,7 +218,7 @@ def test_deep_changed_ref_chains_are_refused_not_crashed():
     )
     old = f'{{"$defs":{{{defs},"d{n}":{{"type":"integer"}}}},"$ref":"#/$defs/d0"}}'
     found = check_texts(old, old.replace('"integer"', '"string"'))
-    assert [p.change for p in found] == [Change.too_deep]
+    assert [p.kind for p in found] == [Change.too_deep]
     assert check_texts(old, old.replace('"integer"', '"number"'))
 
 
@@ -229,3 +235,64 @@ def test_unchanged_deep_chain_with_an_annotation_change_is_fine():
 def test_show_keeps_numbers_as_written_and_cuts_long_values():
     assert show(parse("[1e1,10,1.50]")) == "[1E+1,10,1.50]"
     assert show("x" * 100) == '"' + "x" * 56 + "..."
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [case[1:3] for case in CASES if not case[3]],
+    ids=[case[0] for case in CASES if not case[3]],
+)
+def test_stopping_at_the_first_gives_the_first_of_the_full_report(old, new):
+    assert check_texts(old, new, first=True) == check_texts(old, new)[:1]
+
+
+def test_a_rule_reports_violations_as_data_and_may_name_its_own_kinds():
+    @extension
+    def own(old, new, ctx):
+        yield Violation("unit_changed", "x-k changed")
+        yield Violation("moved", "x-k moved", keyword="x-other", pointer="/elsewhere")
+
+    rules = {**RULES, "x-k": own}
+    found = check_texts('{"items":{"x-k":1}}', '{"items":{"x-k":2}}', rules)
+    assert found == [
+        Violation("unit_changed", "x-k changed", "x-k", "/items"),
+        Violation("moved", "x-k moved", "x-other", "/elsewhere"),
+    ]
+
+
+def test_rules_see_what_else_applies_to_the_value():
+    seen = []
+
+    def spy(old, new, ctx):
+        seen.append((ctx.pointer, [show(s) for s in ctx.old_applying]))
+        return ()
+
+    rules = {**RULES, "maxLength": spy}
+    old = '{"allOf":[{"items":{"maxLength":1}}],"items":{"maxLength":1,"title":"x"}}'
+    check_texts(old, old.replace('{"maxLength":1}', '{"maxLength":2}'), rules)
+    # The branch's items, and the root's that reach the same elements.
+    assert seen == [
+        ("/allOf/0/items", ['{"maxLength":1}', '{"maxLength":1,"title":"x"}'])
+    ]
+
+
+def test_a_refused_candidate_forgets_what_leant_on_it():
+    # Issue 19, point 5, minimised: a success remembered while an outer pair
+    # was open, and reused from the memo, must not outlive that pair's failure.
+    old = (
+        '{"anyOf":[{"$ref":"#/$defs/a"},{}],"properties":{"k":{"$ref":"#/$defs/c"}},'
+        '"$defs":{"a":{"items":{"$ref":"#/$defs/b"},"properties":{"z":'
+        '{"$ref":"#/$defs/c"}},"maxLength":5},"b":{"items":{"$ref":"#/$defs/a"}},'
+        '"c":{"items":{"$ref":"#/$defs/b"}}}}'
+    )
+    found = check_texts(old, old.replace('"maxLength":5', '"maxLength":3'))
+    assert [str(p) for p in found] == ["at /$defs/a: maxLength lowered from 5 to 3"]
+
+
+def test_a_dynamic_scope_walk_happens_only_where_the_scope_decides():
+    # One declaration of the anchor: the target is static, no second walk.
+    old = (
+        '{"$defs":{"t":{"$dynamicAnchor":"t","type":"string"}},'
+        '"properties":{"a":{"$dynamicRef":"#t"},"b":{"type":"string"}}}'
+    )
+    assert check_texts(old, old.replace('"b":{"type":"string"}', '"b":{}')) == []
