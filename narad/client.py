@@ -442,7 +442,8 @@ class Client:
             if not token:
                 return
 
-    def user(self, name: str) -> dict[str, Any]:
+    def get_user(self, name: str) -> dict[str, Any]:
+        """A user's record: ``{"username", "grants", "created_at_ms"}``."""
         return self._json("GET", _path("v1", "users", name))
 
     def create_user(

@@ -4,7 +4,8 @@ Under gunicorn every worker is a process, so the CLI sets
 ``PROMETHEUS_MULTIPROC_DIR`` before this module is imported and ``/metrics``
 aggregates the workers' files. Gauges state how they combine across workers.
 
-Counted on every request (HTTP requests, storage scripts, validations), a
+Counted on every request (HTTP requests, storage scripts, validations,
+failed credentials), a
 metric goes through :data:`TALLY`: counted in the worker's memory (a dict
 update) and written to the shared files at most every :data:`FLUSH_S`
 seconds, since one write to a multiprocess file costs microseconds. Values
@@ -142,6 +143,14 @@ HTTP_REQUEST_SECONDS = Histogram(
         60,
     ),
 )
+# Counted through TALLY too: a flood of bad credentials is the hot path then.
+AUTH_FAILURES = Counter(
+    "narad_auth_failures",
+    "Requests refused for their credentials: missing, malformed, wrong (user "
+    "or password), or rate_limited (429 after too many failures).",
+    ["reason"],
+)
+AUTH_FAILURE_REASONS = ("missing", "malformed", "wrong", "rate_limited")
 #: The label of requests no route matched.
 UNMATCHED = "unmatched"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -283,6 +292,8 @@ def start_worker(validation_slots: int) -> None:
         STORAGE_ERRORS.labels(kind)
     for reason in STORAGE_RETRY_REASONS:
         STORAGE_RETRIES.labels(reason)
+    for reason in AUTH_FAILURE_REASONS:
+        AUTH_FAILURES.labels(reason)
 
 
 def render(collectors: Iterable[Collector] = ()) -> tuple[bytes, str]:

@@ -131,7 +131,7 @@ def user_ls(session: Session, as_json: bool | None) -> None:
 @pass_session
 def user_info(session: Session, name: str, as_json: bool | None) -> None:
     """A user's grants."""
-    record = session.client.user(name)
+    record = session.client.get_user(name)
     if wants_json(as_json):
         print_json(record)
     else:

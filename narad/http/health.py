@@ -71,14 +71,13 @@ class RequestMetrics:
     """Middleware: counts every request by route template, method and
     status, and times it (``narad_http_*``, through :data:`metrics.TALLY`)
     unless ``count`` is false (``metrics.requests``); a request under ``/v1``
-    answered below 500 ends ``trouble``, a run of storage failures."""
+    answered below 500 ends ``trouble``, a run of storage failures. It runs
+    after :class:`narad.http.middleware.RequestLog`, which notes when the
+    request arrived."""
 
     def __init__(self, trouble: Episode, *, count: bool = True) -> None:
         self.trouble = trouble
         self.count = count
-
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        req.context.started = time.perf_counter()
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource, req_succeeded

@@ -12,6 +12,8 @@ from narad.http.body import ascii_digits
 from narad.http.topics import check_name
 from narad.quoting import quote
 from narad.schema.service import SchemaService
+from narad.security.access import authorize
+from narad.security.grants import Action
 
 
 class SchemaHistory:
@@ -20,7 +22,8 @@ class SchemaHistory:
         self.schemas = schemas
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        meta = self.topics.refresh(check_name(name))
+        authorize(req, Action.READ, check_name(name))
+        meta = self.topics.refresh(name)
         sizes = self.schemas.sizes(meta.name)
         resp.text = dumps(
             {
@@ -36,7 +39,8 @@ class SchemaHistory:
     def on_get_version(
         self, req: falcon.Request, resp: falcon.Response, name: str, version: str
     ) -> None:
-        meta = self.topics.refresh(check_name(name))
+        authorize(req, Action.READ, check_name(name))
+        meta = self.topics.refresh(name)
         if version == "latest":
             if not meta.schema_version:
                 raise NotFound(f"topic {meta.name} has no schema")

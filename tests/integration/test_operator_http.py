@@ -20,6 +20,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.httpclient import ADMIN
 from tests.nodes import ROOT
 from tests.nodes import free_port
 
@@ -42,15 +43,24 @@ def narad(node, tmp_path):
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
         "NARAD_URL": node.base,
+        "NARAD_USER": ADMIN[0],
+        "NARAD_PASSWORD": ADMIN[1],
         "NARAD_CLI_CONFIG": str(tmp_path / "contexts.json"),
     }
 
-    def run(*args: str, stdin: bytes | None = None, timeout: float = 120):
+    def run(
+        *args: str,
+        stdin: bytes | None = None,
+        timeout: float = 120,
+        **overrides: str | None,
+    ):
+        """``overrides``: environment variables to set, or drop (None)."""
+        here = {**env, **overrides}
         ran = subprocess.run(
             [sys.executable, "-m", "narad.cli", *args],
             input=stdin,
             capture_output=True,
-            env=env,
+            env={k: v for k, v in here.items() if v is not None},
             timeout=timeout,
         )
         return ran.returncode, ran.stdout.decode(), ran.stderr.decode()
@@ -122,6 +132,104 @@ def test_exit_statuses_scripts_rely_on(narad, topic):
     code, _, err = narad("produce", topic, "--partition", "9", "x")
     assert code == 1
     assert err.startswith("narad: ") and "partition" in err
+
+
+def test_schema_check_is_the_dry_run(narad, topic):
+    v1 = '{"type": "object", "properties": {"n": {"type": "integer"}}}'
+    assert narad("topic", "create", topic, "--schema", v1)[0] == 0
+    wider = (
+        '{"type": "object", "properties": {"n": {"type": "integer"}, '
+        '"note": {"type": "string"}}}'
+    )
+    code, out, err = narad("schema", "check", topic, wider)
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["compatible"], report["mode"]) == (True, "BACKWARD")
+    narrower = '{"type": "object", "properties": {"n": {"type": "string"}}}'
+    code, out, err = narad("schema", "check", topic, narrower)
+    assert code == 1
+    report = json.loads(out)
+    assert not report["compatible"]
+    assert [v["pointer"] for v in report["violations"]] == ["/properties/n/type"]
+    assert err.startswith("narad: not compatible: 1 violation")
+    # Under another mode, asked for: NONE accepts any registrable schema.
+    code, out, _ = narad("schema", "check", topic, narrower, "--mode", "none")
+    assert (code, json.loads(out)["mode"]) == (0, "NONE")
+    # Nothing was stored by any of it.
+    code, out, _ = narad("schema", "ls", topic)
+    assert json.loads(out)["current_version"] == 1
+    code, _, err = narad("schema", "check", topic, "{", "--against", "1")
+    assert code == 2 and "JSON" in err
+
+
+def test_user_commands_drive_the_users_api(narad, topic):
+    name = f"cli-{topic}"[:64]
+    password = "correct horse battery staple"
+    code, out, err = narad(
+        "user",
+        "create",
+        name,
+        "--grant",
+        f"produce:{topic}",
+        "--grant",
+        f"consume:{topic},other.*",
+        "--password-stdin",
+        stdin=f"{password}\n".encode(),
+    )
+    assert code == 0, err
+    created = json.loads(out)
+    assert created["username"] == name
+    assert {g["action"]: g["patterns"] for g in created["grants"]} == {
+        "produce": [topic],
+        "consume": [topic, "other.*"],
+    }
+    code, out, _ = narad("user", "ls")
+    assert name in [u["username"] for u in json.loads(out)]
+    assert narad("topic", "create", topic)[0] == 0
+
+    # As the new user, from a context holding its credentials.
+    as_user = {"NARAD_USER": None, "NARAD_PASSWORD": None}
+    code, _, err = narad(
+        "context",
+        "add",
+        "mine",
+        "--url",
+        narad.env["NARAD_URL"],
+        "--user",
+        name,
+        "--password-stdin",
+        stdin=f"{password}\n".encode(),
+        **as_user,
+    )
+    assert code == 0, err
+    assert narad("produce", topic, "hello", **as_user)[0] == 0
+    code, out, err = narad("user", "info", name, **as_user)
+    assert code == 0, err
+    assert json.loads(out)["username"] == name
+    code, _, err = narad("topic", "rm", topic, "--yes", **as_user)
+    assert code == 1
+    assert err.startswith(f"narad: user {name} may not delete topic {topic}")
+    code, _, err = narad("user", "ls", **as_user)
+    assert code == 1
+    # A wrong password: refused (401), the node's message printed.
+    code, _, err = narad("topic", "ls", NARAD_PASSWORD="wrong-password")
+    assert code == 1 and "credentials" in err
+
+    # Its own password change (current one from the context), then an admin's
+    # grant change and deletion.
+    code, _, err = narad(
+        "user", "passwd", "--password-stdin", stdin=b"a new long password\n", **as_user
+    )
+    assert code == 0, err
+    assert narad("topic", "info", topic, **as_user)[0] == 1  # the old one is gone
+    code, _, _ = narad(
+        "topic", "info", topic, NARAD_USER=name, NARAD_PASSWORD="a new long password"
+    )
+    assert code == 0
+    code, out, _ = narad("user", "grants", name, "--grant", f"admin:{topic}")
+    assert [g["action"] for g in json.loads(out)["grants"]] == ["admin"]
+    assert narad("user", "rm", name, "--yes")[0] == 0
+    assert narad("user", "info", name)[0] == 1
 
 
 # -- metrics -------------------------------------------------------------------
@@ -271,6 +379,9 @@ def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
         "NARAD_STORAGE_DATA_DIR": str(tmp_path / "data"),
         "NARAD_VALIDATION_CAPACITY_DIR": str(tmp_path / "capacity"),
         "NARAD_LOG_FORMAT": "json",
+        "NARAD_SERVER_ACCESS_LOG": "json",
+        "NARAD_ADMIN_PASSWORD": ADMIN[1],
+        "NARAD_SECURITY_SCRYPT_LOG2_N": "10",
         "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
     }
     log = tmp_path / "node.log"
@@ -293,7 +404,9 @@ def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
         assert notice.startswith("READY=1\n"), notice
         # Ready means serving: the first request after the notice is answered.
         conn = socket.create_connection(("127.0.0.1", port), timeout=10)
-        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        conn.sendall(
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-ID: probe-1\r\n\r\n"
+        )
         assert conn.recv(100).startswith(b"HTTP/1.1 200")
         conn.close()
         process.send_signal(signal.SIGTERM)
@@ -309,3 +422,6 @@ def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
     loggers = {r["logger"] for r in records}
     assert {"gunicorn.error", "narad.guard"} <= loggers
     assert any("Shutting down" in r["message"] for r in records)
+    # The access log's line of the probe, JSON like the rest.
+    (probe,) = [r for r in records if r.get("request_id") == "probe-1"]
+    assert (probe["route"], probe["status"]) == ("/healthz", 200)
