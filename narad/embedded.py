@@ -165,6 +165,12 @@ def _read_pid(fd: int) -> int:
     return int(text) if text.isdigit() else 0
 
 
+def _quoted(path: Path) -> str:
+    """``path`` as one argument of a Valkey configuration line, whatever it
+    holds (a space would otherwise split it)."""
+    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 class EmbeddedValkey:
     """Start, wait for, and stop one private Valkey server.
 
@@ -194,9 +200,9 @@ class EmbeddedValkey:
     def config_lines(self) -> list[str]:
         return [
             "port 0",  # no TCP listener
-            f"unixsocket {self.socket_path}",
+            f"unixsocket {_quoted(self.socket_path)}",
             "unixsocketperm 700",
-            f"dir {self.data_dir}",
+            f"dir {_quoted(self.data_dir)}",
             "appendonly yes",
             "appendfsync always",
             'save ""',
