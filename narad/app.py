@@ -48,6 +48,7 @@ from narad.http.health import WriteGuard
 from narad.http.messages import Ack
 from narad.http.messages import Consume
 from narad.http.messages import Produce
+from narad.http.schemas import SchemaCheck
 from narad.http.schemas import SchemaHistory
 from narad.http.topics import TopicCollection
 from narad.http.topics import TopicItem
@@ -180,6 +181,9 @@ def create_app(
     app.add_route("/v1/topics/{name}/children/{child}", Child(children))
     history = SchemaHistory(topics, schemas)
     app.add_route("/v1/topics/{name}/schemas", history)
+    app.add_route(
+        "/v1/topics/{name}/schemas/compatibility", SchemaCheck(topics, schemas)
+    )
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))

@@ -1,6 +1,9 @@
-"""``/v1/topics/{name}/schemas``: a topic's schema history, read-only."""
+"""``/v1/topics/{name}/schemas``: a topic's schema history, read-only, and
+the dry-run compatibility check of a proposed schema."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import falcon
 
@@ -9,9 +12,19 @@ from narad.errors import InvalidArgument
 from narad.errors import NotFound
 from narad.http import dumps
 from narad.http.body import ascii_digits
+from narad.http.body import integer
+from narad.http.body import read_object
+from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
+from narad.http.topics import mode
 from narad.quoting import quote
+from narad.schema import jsontext
+from narad.schema.modes import Finding
+from narad.schema.service import Against
 from narad.schema.service import SchemaService
+
+CHECK_FIELDS = ("schema", "against", "mode")
+MAX_VERSION = 10**9
 
 
 class SchemaHistory:
@@ -53,3 +66,64 @@ class SchemaHistory:
         resp.data = stored.document
 
     on_head_version = on_get_version
+
+
+class SchemaCheck:
+    """``POST .../schemas/compatibility``: would this schema change pass?
+
+    The body is ``{"schema": ..., "against": "latest" | "all" | <version>,
+    "mode": <mode>}`` (only ``schema`` required). The answer reports every
+    violation (within the report's bounds), in the topic's mode unless the
+    body names one; nothing is stored.
+    """
+
+    def __init__(self, topics: TopicService, schemas: SchemaService) -> None:
+        self.topics = topics
+        self.schemas = schemas
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        check_name(name)
+        body, raw = read_object(req)
+        refuse_unknown(body, CHECK_FIELDS)
+        if "schema" not in body:
+            raise InvalidArgument("schema is required: the schema to check")
+        against = _against(body["against"]) if "against" in body else None
+        checked_mode = mode(body["mode"], "mode") if "mode" in body else None
+        meta = self.topics.refresh(name)
+        result = self.schemas.dry_run(
+            meta, jsontext.raw_members(raw)["schema"], against, checked_mode
+        )
+        report = result.report
+        resp.text = dumps(
+            {
+                "topic": meta.name,
+                "compatible": report.compatible,
+                "mode": result.mode.value,
+                "no_change": result.no_change,
+                "checked_versions": list(report.checked),
+                "violations": [_violation(f) for f in report.findings],
+                "truncated": report.truncated,
+            }
+        )
+
+
+def _against(value: Any) -> Against:
+    if value in ("latest", "all"):
+        return value
+    if isinstance(value, str):
+        raise InvalidArgument(
+            f'against must be "latest", "all" or a version number, got {quote(value)}'
+        )
+    return integer(value, "against", high=MAX_VERSION)
+
+
+def _violation(finding: Finding) -> dict[str, Any]:
+    violation = finding.violation
+    return {
+        "pointer": violation.pointer,
+        "keyword": violation.keyword,
+        "message": violation.message,
+        "kind": str(violation.kind),
+        "against_version": finding.version,
+        "direction": finding.direction.value,
+    }
