@@ -26,7 +26,11 @@ old one's validators.
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
 loop); validating a small payload against a schema that is not high-cost
-stays inline, where it takes microseconds and no thread hand-off.
+stays inline, where it takes microseconds and no thread hand-off. A check
+that compares more than :data:`LARGE_CHECK` bytes of documents (a transitive
+mode over a long history, say) also takes a slot of the node's validation
+capacity, as a costly validation does: its cost grows with the history, and
+a dry run is open to any reader of the topic.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ TOPIC_BUDGET = 4 * MIB
 CLUSTER_BUDGET = 256 * MIB
 MAX_VERSIONS = 1000
 LARGE_PAYLOAD = 16 * 1024
+LARGE_CHECK = MIB
 CACHED_VALIDATORS = 1024
 CHANGE_ATTEMPTS = 8
 
@@ -224,8 +229,8 @@ class SchemaService:
         """False when ``new`` registers nothing over the current version;
         True when ``mode`` lets it be the next one; else the refusal."""
         latest, against = self._versions(meta, mode.transitive, mode is Mode.NONE)
-        no_change, report = offload.run(
-            self._judge, latest, against, new, mode, first=True, shortcut=True
+        no_change, report = self._bounded_judge(
+            latest, against, new, mode, first=True, shortcut=True
         )
         if no_change:
             return False
@@ -247,6 +252,26 @@ class SchemaService:
         if not against or against[0].version != current:
             raise SchemaVersionNotFound(meta.name, current)
         return against[0], against
+
+    def _bounded_judge(
+        self,
+        latest: SchemaVersion,
+        against: list[SchemaVersion],
+        new: RegisteredSchema,
+        mode: Mode,
+        *,
+        first: bool,
+        shortcut: bool,
+    ) -> tuple[bool, Report]:
+        """:meth:`_judge` off the event loop, under a capacity slot when it
+        compares more than :data:`LARGE_CHECK` bytes."""
+        size = len(new.compact)
+        weight = len(mode.directions) * sum(len(v.document) + size for v in against)
+        args = (latest, against, new, mode)
+        if weight <= LARGE_CHECK:
+            return offload.run(self._judge, *args, first=first, shortcut=shortcut)
+        with self.capacity.slot():
+            return offload.run(self._judge, *args, first=first, shortcut=shortcut)
 
     def _judge(
         self,
@@ -318,14 +343,8 @@ class SchemaService:
         latest, versions = self._versions(meta, every)
         if isinstance(against, int) and against != current:
             versions = [self.stored(meta.name, against)]
-        no_change, report = offload.run(
-            self._judge,
-            latest,
-            versions,
-            new,
-            mode,
-            first=False,
-            shortcut=against is None,
+        no_change, report = self._bounded_judge(
+            latest, versions, new, mode, first=False, shortcut=against is None
         )
         return DryRun(mode, no_change, report)
 

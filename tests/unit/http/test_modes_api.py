@@ -4,8 +4,12 @@ parent."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from narad import testing
+from narad.schema.capacity import ValidationCapacity
 from narad.schema.modes import MAX_REPORTED
 
 INT = {"properties": {"qty": {"type": "integer"}}}
@@ -366,3 +370,37 @@ def test_a_parents_schema_change_is_checked_in_its_mode_and_reaches_children(cli
     assert resp.status_code == 200
     child = record(client, "c")
     assert (child["schema_version"], child["compatibility"]) == (3, "BACKWARD")
+
+
+# -- cost ---------------------------------------------------------------------
+
+
+def test_a_large_check_takes_a_slot_of_the_validation_capacity(tmp_path):
+    config = testing.make_config(
+        tmp_path, validation__capacity_slots=1, validation__capacity_wait_ms=50
+    )
+    client = testing.client(config)
+    # Three versions of ~100 KiB, FULL_TRANSITIVE: well over LARGE_CHECK.
+    wide = {
+        "properties": {f"p{i}": {"type": "integer", "maximum": i} for i in range(4000)}
+    }
+    assert 64 * 1024 < len(json.dumps(wide)) < 256 * 1024
+    make(client, "big", schema=wide, compatibility="NONE")
+    for n in (1, 2):
+        wide["properties"]["p0"]["maximum"] = n
+        assert patch(client, "big", schema=wide).status_code == 200
+    patch(client, "big", compatibility="FULL_TRANSITIVE")
+    make(client, "small", schema=INT)
+    capacity = ValidationCapacity(tmp_path / "capacity", slots=1)
+    with capacity.slot():
+        busy = dry_run(client, "big", schema=wide)
+        assert busy.status_code == 503
+        assert busy.json["error"] == "schema: validation capacity busy, retry"
+        wide["properties"]["p0"]["maximum"] = 7
+        assert patch(client, "big", schema=wide).status_code == 503
+        # A small check needs no slot.
+        assert dry_run(client, "small", schema=WIDE).status_code == 200
+    assert record(client, "big")["schema_version"] == 3
+    wide["properties"]["p0"]["maximum"] = 2
+    found = dry_run(client, "big", schema=wide, against="all").json
+    assert (found["checked_versions"], found["no_change"]) == ([3, 2, 1], True)
