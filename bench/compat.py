@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from narad.plugins import Plugins
@@ -184,7 +185,7 @@ def dry_runs() -> None:
             assert created.status_code == 201, created.text
             body = '{"schema":' + new_text + "}"
             path = f"/v1/topics/{name}/schemas/compatibility"
-            ms, resp = _best(lambda: http.simulate_post(path, body=body))
+            ms, resp = _best(partial(http.simulate_post, path, body=body))
             report = resp.json
             cut = ", cut" if report["truncated"] else ""
             found = f"{len(report['violations'])} reported{cut}"
@@ -192,9 +193,8 @@ def dry_runs() -> None:
             print(f"{label:<58} {len(body) / 1024:>10.0f} KiB {ms:9.2f} ms  {found}")
         if what.endswith("narrowed"):
             # The baseline: the same change as a PATCH, refused at the first.
-            ms, resp = _best(
-                lambda: http.simulate_patch(f"/v1/topics/t{n}-BACKWARD", body=body)
-            )
+            patch = partial(http.simulate_patch, f"/v1/topics/t{n}-BACKWARD", body=body)
+            ms, resp = _best(patch)
             assert resp.status_code == 400
             label = f"PATCH BACKWARD, 256 KiB pair, {what} (refused)"
             print(f"{label:<58} {len(body) / 1024:>10.0f} KiB {ms:9.2f} ms")
@@ -252,7 +252,7 @@ def transitive(count: int, size: int) -> None:
         (Mode.FULL_TRANSITIVE, False),
         (Mode.FULL_TRANSITIVE, True),
     ]:
-        ms, report = _best(lambda: run(mode, parse_each, parsed), runs=3)
+        ms, report = _best(partial(run, mode, parse_each, parsed), runs=3)
         assert report.compatible and len(report.checked) in (1, count)
         parsing = " (parsing each)" if parse_each else ""
         label = f"{mode.value} over {count} versions of {size // 1024} KiB{parsing}"

@@ -8,8 +8,8 @@ import pytest
 
 from narad import errors
 from narad.app import STATUS
-from narad.compatibility import Violation
 from narad.app import status_of
+from narad.compatibility import Violation
 from narad.errors import ClusterBudgetExceeded
 from narad.errors import IncompatibleSchema
 from narad.errors import InvalidPayload
@@ -52,8 +52,7 @@ def test_budget_errors_carry_their_figures():
 
 def test_incompatible_schema_keeps_every_violation_and_names_the_first_eight():
     findings = [
-        Finding(Violation("k", f"change {i}"), 3, Direction.BACKWARD)
-        for i in range(10)
+        Finding(Violation("k", f"change {i}"), 3, Direction.BACKWARD) for i in range(10)
     ]
     error = IncompatibleSchema(findings)
     assert len(error.findings) == 10
