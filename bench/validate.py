@@ -159,6 +159,33 @@ def adversarial() -> None:
     for name, schema, payload in cases:
         elapsed, peak, verdict = _measure(schema, payload)
         print(f"  {name:40s} {elapsed * 1e3:9.1f} ms {peak:8.1f} MiB  {verdict}")
+    slowest = max(
+        (_time_checker(name, value), name) for name in FORMATS for value in HOSTILE
+    )
+    print(
+        f"  {'format checkers, 1 MiB hostile strings':40s} "
+        f"{slowest[0] * 1e3:9.1f} ms (slowest: {slowest[1]}, of "
+        f"{len(FORMATS)} formats x {len(HOSTILE)} strings)"
+    )
+
+
+# Strings that make naive format checkers backtrack or go quadratic.
+HOSTILE = [
+    "a" * (1 << 20),
+    "1" * (1 << 20),
+    "P" + "1" * (1 << 20),
+    "/" + "~" * (1 << 20),
+    "{" + "a," * (1 << 19),
+    "http://x/" + "%" * (1 << 20),
+    "a@" + "b." * (1 << 19),
+    "1998-12-31T23:59:60." + "1" * (1 << 20),
+]
+
+
+def _time_checker(name: str, value: str) -> float:
+    started = time.perf_counter()
+    FORMATS[name](value)
+    return time.perf_counter() - started
 
 
 MIB = 1 << 20

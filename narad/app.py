@@ -22,6 +22,7 @@ from narad.broker.notifications import Listener
 from narad.broker.records import TopicRecords
 from narad.broker.topics import TopicService
 from narad.broker.waiters import Waiters
+from narad.caches import Caches
 from narad.config import Config
 from narad.errors import Conflict
 from narad.errors import Forbidden
@@ -54,6 +55,7 @@ from narad.http.topics import TopicCollection
 from narad.http.topics import TopicItem
 from narad.plugins import Plugins
 from narad.plugins import load_plugins
+from narad.schema import patterns
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.service import SchemaService
 from narad.storage import IdempotencyLimits
@@ -114,6 +116,28 @@ def capacity_for(config: Config) -> ValidationCapacity:
     )
 
 
+def worker_caches(
+    config: Config,
+    records: TopicRecords,
+    schemas: SchemaService,
+    messages: MessageService,
+    waiters: Waiters,
+) -> Caches:
+    """Every cache of the worker, for the metrics; the shared pattern caches
+    take their bounds from ``config``."""
+    patterns.SEARCHES.resize(
+        max_entries=config.get("cache.patterns"),
+        max_bytes=config.get("cache.pattern_memory"),
+    )
+    return Caches(
+        records.cache,
+        schemas.validators,
+        messages.round_robin,
+        waiters,
+        *patterns.CACHES,
+    )
+
+
 class NaradApp(falcon.App):
     """The falcon app, plus the hook the worker calls when it starts to stop."""
 
@@ -136,9 +160,16 @@ def create_app(
     config = plugins.configure(config)
     storage = storage or connect_storage(config, plugins)
     listener = Listener(storage)
-    waiters = Waiters(listener)
-    records = TopicRecords(storage, listener)
-    schemas = SchemaService(plugins, storage, records, capacity_for(config))
+    waiters = Waiters(listener, max_topics=config.get("cache.topics"))
+    records = TopicRecords(storage, listener, max_entries=config.get("cache.topics"))
+    schemas = SchemaService(
+        plugins,
+        storage,
+        records,
+        capacity_for(config),
+        cached_validators=config.get("cache.validators"),
+        validator_memory=config.get("cache.validator_memory"),
+    )
     children = ChildrenService(storage, records, schemas)
     topics = TopicService(storage, records, schemas, children)
     messages = MessageService(
@@ -153,6 +184,8 @@ def create_app(
             max_bytes=config.get("broker.idempotency_max_bytes"),
         ),
     )
+    caches = worker_caches(config, records, schemas, messages, waiters)
+    listener.on_tick(caches.tick)
 
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
     app = NaradApp(
@@ -187,7 +220,7 @@ def create_app(
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))
-    app.add_route("/metrics", Metrics(guard))
+    app.add_route("/metrics", Metrics(guard, caches))
     return app
 
 

@@ -53,6 +53,8 @@ from typing import Literal
 
 from narad.schema.jsontext import json_equal
 from narad.schema.jsontext import json_key
+from narad.schema.patterns import PatternError
+from narad.schema.patterns import regex_search
 from narad.schema.resolver import escape
 
 if TYPE_CHECKING:
@@ -78,6 +80,7 @@ __all__ = (
     "is_extension",
     "json_equal",
     "json_key",
+    "pattern_matches",
     "show",
 )
 
@@ -505,6 +508,19 @@ def identical_or_removed(old: Any, new: Any, ctx: RuleContext) -> Iterable[Viola
         yield Violation(Change.keyword_added, f"{ctx.keyword} added")
     else:
         yield Violation(Change.keyword_changed, f"{ctx.keyword} changed")
+
+
+def pattern_matches(pattern: str, text: str) -> bool:
+    """Whether the RE2 ``pattern`` matches anywhere in ``text``, as the
+    validator runs it (shared compiled patterns; lone surrogates allowed).
+
+    A pattern that cannot run counts as matching, so a rule that asks "could
+    this name be governed by that pattern?" fails closed.
+    """
+    try:
+        return regex_search(pattern)(text)
+    except PatternError:
+        return True
 
 
 def show(value: Any, limit: int = 60) -> str:

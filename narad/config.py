@@ -113,6 +113,18 @@ def _memory_size(value: Any) -> int:
     return value
 
 
+def _cache_size(value: Any) -> int:
+    """Bytes: an integer, or a size with a unit (``64mb``); at least 1mb."""
+    written = value.strip() if isinstance(value, str) else ""
+    if match := _SIZE.fullmatch(written):
+        value = int(match[1]) * _UNITS[match[2].lower()]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected bytes or a size such as 64mb; got {value!r}")
+    if value < MIN_MEMORY:
+        raise ValueError(f"must be at least 1mb, got {value}")
+    return value
+
+
 def physical_memory() -> int:
     """The machine's memory in bytes, or its cgroup's limit when that is lower."""
     total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -284,6 +296,41 @@ SETTINGS: tuple[Setting, ...] = (
             "",
             text,
             "node-local directory of the slot lock files; empty = <data_dir>/capacity",
+        ),
+    ),
+    *_section(
+        "cache",
+        Setting(
+            "topics",
+            10_000,
+            integer(1, 10_000_000),
+            "topics a worker keeps records, round-robin counters and long-poll "
+            "state for (least recently used go first)",
+        ),
+        Setting(
+            "validators",
+            2048,
+            integer(1, 1_000_000),
+            "compiled validators a worker keeps (one per topic and schema "
+            "version produced to)",
+        ),
+        Setting(
+            "validator_memory",
+            64 * MIN_MEMORY,
+            _cache_size,
+            "estimated bytes of the validators a worker keeps, e.g. 64mb",
+        ),
+        Setting(
+            "patterns",
+            8192,
+            integer(1, 1_000_000),
+            "compiled RE2 patterns a worker keeps, shared by its validators",
+        ),
+        Setting(
+            "pattern_memory",
+            16 * MIN_MEMORY,
+            _cache_size,
+            "estimated bytes of the compiled patterns a worker keeps, e.g. 16mb",
         ),
     ),
     *_section(PLUGINS, Setting("disabled", (), names, "plugin names never to load")),

@@ -79,6 +79,27 @@ STORAGE_MEMORY_LIMIT = Gauge(
     multiprocess_mode="mostrecent",
 )
 
+# Each worker's caches (narad.caches), written by the worker every few
+# seconds while it listens to the storage, and on every scrape it serves: one
+# series per worker (``pid``), since the bounds are per worker.
+CACHE_ENTRIES = Gauge(
+    "narad_cache_entries",
+    "Entries a worker's cache holds (topic records, validators, patterns...).",
+    ["cache"],
+    multiprocess_mode="liveall",
+)
+CACHE_BYTES = Gauge(
+    "narad_cache_bytes",
+    "Estimated bytes a worker's cache holds (0 where only entries are bounded).",
+    ["cache"],
+    multiprocess_mode="liveall",
+)
+CACHE_EVICTIONS = Counter(
+    "narad_cache_evictions",
+    "Entries evicted to keep a cache within its bounds (not topics dropped).",
+    ["cache"],
+)
+
 
 def render() -> tuple[bytes, str]:
     """The exposition text for ``/metrics`` and its content type."""

@@ -40,6 +40,7 @@ from narad.broker.receipts import new_nonce
 from narad.broker.receipts import new_nonces
 from narad.broker.records import TopicRecords
 from narad.broker.waiters import Waiters
+from narad.caches import BoundedCache
 from narad.errors import AckedAheadFull
 from narad.errors import IdempotencyKeyReused
 from narad.errors import InvalidArgument
@@ -135,6 +136,14 @@ def _not_json(name: str) -> None:
 _DECODER = json.JSONDecoder(parse_constant=_not_json)  # stateless: shared
 
 
+def _topic_of(key: tuple[str, str]) -> str:
+    return key[0]
+
+
+def _same_epoch(key: tuple[str, str], meta: TopicMeta) -> bool:
+    return key[1] == meta.epoch
+
+
 class MessageService:
     def __init__(
         self,
@@ -155,7 +164,13 @@ class MessageService:
         # One counter per topic incarnation (name, epoch): topics produced
         # to in turn do not share ticks, so each spreads over all its
         # partitions, and a new topic starts at partition 0 in every worker.
-        self._round_robin: dict[tuple[str, str], Iterator[int]] = {}
+        # As many as the topic records, dropped with them.
+        self.round_robin: BoundedCache[tuple[str, str], Iterator[int]] = BoundedCache(
+            "round_robin",
+            max_entries=records.cache.max_entries,
+            topic_of=_topic_of,
+        )
+        records.attach(self.round_robin, _same_epoch, kept_on_change=True)
         self._consume_start = itertools.count()
 
     # -- produce -------------------------------------------------------------
@@ -274,11 +289,10 @@ class MessageService:
 
     def _ticks(self, meta: TopicMeta) -> Iterator[int]:
         key = (meta.name, meta.epoch)
-        ticks = self._round_robin.get(key)
+        ticks = self.round_robin.get(key)
         if ticks is None:
-            if len(self._round_robin) > 10_000:
-                self._round_robin.clear()
-            ticks = self._round_robin.setdefault(key, itertools.count())
+            ticks = itertools.count()
+            self.round_robin.put(key, ticks)
         return ticks
 
     # -- consume -------------------------------------------------------------
@@ -318,12 +332,12 @@ class MessageService:
                 seen = waiters.generation(topic) if wait_ms else 0
                 status, messages, expiry = self._look(meta, partition, count)
                 if status is Status.NO_TOPIC:
-                    waiters.forget_empty(key)
+                    waiters.forget_empty(key, topic)
                     meta = self.records.refresh(topic)
                     self._check_partition(meta, partition)
                     continue
                 if messages:
-                    waiters.forget_empty(key)
+                    waiters.forget_empty(key, topic)
                     MESSAGES_CONSUMED.inc(len(messages))
                     return [
                         Delivery(

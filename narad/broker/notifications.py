@@ -5,8 +5,11 @@ hands each event to the handlers registered for it: waiting consumers are
 woken by ``MESSAGES``, cached topic records dropped by ``TOPIC_CHANGED``.
 Handlers also learn when the stream goes live or is lost (``on_live``): while
 it is down an event may be missed, so they stop trusting what they hold.
+Tick handlers (``on_tick``) run after every event and every idle second:
+the caches' deferred drops and metrics ride on them.
 
-The thread starts on first use and survives any failure: it opens a new
+The thread starts on first use (the first topic record a worker caches, or
+the first long poll) and survives any failure: it opens a new
 stream after a pause, and logs the loss once and the recovery once, not
 every attempt.
 """
@@ -35,6 +38,7 @@ class Listener:
             list
         )
         self._live_handlers: list[Callable[[bool], None]] = []
+        self._tick_handlers: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -46,6 +50,11 @@ class Listener:
     def on_live(self, handler: Callable[[bool], None]) -> None:
         """Call ``handler(True)`` when the stream goes live, ``(False)`` when lost."""
         self._live_handlers.append(handler)
+
+    def on_tick(self, handler: Callable[[], None]) -> None:
+        """Call ``handler()`` after every event and every idle second; it must
+        be cheap (the cache metrics check whether they are due)."""
+        self._tick_handlers.append(handler)
 
     def start(self) -> None:
         """Start the thread once; a no-op for a backend without notifications."""
@@ -68,6 +77,8 @@ class Listener:
                 for note in self._storage.notifications():
                     if self._stopped:
                         return
+                    for tick in self._tick_handlers:
+                        tick()
                     if note is None:
                         continue
                     if note.event is Event.LISTENING:

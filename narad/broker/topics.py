@@ -166,7 +166,6 @@ class TopicService:
                 for linked in [meta.parent, *(c.name for c in meta.children)]:
                     self.records.drop(linked)
                 self.records.drop(name)
-                self.schemas.forget(name)
                 return
             # STALE_CHILDREN: a child came or went meanwhile.
         raise TopicKeptChanging(name)

@@ -17,6 +17,15 @@ note is a second old, the next consume looks again while the others keep
 waiting on it, so a change a notification could not carry is noticed within
 a second, at the cost of one look a second, however many consumers poll.
 
+What a worker keeps per topic (its generation, its condition while
+consumers wait on it, its empty notes) is bounded: topics nobody waits on go
+least recently used first beyond ``[cache] topics``, and a topic's state
+goes when ``TOPIC_CHANGED`` says it changed (deleted, recreated), waking its
+consumers. Generations are drawn from one counter and never reused, so a
+consumer whose topic was forgotten and seen again reads it as moved on and
+looks again: forgetting costs a look, never a missed message. A
+``MESSAGES`` event for a topic nobody here waits on costs nothing.
+
 In a gevent worker (``narad.workers``) ``threading`` is monkey-patched: the
 listener is a greenlet and a waiting consumer costs a greenlet, not a thread.
 :meth:`Waiters.stop` (graceful shutdown) wakes every waiting consumer at once.
@@ -24,9 +33,10 @@ listener is a greenlet and a waiting consumer costs a greenlet, not a thread.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict
 from collections.abc import Hashable
 
 from narad.broker.notifications import Listener
@@ -37,36 +47,63 @@ from narad.storage import Event
 UNSUBSCRIBED_LOOKS_PER_S = 1000
 UNSUBSCRIBED_SLICE_S = 0.01
 EMPTY_NOTE_MS = 1000
-EMPTY_NOTES = 10_000
+# Notes per topic: one per partition (and one for "any"), per epoch.
+EMPTY_NOTES_PER_TOPIC = 256
+MAX_TOPICS = 10_000
+
+
+class _Topic:
+    """What this worker keeps about one topic its consumers look at."""
+
+    __slots__ = ("cond", "generation", "notes", "waiting")
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+        # Only while consumers wait on the topic.
+        self.cond: threading.Condition | None = None
+        self.waiting = 0
+        # key -> (lease expiry ms or None, noted at ms), at this generation.
+        self.notes: dict[Hashable, tuple[int | None, int]] = {}
 
 
 class Waiters:
-    def __init__(self, listener: Listener) -> None:
+    name = "waiter_topics"  # as a cache (narad.caches.SizedCache)
+    nbytes = 0  # bounded by entries: each holds at most a few hundred notes
+
+    def __init__(self, listener: Listener, *, max_topics: int = MAX_TOPICS) -> None:
         self._listener = listener
-        # One lock, one condition per topic: a wake-up disturbs only the
-        # consumers of that topic.
+        self.max_topics = max_topics
+        # One lock, one condition per waited-on topic: a wake-up disturbs
+        # only the consumers of that topic.
         self._lock = threading.Lock()
-        self._conds: dict[str, threading.Condition] = {}
-        self._generation: defaultdict[str, int] = defaultdict(int)
+        self._topics: OrderedDict[str, _Topic] = OrderedDict()
+        self._generations = itertools.count(1)
+        self._evictions = 0
         self._live = False
         self._stopped = False
         self._waiting = 0
-        # key -> (generation, lease expiry ms or None, noted at ms)
-        self._empty: dict[Hashable, tuple[int, int | None, int]] = {}
-        # A deleted topic wakes its consumers too: they look, and learn.
         listener.on(Event.MESSAGES, self._wake)
-        listener.on(Event.TOPIC_CHANGED, self._wake)
+        # A deleted topic wakes its consumers too: they look, and learn.
+        listener.on(Event.TOPIC_CHANGED, self._changed)
         listener.on_live(self._wake_all)
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def take_evictions(self) -> int:
+        with self._lock:
+            evictions, self._evictions = self._evictions, 0
+        return evictions
 
     def generation(self, topic: str) -> int:
         self._listener.start()
         with self._lock:
-            return self._generation[topic]
+            return self._state(topic).generation
 
     def quiet(self, topic: str, seen: int) -> bool:
         """Whether nothing was published on ``topic`` since generation ``seen``."""
         with self._lock:
-            return self._live and self._generation[topic] == seen
+            return self._live and self._current(topic, seen) is not None
 
     def remember_empty(
         self, key: Hashable, topic: str, seen: int, expiry_ms: int | None, now_ms: int
@@ -74,11 +111,12 @@ class Waiters:
         """Note that a look at ``key`` (of ``topic``) at generation ``seen``
         found nothing, the next lease falling due at ``expiry_ms``."""
         with self._lock:
-            if self._generation[topic] != seen:
+            state = self._current(topic, seen)
+            if state is None:
                 return
-            if len(self._empty) >= EMPTY_NOTES:
-                self._empty.clear()
-            self._empty[key] = (seen, expiry_ms, now_ms)
+            if len(state.notes) >= EMPTY_NOTES_PER_TOPIC:
+                state.notes.clear()
+            state.notes[key] = (expiry_ms, now_ms)
 
     def known_empty(
         self, key: Hashable, topic: str, now_ms: int
@@ -89,35 +127,43 @@ class Waiters:
         a second old (this caller refreshes it; the others keep using it).
         """
         with self._lock:
-            note = self._empty.get(key)
-            if note is None or not self._live:
+            state = self._topics.get(topic)
+            if state is None or not self._live:
                 return None
-            seen, expiry_ms, noted_ms = note
-            if self._generation[topic] != seen or (
-                expiry_ms is not None and now_ms >= expiry_ms
-            ):
-                del self._empty[key]
+            note = state.notes.get(key)
+            if note is None:
+                return None
+            expiry_ms, noted_ms = note
+            if expiry_ms is not None and now_ms >= expiry_ms:
+                del state.notes[key]
                 return None
             if now_ms - noted_ms >= EMPTY_NOTE_MS:
-                self._empty[key] = (seen, expiry_ms, now_ms)
+                state.notes[key] = (expiry_ms, now_ms)
                 return None
-            return seen, expiry_ms
+            self._topics.move_to_end(topic)
+            return state.generation, expiry_ms
 
-    def forget_empty(self, key: Hashable) -> None:
+    def forget_empty(self, key: Hashable, topic: str) -> None:
         """Drop the note on ``key``: a look found a message or no topic."""
         with self._lock:
-            self._empty.pop(key, None)
+            state = self._topics.get(topic)
+            if state is not None:
+                state.notes.pop(key, None)
 
     def wait(self, topic: str, seen: int, timeout_s: float) -> None:
         """Sleep until ``topic`` is woken after generation ``seen``, or timeout."""
         deadline = time.monotonic() + timeout_s
         with self._lock:
-            cond = self._conds.get(topic)
-            if cond is None:
-                cond = self._conds[topic] = threading.Condition(self._lock)
+            state = self._current(topic, seen)
+            if state is None:
+                return
+            if state.cond is None:
+                state.cond = threading.Condition(self._lock)
+            cond = state.cond
+            state.waiting += 1
             self._waiting += 1
             try:
-                while self._generation[topic] == seen:
+                while self._current(topic, seen) is state:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return
@@ -131,6 +177,9 @@ class Waiters:
                     cond.wait(remaining)
             finally:
                 self._waiting -= 1
+                state.waiting -= 1
+                if not state.waiting:
+                    state.cond = None
 
     @property
     def stopped(self) -> bool:
@@ -142,19 +191,60 @@ class Waiters:
         self._listener.stop()
         self._wake_all(False)
 
+    def _state(self, topic: str) -> _Topic:
+        """``topic``'s state, made the most recently used (new if none)."""
+        state = self._topics.get(topic)
+        if state is not None:
+            self._topics.move_to_end(topic)
+            return state
+        state = self._topics[topic] = _Topic(next(self._generations))
+        self._shrink()
+        return state
+
+    def _current(self, topic: str, seen: int) -> _Topic | None:
+        """``topic``'s state if it is still at generation ``seen``."""
+        state = self._topics.get(topic)
+        return state if state is not None and state.generation == seen else None
+
+    def _shrink(self) -> None:
+        # Least recently used first, but never a topic consumers wait on:
+        # past the bound only by topics with waiting consumers, which the
+        # connection limit bounds.
+        for _ in range(len(self._topics)):
+            if len(self._topics) <= self.max_topics:
+                return
+            topic, state = next(iter(self._topics.items()))
+            if state.waiting:
+                self._topics.move_to_end(topic)
+            else:
+                del self._topics[topic]
+                self._evictions += 1
+
     def _wake(self, topic: str) -> None:
         with self._lock:
-            self._generation[topic] += 1
-            cond = self._conds.get(topic)
-            if cond is not None:
-                cond.notify_all()
+            state = self._topics.get(topic)
+            if state is None:
+                return  # nobody here holds a generation of it
+            state.generation = next(self._generations)
+            state.notes.clear()
+            if state.cond is not None:
+                state.cond.notify_all()
+
+    def _changed(self, topic: str) -> None:
+        # Deleted, recreated or altered: its consumers look again, and the
+        # state goes (a consumer still interested makes a new one).
+        with self._lock:
+            state = self._topics.pop(topic, None)
+            if state is not None and state.cond is not None:
+                state.cond.notify_all()
 
     def _wake_all(self, live: bool) -> None:
         # Going live: a publish before the subscription was confirmed could
         # have been missed, so everyone looks again and then waits in earnest.
         with self._lock:
             self._live = live and not self._stopped
-            for topic in self._generation:
-                self._generation[topic] += 1
-            for cond in self._conds.values():
-                cond.notify_all()
+            states = list(self._topics.values())
+            self._topics.clear()
+            for state in states:
+                if state.cond is not None:
+                    state.cond.notify_all()

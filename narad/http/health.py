@@ -6,6 +6,7 @@ from __future__ import annotations
 import falcon
 
 from narad import metrics
+from narad.caches import Caches
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
 from narad.http import dumps
@@ -46,11 +47,13 @@ class Ready:
 
 
 class Metrics:
-    def __init__(self, guard: StorageGuard) -> None:
+    def __init__(self, guard: StorageGuard, caches: Caches) -> None:
         self.guard = guard
+        self.caches = caches
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.guard.status()  # the storage gauges, fresh for this scrape
+        self.caches.publish()  # this worker's; the others publish every few s
         resp.data, resp.content_type = metrics.render()
 
     on_head = on_get

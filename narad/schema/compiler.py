@@ -100,7 +100,10 @@ class Node:
         self.keywords: list[kw.Keyword] = []
         self.finals: list[kw.Final] = []
         self.by_type: dict[type, tuple[Callable[[Any], bool], ...]] = {}
-        self.evaluating: dict[type, tuple[tuple[Any, ...], tuple[kw.Final, ...]]] = {}
+        # Built on first use: most nodes are never asked for annotations.
+        self.evaluating: (
+            dict[type, tuple[tuple[Any, ...], tuple[kw.Final, ...]]] | None
+        ) = None
         self.valid: Callable[[Any], bool] = _never
         self.evaluate: Callable[[Any], kw.Marks | None] = _fails
 
@@ -108,12 +111,6 @@ class Node:
         self, keywords: list[kw.Keyword], finals: list[kw.Final], resource: bool
     ) -> None:
         self.keywords, self.finals, self.resource = keywords, finals, resource
-        for kind in (*_KINDS, object):
-            checks = [k for k in keywords if k.types is None or kind in k.types]
-            last = tuple(f for f in finals if kind in f.types)
-            self.evaluating[kind] = (tuple(k.evaluate for k in checks), last)
-            # A value a final keyword looks at needs its siblings' marks.
-            self.by_type[kind] = _EVALUATE if last else tuple(k.valid for k in checks)
         only = keywords[0] if len(keywords) == 1 and not finals else None
         if self.schema is False:
             self.valid, self.evaluate = _never, _fails
@@ -121,12 +118,47 @@ class Node:
             self.valid, self.evaluate = _always, _nothing_evaluated
         elif resource:
             self.valid, self.evaluate = self._valid_in_scope, self._evaluate_in_scope
+            self.by_type = self._layout(evaluating=False)
         elif only is not None and only.types is None:
             # One keyword for every kind of value (a bare $ref, an anyOf):
             # the node is that keyword, a call less per value.
             self.valid, self.evaluate = only.valid, only.evaluate
         else:
             self.valid, self.evaluate = self._valid, self._evaluate
+            self.by_type = self._layout(evaluating=False)
+
+    def _layout(self, *, evaluating: bool) -> dict[type, Any]:
+        """The checks each kind of value runs: for ``valid`` (``by_type``),
+        or for ``evaluate`` (``evaluating``: checks and final keywords).
+
+        Kinds that run the same checks share one entry: a validator lives as
+        long as its topic is produced to, and most nodes tell one or two
+        kinds of value apart from the rest.
+        """
+        keywords, finals = self.keywords, self.finals
+        # One bound method per keyword, however many entries hold it.
+        methods = [k.evaluate if evaluating else k.valid for k in keywords]
+        layout: dict[type, Any] = {}
+        shared: dict[tuple[bool, ...], Any] = {}
+        for kind in (*_KINDS, object):
+            which = tuple(
+                [k.types is None or kind in k.types for k in keywords]
+                + [kind in f.types for f in finals]
+            )
+            entry = shared.get(which)
+            if entry is None:
+                checks = tuple(m for m, on in zip(methods, which, strict=False) if on)
+                last = tuple(
+                    f
+                    for f, on in zip(finals, which[len(keywords) :], strict=True)
+                    if on
+                )
+                # For valid, a value a final keyword looks at needs its
+                # siblings' marks: it goes through evaluate.
+                valid = _EVALUATE if last else checks
+                entry = shared[which] = (checks, last) if evaluating else valid
+            layout[kind] = entry
+        return layout
 
     def _valid(self, x: Any) -> bool:
         checks = self.by_type.get(type(x))
@@ -140,8 +172,11 @@ class Node:
         return True
 
     def _evaluate(self, x: Any) -> kw.Marks | None:
-        found = self.evaluating.get(type(x))
-        checks, finals = found if found is not None else self.evaluating[_kind(x)]
+        evaluating = self.evaluating
+        if evaluating is None:
+            evaluating = self.evaluating = self._layout(evaluating=True)
+        found = evaluating.get(type(x))
+        checks, finals = found if found is not None else evaluating[_kind(x)]
         marks: kw.Marks = kw.EMPTY
         for check in checks:
             more = check(x)

@@ -25,6 +25,7 @@ nested level and a generator per call, while plain Python calls do neither.
 
 from __future__ import annotations
 
+import functools
 import threading
 from abc import ABC
 from abc import abstractmethod
@@ -210,13 +211,20 @@ class Keyword(ABC):
 # -- any type ------------------------------------------------------------------
 
 
+@functools.cache
+def _allowed_types(names: frozenset[str]) -> frozenset[type]:
+    # Shared by every type keyword naming the same types: there are 128 sets
+    # of the seven JSON type names (registration refuses any other name).
+    return frozenset().union(*(JSON_TYPES[n] for n in names))
+
+
 class type_(Keyword):
     __slots__ = ("allowed", "integer", "names")
     name = "type"
 
     def __init__(self, names: list[str]) -> None:
         self.names = names
-        self.allowed = frozenset().union(*(JSON_TYPES[n] for n in names))
+        self.allowed = _allowed_types(frozenset(names))
         self.integer = "integer" in names and "number" not in names
 
     def valid(self, x: Any) -> bool:

@@ -45,16 +45,18 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field
-from functools import lru_cache
 from typing import Any
 
 import re2
 from re2 import _re2
 
+from narad.caches import BoundedCache
+
 __all__ = (
     "MAX_GROUP_DEPTH",
     "MAX_PROGRAM",
     "MAX_STEPS_PER_BYTE",
+    "SEARCHES",
     "SEARCH_BUDGET",
     "PatternError",
     "check_pattern",
@@ -70,6 +72,17 @@ MAX_GROUP_DEPTH = 100
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would log every refusal to stderr
+# Validation compiles with a smaller memory budget: RE2 keeps a lazily built
+# DFA per pattern that payloads made to visit many states grow up to about
+# two thirds of the budget (5 MiB of the default 8 MiB; 0.7 MiB of this
+# one), then it resets or falls back to its NFA, in linear time either way
+# (what the cost bound above counts). A program too large for this budget
+# gets RE2's default instead, so validation accepts exactly what
+# registration does.
+VALIDATION_MAX_MEM = 1 << 20
+_VALIDATION_OPTIONS = re2.Options()
+_VALIDATION_OPTIONS.log_errors = False
+_VALIDATION_OPTIONS.max_mem = VALIDATION_MAX_MEM
 _UNANCHORED = _re2.RE2.Anchor.UNANCHORED
 
 # Characters every atom is tried on: all of ASCII, then non-ASCII letters
@@ -111,8 +124,28 @@ def compile_pattern(pattern: str) -> Any:
         ) from None
 
 
+#: Compiled searches by pattern text, shared by every validator of the
+#: process: a pattern in a thousand topics' schemas is compiled once. The
+#: bytes are RE2's program (not the DFA it builds while matching); bounds
+#: from ``[cache] patterns`` and ``pattern_memory``.
+SEARCHES: BoundedCache[str, tuple[Callable[[str], bool], int]] = BoundedCache(
+    "patterns", max_entries=8192, max_bytes=16 << 20
+)
+# Registration's cost estimates, by pattern and by atom: keyed by text that
+# can be long, so bounded by the bytes of their keys too.
+_COSTS: BoundedCache[str, int] = BoundedCache(
+    "pattern_costs", max_entries=4096, max_bytes=4 << 20
+)
+_MASKS: BoundedCache[tuple[str, str], int] = BoundedCache(
+    "pattern_atoms", max_entries=8192, max_bytes=1 << 20
+)
+CACHES = (SEARCHES, _COSTS, _MASKS)
+
+
 def regex_search(pattern: str) -> Callable[[str], bool]:
     """A function telling whether ``pattern`` (RE2) matches anywhere in a string.
+
+    Shared: the same pattern gets the same function (see :data:`SEARCHES`).
 
     The public ``search`` maps byte offsets back to characters and builds a
     match object on every call (about 4 us for a short string); asking the
@@ -124,10 +157,33 @@ def regex_search(pattern: str) -> Callable[[str], bool]:
     Raises:
         PatternError: as :func:`compile_pattern`.
     """
-    compiled = compile_pattern(pattern)
+    return shared_search(pattern)[0]
+
+
+def shared_search(pattern: str) -> tuple[Callable[[str], bool], int]:
+    """:func:`regex_search`'s function with an estimate of its bytes.
+
+    Raises:
+        PatternError: as :func:`compile_pattern`.
+    """
+    found = SEARCHES.get(pattern)
+    if found is None:
+        found = _search(pattern)
+        SEARCHES.put(pattern, found, found[1] + len(pattern))
+    return found
+
+
+def _search(pattern: str) -> tuple[Callable[[str], bool], int]:
+    try:
+        compiled = re2.compile(pattern, _VALIDATION_OPTIONS)
+    except (re2.error, UnicodeEncodeError):
+        compiled = compile_pattern(pattern)  # RE2's default budget, or why not
+    # Measured: about 1 KiB per compiled pattern, plus ~48 bytes per program
+    # instruction (forward and reverse programs, RE2's tables).
+    size = 1024 + 48 * getattr(compiled, "programsize", 64)
     regexp = getattr(compiled, "_regexp", None)
     if regexp is None:  # a google-re2 without the internal object
-        return lambda text: compiled.search(text) is not None
+        return (lambda text: compiled.search(text) is not None), size
     match = regexp.Match
     unanchored = _UNANCHORED
 
@@ -135,7 +191,7 @@ def regex_search(pattern: str) -> Callable[[str], bool]:
         data = text.encode("utf-8", "surrogatepass")
         return match(unanchored, data, 0, len(data))[0][0] >= 0
 
-    return search
+    return search, size
 
 
 def _why_not_re2(pattern: str) -> str:
@@ -156,13 +212,20 @@ def check_pattern(pattern: str) -> None:
         )
 
 
-@lru_cache(maxsize=4096)
 def pattern_cost(pattern: str) -> int:
     """Estimate the steps per input byte of an RE2-valid ``pattern``.
 
     Returns a number above :data:`MAX_STEPS_PER_BYTE` as soon as the estimate
     exceeds it, and for a pattern too complex to bound (see the module doc).
     """
+    cost = _COSTS.get(pattern)
+    if cost is None:
+        cost = _pattern_cost(pattern)
+        _COSTS.put(pattern, cost, 100 + len(pattern))
+    return cost
+
+
+def _pattern_cost(pattern: str) -> int:
     try:
         tree = _Parser(pattern).parse()
         program = _Program()
@@ -334,9 +397,16 @@ def _alt(branches: list[list[Any]]) -> Any:
     return options[0] if len(options) == 1 else ("alt", options)
 
 
-@lru_cache(maxsize=8192)
 def _mask(atom: str, flags: str) -> int:
     """The sample characters ``atom`` matches under ``flags``, as a bit mask."""
+    mask = _MASKS.get((atom, flags))
+    if mask is None:
+        mask = _atom_mask(atom, flags)
+        _MASKS.put((atom, flags), mask, 150 + len(atom) + len(flags))
+    return mask
+
+
+def _atom_mask(atom: str, flags: str) -> int:
     regex = re2.compile(f"(?{flags}:{atom})" if flags else atom, _OPTIONS)
     mask = 0
     for bit, sample in enumerate(_SAMPLE):

@@ -14,14 +14,18 @@ Fan-out children (rulebook, "Fan-out children"): a child's history is its
 parent's, version for version, while it is attached, and so is its mode. The
 storage writes a parent's new version (and mode) to every child in the same
 step, and an attach copies the parent's history into a child that has none,
-and its mode into every child; what the storage cannot
-judge, whether two histories are the same JSON values, is judged here before
-an attach (:meth:`SchemaService.check_attachable`).
+and its mode into every child; what the storage cannot judge, whether two
+histories are the same JSON values, is judged here before an attach
+(:meth:`SchemaService.check_attachable`).
 
 Compiled validators are cached per process by (topic, epoch, version): a
 produce neither re-reads the schema document nor recompiles it, and a topic
 deleted and created again under the same name (new epoch) never reuses the
-old one's validators.
+old one's validators. The cache is bounded by entries and by the validators'
+estimated bytes (``[cache] validators`` and ``validator_memory``), and a
+topic's validators go when any worker of any node changes the topic
+(deletes, recreates or alters it, or adds a schema version: see
+:meth:`TopicRecords.attach`).
 
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
@@ -35,7 +39,6 @@ a dry run is open to any reader of the topic.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +47,7 @@ from typing import Any
 
 from narad import offload
 from narad.broker.records import TopicRecords
+from narad.caches import BoundedCache
 from narad.errors import ClusterBudgetExceeded
 from narad.errors import HistoriesDiffer
 from narad.errors import IncompatibleSchema
@@ -86,8 +90,11 @@ CLUSTER_BUDGET = 256 * MIB
 MAX_VERSIONS = 1000
 LARGE_PAYLOAD = 16 * 1024
 LARGE_CHECK = MIB
-CACHED_VALIDATORS = 1024
+CACHED_VALIDATORS = 2048
+VALIDATOR_MEMORY = 64 * MIB
 CHANGE_ATTEMPTS = 8
+
+ValidatorKey = tuple[str, str, int]  # topic, epoch, schema version
 
 #: What a dry run is checked against: the versions its topic's mode names,
 #: the latest one, every stored one, or one version (a number).
@@ -110,6 +117,16 @@ class DryRun:
     report: Report
 
 
+def _topic_of(key: ValidatorKey) -> str:
+    return key[0]
+
+
+def _belongs(key: ValidatorKey, meta: TopicMeta) -> bool:
+    # Only the current version is produced to; an older one's validator is
+    # compiled again in the rare case a produce still asks for it.
+    return key[1:] == (meta.epoch, meta.schema_version)
+
+
 class SchemaService:
     def __init__(
         self,
@@ -120,6 +137,8 @@ class SchemaService:
         *,
         topic_budget: int = TOPIC_BUDGET,
         cluster_budget: int = CLUSTER_BUDGET,
+        cached_validators: int = CACHED_VALIDATORS,
+        validator_memory: int = VALIDATOR_MEMORY,
     ) -> None:
         self.storage = storage
         self.records = records
@@ -129,7 +148,13 @@ class SchemaService:
         self.rules = plugins.compatibility_rules()
         self.topic_budget = topic_budget
         self.cluster_budget = cluster_budget
-        self._validators: OrderedDict[tuple[str, str, int], Validator] = OrderedDict()
+        self.validators: BoundedCache[ValidatorKey, Validator] = BoundedCache(
+            "validators",
+            max_entries=cached_validators,
+            max_bytes=validator_memory,
+            topic_of=_topic_of,
+        )
+        records.attach(self.validators, _belongs, kept_on_change=False)
 
     # -- registration --------------------------------------------------------
 
@@ -405,10 +430,6 @@ class SchemaService:
             return self.drafts[document["$schema"]]
         return self.default_draft
 
-    def forget(self, name: str) -> None:
-        for key in [k for k in self._validators if k[0] == name]:
-            del self._validators[key]
-
     # -- validation on produce -----------------------------------------------
 
     def payload_check(self, meta: TopicMeta) -> Callable[[bytes], None]:
@@ -435,11 +456,11 @@ class SchemaService:
 
     def _validator(self, meta: TopicMeta) -> Validator:
         key = (meta.name, meta.epoch, meta.schema_version)
-        validator = self._validators.get(key)
+        validator = self.validators.get(key)
         if validator is not None:
-            self._validators.move_to_end(key)
             return validator
-        document = self._document(meta.name, meta.schema_version)
+        text = self.stored(meta.name, meta.schema_version).document
+        document = _parse(text)
         validator = offload.run(
             Validator,
             document,
@@ -448,9 +469,7 @@ class SchemaService:
             formats=self.formats,
             schema_uri=f"narad://schema/{meta.name}/{meta.schema_version}",
         )
-        self._validators[key] = validator
-        if len(self._validators) > CACHED_VALIDATORS:
-            self._validators.popitem(last=False)
+        self.validators.put(key, validator, validator.estimated_bytes(len(text)))
         return validator
 
 

@@ -45,8 +45,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import re2
-
 from narad import hookimpl
 from narad.compatibility import ABSENT
 from narad.compatibility import IN_PLACE
@@ -56,6 +54,7 @@ from narad.compatibility import InPlace
 from narad.compatibility import RuleContext
 from narad.compatibility import Violation
 from narad.compatibility import identical_or_removed
+from narad.compatibility import pattern_matches
 from narad.compatibility import show
 
 
@@ -140,7 +139,7 @@ class _Members:
             found.append(named[name])
         matched = False
         for pattern, subschema in _items(get(schema, "patternProperties")):
-            if _matches(pattern, name):
+            if pattern_matches(pattern, name):
                 found.append(subschema)
                 matched = True
         if not found and not matched:
@@ -213,13 +212,6 @@ def _alone(ctx: RuleContext) -> bool:
 
 def _items(value: Any) -> list[tuple[str, Any]]:
     return list(value.items()) if isinstance(value, dict) else []
-
-
-def _matches(pattern: str, name: str) -> bool:
-    try:
-        return re2.search(pattern, name) is not None
-    except re2.error:
-        return True  # a pattern we cannot run might match: fail closed
 
 
 def additional_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:

@@ -9,6 +9,7 @@ import pytest
 
 from narad import testing
 from narad.broker.waiters import EMPTY_NOTE_MS
+from narad.broker.waiters import Waiters
 from narad.storage import Event
 
 
@@ -49,7 +50,7 @@ def test_an_old_note_sends_one_consumer_to_look_and_serves_the_others(waiters):
     later = 1000 + EMPTY_NOTE_MS
     assert waiters.known_empty("k", "t", later) is None  # this one looks
     assert waiters.known_empty("k", "t", later + 1) == (seen, None)
-    waiters.forget_empty("k")  # its look found a message, or no topic
+    waiters.forget_empty("k", "t")  # its look found a message, or no topic
     assert waiters.known_empty("k", "t", later + 2) is None
 
 
@@ -156,3 +157,92 @@ def test_stop_answers_every_waiting_consumer_at_once(app, waiters):
     for thread in threads:
         thread.join(5)
     assert statuses == [204] * 5
+
+
+# -- bounded per-topic state ------------------------------------------------------
+
+
+class Events:
+    """A listener whose events the test delivers itself (always live)."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[Event, list] = {}
+        self.live: list = []
+
+    def on(self, event, handler):
+        self.handlers.setdefault(event, []).append(handler)
+
+    def on_live(self, handler):
+        self.live.append(handler)
+        handler(True)
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def publish(self, event: Event, topic: str) -> None:
+        for handler in self.handlers[event]:
+            handler(topic)
+
+
+def test_topics_nobody_waits_on_are_forgotten_past_the_bound():
+    events = Events()
+    waiters = Waiters(events, max_topics=3)
+    busy = waiters.generation("busy")
+    waiting = threading.Thread(target=waiters.wait, args=("busy", busy, 10.0))
+    waiting.start()
+    deadline = time.monotonic() + 5
+    while not waiters._topics["busy"].waiting:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for topic in ("a", "b", "c", "d"):
+        waiters.generation(topic)
+    assert len(waiters) == 3
+    assert "busy" in waiters._topics  # the least recently used, but waited on
+    assert waiters.take_evictions() == 2
+    events.publish(Event.MESSAGES, "busy")
+    waiting.join(5)
+    assert not waiting.is_alive()
+
+
+def test_a_forgotten_topic_reads_as_moved_on():
+    events = Events()
+    waiters = Waiters(events, max_topics=1)
+    seen = waiters.generation("t")
+    waiters.generation("other")  # forgets t
+    assert not waiters.quiet("t", seen)
+    # It returns at once rather than sleeping out an hour: the consumer looks
+    # again (the join's bound only guards against a hang).
+    waiting = threading.Thread(target=waiters.wait, args=("t", seen, 3600.0))
+    waiting.start()
+    waiting.join(60)
+    assert not waiting.is_alive()
+    assert waiters.generation("t") != seen
+
+
+def test_messages_for_a_topic_nobody_waits_on_cost_nothing():
+    events = Events()
+    waiters = Waiters(events)
+    for i in range(100):
+        events.publish(Event.MESSAGES, f"t{i}")
+    assert len(waiters) == 0
+
+
+def test_a_changed_topic_loses_its_state_and_wakes_its_consumers():
+    events = Events()
+    waiters = Waiters(events)
+    seen = waiters.generation("t")
+    waiters.remember_empty("k", "t", seen, None, 1000)
+    waiting = threading.Thread(target=waiters.wait, args=("t", seen, 10.0))
+    waiting.start()
+    deadline = time.monotonic() + 5
+    while not waiters._topics["t"].waiting:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    events.publish(Event.TOPIC_CHANGED, "t")
+    waiting.join(5)
+    assert not waiting.is_alive()
+    assert len(waiters) == 0
+    assert waiters.known_empty("k", "t", 1000) is None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 
 
@@ -208,3 +211,30 @@ def test_unknown_route_is_json_404(client):
     resp = client.simulate_get("/v2/nothing")
     assert resp.status_code == 404
     assert "error" in resp.json
+
+
+def cache_entries(client, cache: str) -> int:
+    text = client.simulate_get("/metrics").text
+    match = re.search(rf'^narad_cache_entries\{{cache="{cache}"\}} (\S+)$', text, re.M)
+    assert match, f"no narad_cache_entries for {cache}"
+    return int(float(match[1]))
+
+
+def test_metrics_show_the_caches_and_a_delete_empties_them(client):
+    schema = {"properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}
+    client.simulate_post("/v1/topics", json={"name": "t", "schema": schema})
+    # The create's own notification may land after the first produce and
+    # drop the validator it compiled: produce until one stays.
+    deadline = time.monotonic() + 10
+    while True:
+        resp = client.simulate_post("/v1/topics/t/produce", body=b'{"id": "a"}')
+        assert resp.status_code == 202
+        if cache_entries(client, "validators") == 1:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert cache_entries(client, "round_robin") == 1
+    assert cache_entries(client, "patterns") >= 1
+    assert client.simulate_delete("/v1/topics/t").status_code == 204
+    assert cache_entries(client, "validators") == 0
+    assert cache_entries(client, "topic_records") == 0

@@ -44,3 +44,19 @@ def test_required_names_each_added_name_once():
         'required property "a" added',
         'required property "b" added',
     ]
+
+
+def test_a_new_property_named_with_a_lone_surrogate_is_judged_not_crashed():
+    from narad.testing.compatibility import check_compatibility
+
+    old = '{"patternProperties": {"^a": {"type": "string"}}}'
+    new = (
+        '{"patternProperties": {"^a": {"type": "string"}},'
+        ' "properties": {"\\ud800": {"type": "integer"}}}'
+    )
+    assert check_compatibility(old, new) == []
+    narrowing = (
+        '{"patternProperties": {"^a": {"type": "string"}},'
+        ' "properties": {"a\\ud800": {"type": "integer"}}}'
+    )
+    assert check_compatibility(old, narrowing)

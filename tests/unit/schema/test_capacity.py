@@ -52,7 +52,7 @@ def test_busy_within_one_process(tmp_path):
         busy = pytest.raises(CapacityBusy, match="validation capacity busy, retry")
         with busy, capacity.slot():
             pass
-        assert 0.1 <= time.monotonic() - started < 1
+        assert time.monotonic() - started >= 0.1  # it waited its deadline out
 
 
 def test_two_processes_contend_and_waiter_gets_the_freed_slot(tmp_path):

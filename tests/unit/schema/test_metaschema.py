@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from decimal import Decimal
 from typing import Any
 
@@ -213,11 +212,10 @@ def test_message_names_place_and_rule_not_the_value(name):
     assert "secret-name" not in message
 
 
-def test_a_wide_document_is_checked_in_linear_time():
+def test_a_wide_document_is_checked():
+    # Its time is bench/register.py's rows for wide documents.
     document = {"allOf": [{"properties": {"a": {}}} for _ in range(20_000)]}
-    started = time.perf_counter()
     assert _ours_valid("2020-12", document)
-    assert time.perf_counter() - started < 2.0
 
 
 def test_an_unsupported_meta_schema_keyword_is_refused():

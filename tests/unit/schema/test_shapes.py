@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 
 import pytest
 from hypothesis import given
@@ -93,29 +92,28 @@ def _ref_structures(draw) -> dict:
     return {"$ref": "#/$defs/d0", "$defs": defs}
 
 
+# The analysis counts its steps against a budget proportional to the document
+# and refuses past it, so "it ends" is what these tests can hold it to; how
+# long it takes is bench/register.py's business.
+
+
 @settings(max_examples=80, deadline=None)
 @given(_ref_structures())
-def test_analysis_stays_fast_on_generated_ref_graphs(document):
-    started = time.perf_counter()
+def test_analysis_ends_on_generated_ref_graphs(document):
     with contextlib.suppress(ShapeError):
         _analyse(document)
-    assert time.perf_counter() - started < 0.5
 
 
 @pytest.mark.parametrize("keyword", ["allOf", "anyOf", "oneOf"])
-def test_long_doubling_chains_are_refused_fast(keyword):
-    started = time.perf_counter()
+def test_long_doubling_chains_are_refused(keyword):
     with pytest.raises(ShapeError):
         _analyse(_chain(2000, 2, keyword))
-    assert time.perf_counter() - started < 2.0
 
 
-def test_wide_recursive_union_is_refused_fast():
+def test_wide_recursive_union_is_refused_for_its_shape_not_its_cost():
     document = {"anyOf": [{"items": {"$ref": "#"}} for _ in range(3000)]}
-    started = time.perf_counter()
     with pytest.raises(ShapeError, match="two paths at one level"):
         _analyse(document)
-    assert time.perf_counter() - started < 2.0
 
 
 @st.composite
@@ -157,18 +155,14 @@ def _large_documents(draw) -> bytes:
 
 @settings(max_examples=40, deadline=None)
 @given(_large_documents())
-def test_registration_never_blows_up_on_generated_documents(raw):
-    started = time.perf_counter()
+def test_registration_ends_on_generated_documents(raw):
     with contextlib.suppress(InvalidSchema):
         register(raw, drafts=BY_URI, default_draft=DEFAULT)
-    assert time.perf_counter() - started < 2.0
 
 
-def test_recursive_properties_chain_is_accepted_fast():
+def test_recursive_properties_chain_is_accepted_within_the_budget():
     raw = json.dumps(recursive_properties_chain(400)).encode()
-    started = time.perf_counter()
     register(raw, drafts=BY_URI, default_draft=DEFAULT)
-    assert time.perf_counter() - started < 3.0
 
 
 class _Forgets(set):
