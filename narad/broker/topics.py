@@ -87,7 +87,7 @@ class TopicService:
             name=name,
             epoch=secrets.token_hex(8),
             created_ms=now_ms(),
-            compatibility=mode or DEFAULT,
+            compatibility=(mode or DEFAULT).value,
             **{**defaults, **settings},
         )
         if parent is not None:
