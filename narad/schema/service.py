@@ -253,7 +253,7 @@ class SchemaService:
     def _is_change(self, meta: TopicMeta, new: RegisteredSchema, mode: Mode) -> bool:
         """False when ``new`` registers nothing over the current version;
         True when ``mode`` lets it be the next one; else the refusal."""
-        latest, against = self._versions(meta, mode.transitive, mode is Mode.NONE)
+        latest, against = self._versions(meta, mode.transitive)
         no_change, report = self._bounded_judge(
             latest, against, new, mode, first=True, shortcut=True
         )
@@ -264,14 +264,14 @@ class SchemaService:
         return True
 
     def _versions(
-        self, meta: TopicMeta, every: bool, none: bool = False
+        self, meta: TopicMeta, every: bool
     ) -> tuple[SchemaVersion, list[SchemaVersion]]:
-        """The current version, and the versions to check against: none,
-        the current one, or ``every`` stored one up to it, latest first."""
+        """The current version, and the versions to check against: the
+        current one, or ``every`` stored one up to it, latest first."""
         current = meta.schema_version
         if not every:
             latest = self.stored(meta.name, current)
-            return latest, [] if none else [latest]
+            return latest, [latest]
         history = self.storage.get_schemas(meta.name)
         against = [v for v in reversed(history) if v.version <= current]
         if not against or against[0].version != current:
