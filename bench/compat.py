@@ -260,6 +260,49 @@ def transitive(count: int, size: int) -> None:
         print(f"{label:<58} {kib:>14} {ms:9.2f} ms  0 refused")
 
 
+def transitive_worst() -> None:
+    """The costliest transitive check found: a topic's 4 MiB budget filled with
+    versions that each add a property, and a compatible 256 KiB proposal
+    adding ~1,500 more, so every version walks every new property."""
+    stored: list[bytes] = []
+    total = 0
+    while True:
+        count = len(stored) + 1
+        text = json.dumps(
+            {
+                "type": "object",
+                "properties": {f"x{j}": {"type": "integer"} for j in range(count)},
+            },
+            separators=(",", ":"),
+        ).encode()
+        if total + len(text) > 4 * 1024 * 1024:
+            break
+        stored.append(text)
+        total += len(text)
+    _, proposed = wide(every_leaf)
+    proposed["properties"].update(
+        {f"x{j}": {"type": "integer"} for j in range(len(stored))}
+    )
+    proposed_text = json.dumps(proposed, separators=(",", ":")).encode()
+    new = loads(proposed_text, max_depth=64)
+    parsed = [loads(text, max_depth=64) for text in stored]
+    versions = range(len(stored), 0, -1)
+
+    def run(mode: Mode) -> Any:
+        against = ((v, parsed[v - 1], DRAFT) for v in versions)
+        return modes.check(
+            new, DRAFT, against, directions=mode.directions, rules=RULES, first=True
+        )
+
+    ms, report = _best(partial(run, Mode.BACKWARD_TRANSITIVE), runs=1)
+    assert report.compatible
+    label = (
+        f"BACKWARD_TRANSITIVE, {len(proposed_text) // 1024} KiB proposal "
+        f"over {len(stored)} versions"
+    )
+    print(f"{label:<58} {total / 1024:>10.0f} KiB {ms:9.2f} ms  0 refused")
+
+
 def main() -> None:
     _report("typical pair (property and enum value added)", typical)
     _report("256 KiB pair, one leaf widened", lambda: wide(one_leaf))
@@ -293,6 +336,7 @@ def main() -> None:
     dry_runs()
     transitive(100, 1024)
     transitive(100, 40 * 1024)
+    transitive_worst()
 
 
 if __name__ == "__main__":
