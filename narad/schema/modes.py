@@ -176,6 +176,7 @@ class Report:
 
     @property
     def compatible(self) -> bool:
+        """Whether the check found nothing (a cut report never is)."""
         return not self.findings
 
 
