@@ -19,12 +19,16 @@ from narad.http.topics import check_name
 from narad.http.topics import mode
 from narad.quoting import quote
 from narad.schema import jsontext
+from narad.schema.modes import Direction
 from narad.schema.modes import Finding
 from narad.schema.service import Against
 from narad.schema.service import SchemaService
 
 CHECK_FIELDS = ("schema", "against", "mode")
 MAX_VERSION = 10**9
+CHECKED_HEADER = "Narad-Checked-Versions"
+NO_CHANGE_HEADER = "Narad-No-Change"
+TRUNCATED_HEADER = "Narad-Report-Truncated"
 
 
 class SchemaHistory:
@@ -94,15 +98,20 @@ class SchemaCheck:
             meta, jsontext.raw_members(raw)["schema"], against, checked_mode
         )
         report = result.report
+        # The body is the issue's report, exactly; what else the check knows
+        # (which versions it read, a no-change shortcut, a cut report) rides
+        # in headers, as the version of a schema read does.
+        if report.checked:
+            resp.set_header(CHECKED_HEADER, ", ".join(map(str, report.checked)))
+        if result.no_change:
+            resp.set_header(NO_CHANGE_HEADER, "true")
+        if report.truncated:
+            resp.set_header(TRUNCATED_HEADER, "true")
         resp.text = dumps(
             {
-                "topic": meta.name,
                 "compatible": report.compatible,
                 "mode": result.mode.value,
-                "no_change": result.no_change,
-                "checked_versions": list(report.checked),
                 "violations": [_violation(f) for f in report.findings],
-                "truncated": report.truncated,
             }
         )
 
@@ -118,12 +127,21 @@ def _against(value: Any) -> Against:
 
 
 def _violation(finding: Finding) -> dict[str, Any]:
+    """A violation as the report lists it: the rule's own message, to which a
+    forward finding adds the way it reads (its pointer is into the stored
+    version, and its words describe the change from the new schema to that
+    version)."""
     violation = finding.violation
+    message = violation.message
+    if finding.direction is Direction.FORWARD:
+        v = finding.version
+        message += (
+            f" (forward: read as a change from the new schema to version {v}, "
+            f"at a place in version {v})"
+        )
     return {
         "pointer": violation.pointer,
         "keyword": violation.keyword,
-        "message": violation.message,
-        "kind": str(violation.kind),
+        "message": message,
         "against_version": finding.version,
-        "direction": finding.direction.value,
     }
