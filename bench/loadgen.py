@@ -111,12 +111,19 @@ class Waiter:
         # sent stays 0.0 until the connection is up and its first request out
 
 
-def waiters(port: int, count: int, topics: int, wait: str, ramp: float) -> dict:
+def credentials(authorization: str | None) -> str:
+    """The header line a request carries its credentials in, or nothing."""
+    return f"Authorization: {authorization}\r\n" if authorization else ""
+
+
+def waiters(
+    port: int, count: int, topics: int, wait: str, ramp: float, auth: str
+) -> dict:
     loop = Loop()
     started = time.monotonic()
     requests = [
         f"GET /v1/topics/bench-wait-{i}/consume?wait={wait} HTTP/1.1\r\n"
-        f"Host: bench\r\n\r\n".encode()
+        f"Host: bench\r\n{auth}\r\n".encode()
         for i in range(topics)
     ]
     statuses: Counter = Counter()
@@ -216,12 +223,13 @@ class Slow:
         self.sock, self.buf, self.opened = sock, bytearray(), time.monotonic()
 
 
-def slowloris(port: int, count: int, every: float) -> dict:
+def slowloris(port: int, count: int, every: float, auth: str) -> dict:
     loop = Loop()
     heads = [
         b"GET /healthz HTTP/1.1\r\nHost: bench\r\nX-Slow: ",
         b"POST /v1/topics/bench-slow/produce HTTP/1.1\r\nHost: bench\r\n"
-        b"Content-Length: 1000\r\n\r\n{",
+        + auth.encode()
+        + b"Content-Length: 1000\r\n\r\n{",
     ]
     answers: Counter = Counter()
     lifetimes: list[float] = []
@@ -356,15 +364,20 @@ def main() -> None:
     parser.add_argument("--wait", default="10s")
     parser.add_argument("--ramp", type=float, help="seconds (default: the wait)")
     parser.add_argument("--every", type=float, default=2.0)
+    parser.add_argument(
+        "--authorization", help="Authorization header of the waiters and slowloris"
+    )
     args = parser.parse_args()
     raise_open_files_limit()
     if args.mode == "waiters":
         ramp = args.ramp
         if ramp is None:
             ramp = int(args.wait[:-1]) if args.wait.endswith("s") else 0
-        result = waiters(args.port, args.count, args.topics, args.wait, ramp)
+        auth = credentials(args.authorization)
+        result = waiters(args.port, args.count, args.topics, args.wait, ramp, auth)
     elif args.mode == "slowloris":
-        result = slowloris(args.port, args.count, args.every)
+        auth = credentials(args.authorization)
+        result = slowloris(args.port, args.count, args.every, auth)
     else:
         result = probe(args.port)
     print(json.dumps(result), flush=True)

@@ -22,12 +22,19 @@ bottleneck. The idle waiters, the slowloris connections and the ``/healthz``
 prober are separate processes (``bench/loadgen.py``), so none of them slows
 another down or skews its timings.
 
-Phases: floor; single produce (with the prober: the no-waiter figures);
-batch produce; five runs each of consume+ack (one message at a time, from the
-batch phase's backlog) and single produce, alternating, compared by their
-medians; the full flow in batches (connections producing batches of 100 while
-others consume batches of up to 100 and ack each batch in one request,
-counting acked messages); latency; then N idle consumers long-polling
+The node runs as shipped, with security on: every request carries the root
+admin's HTTP Basic credentials (its password set by the bench through
+``NARAD_ADMIN_PASSWORD``). First, two fresh nodes alike but for
+``security.enabled`` take single produce in alternating turns (the target:
+on >= 90% of off), and are stopped before the other phases.
+
+Phases: security on vs off; floor; single produce (with the prober: the
+no-waiter figures); batch produce; five runs each of consume+ack (one
+message at a time, from the batch phase's backlog) and single produce,
+alternating, compared by their medians; the full flow in batches
+(connections producing batches of 100 while others consume batches of up to
+100 and ack each batch in one request, counting acked messages); latency;
+then N idle consumers long-polling
 ``wait=10s`` (memory per waiter measured once they all wait) while single
 produce, the prober and the latency phase run again; then, once their last
 polls ran out, the slowloris connections while single produce and the
@@ -37,11 +44,13 @@ prober run again.
 from __future__ import annotations
 
 import argparse
+import base64
 import http.client
 import json
 import os
 import re
 import resource
+import secrets
 import selectors
 import shutil
 import socket
@@ -71,6 +80,10 @@ TICKS = os.sysconf("SC_CLK_TCK")
 BODY = b'{"order": "' + b"x" * 1011 + b'"}'  # one 1 KiB JSON text
 assert len(BODY) == 1024
 _LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
+ADMIN_PASSWORD = secrets.token_urlsafe(16)
+AUTHORIZATION = "Basic " + base64.b64encode(f"admin:{ADMIN_PASSWORD}".encode()).decode()
+HEADERS = {"Authorization": AUTHORIZATION}
+COMPARE_ROUNDS = 3
 _HANDLE = re.compile(rb'"receipt_handle":"([^"]+)"')
 
 # A driver gets the previous response (status, body), or None to open, and
@@ -85,7 +98,9 @@ def free_port() -> int:
 
 
 def request(method: str, path: str, body: bytes = b"") -> bytes:
-    head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\n"
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: {AUTHORIZATION}\r\n"
+    )
     if body or method == "POST":
         head += f"Content-Length: {len(body)}\r\n"
     return head.encode() + b"\r\n" + body
@@ -127,7 +142,7 @@ def wait_ready(port: int, path: str, process: subprocess.Popen, log: Path) -> No
             sys.exit(f"server exited:\n{log.read_text()[-3000:]}")
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", path)
+            conn.request("GET", path, headers=HEADERS)
             if conn.getresponse().status < 500:
                 return
         except OSError:
@@ -137,29 +152,37 @@ def wait_ready(port: int, path: str, process: subprocess.Popen, log: Path) -> No
 
 
 class Servers:
-    """``narad serve`` with embedded Valkey, and the floor app beside it."""
+    """``narad serve`` with embedded Valkey, the floor app beside it, and a
+    second node with security off for the comparison."""
 
     def __init__(self, tmp: Path, workers: int) -> None:
         self.tmp = tmp
         self.workers = workers
         self.port, self.floor_port = free_port(), free_port()
         self.data = tmp / "data"
-        self.env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
-            "NARAD_SERVER_BIND": f"127.0.0.1:{self.port}",
-            "NARAD_SERVER_WORKERS": str(workers),
-            "NARAD_STORAGE_URL": "",
-            "NARAD_STORAGE_DATA_DIR": str(self.data),
-            "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),
-        }
+        self.env = self.node_env(self.port, "data")
         self.processes: list[subprocess.Popen] = []
 
-    def _spawn(self, args: list[str], log: Path) -> subprocess.Popen:
+    def node_env(self, port: int, data: str, **extra: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+            "NARAD_SERVER_BIND": f"127.0.0.1:{port}",
+            "NARAD_SERVER_WORKERS": str(self.workers),
+            "NARAD_STORAGE_URL": "",
+            "NARAD_STORAGE_DATA_DIR": str(self.tmp / data),
+            "NARAD_VALIDATION_CAPACITY_DIR": str(self.tmp / data / "capacity"),
+            "NARAD_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            **extra,
+        }
+
+    def _spawn(
+        self, args: list[str], log: Path, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         with log.open("wb") as out:
             process = subprocess.Popen(
                 args,
-                env=self.env,
+                env=env or self.env,
                 cwd=self.tmp,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -191,8 +214,21 @@ class Servers:
         self.narad_workers = [p for p in children if p not in self.valkey]
         self.floor_workers = child_pids(self.floor.pid)
 
-    def stop(self) -> None:
-        for process in reversed(self.processes):
+    def spawn_node(self, name: str, **extra: str) -> tuple[int, dict[str, list[int]]]:
+        """Another ``narad serve`` on its own embedded Valkey: (port, its
+        processes by group, for :class:`Usage`)."""
+        port = free_port()
+        log = self.tmp / f"{name}.log"
+        env = self.node_env(port, name, **extra)
+        process = self._spawn([sys.executable, "-m", "narad.cli", "serve"], log, env)
+        wait_ready(port, "/readyz", process, log)
+        children = child_pids(process.pid)
+        valkey = [p for p in children if comm(p).startswith("valkey")]
+        workers = [p for p in children if p not in valkey]
+        return port, {"gunicorn workers": workers, "valkey": valkey}
+
+    def stop(self, processes: list[subprocess.Popen] | None = None) -> None:
+        for process in reversed(self.processes if processes is None else processes):
             if process.poll() is None:
                 process.terminate()
                 try:
@@ -205,7 +241,7 @@ class Servers:
 def call(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request(method, path, body=body)
+        conn.request(method, path, body=body, headers=HEADERS)
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -432,7 +468,7 @@ def latency(port: int, topic: str, seconds: float) -> list[float]:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         while not stop.is_set():
             ready.set()
-            conn.request("GET", f"/v1/topics/{topic}/consume?wait=2s")
+            conn.request("GET", f"/v1/topics/{topic}/consume?wait=2s", headers=HEADERS)
             resp = conn.getresponse()
             body = resp.read()
             if resp.status != 200:
@@ -442,7 +478,8 @@ def latency(port: int, topic: str, seconds: float) -> list[float]:
             ready.clear()
             got.set()
             handle = message["receipt_handle"]
-            conn.request("POST", f"/v1/topics/{topic}/ack?receipt_handle={handle}")
+            path = f"/v1/topics/{topic}/ack?receipt_handle={handle}"
+            conn.request("POST", path, headers=HEADERS)
             conn.getresponse().read()
         conn.close()
 
@@ -458,7 +495,9 @@ def latency(port: int, topic: str, seconds: float) -> list[float]:
         got.clear()
         body = json.dumps({"seq": seq, "pad": "x" * 990}).encode()
         sent = time.perf_counter()
-        producer.request("POST", f"/v1/topics/{topic}/produce", body=body)
+        producer.request(
+            "POST", f"/v1/topics/{topic}/produce", body=body, headers=HEADERS
+        )
         producer.getresponse().read()
         if got.wait(5):
             samples.append(received[seq] - sent)
@@ -474,7 +513,13 @@ class Background:
 
     def __init__(self, *args: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / "loadgen.py"), *args],
+            [
+                sys.executable,
+                str(ROOT / "bench" / "loadgen.py"),
+                *args,
+                "--authorization",
+                AUTHORIZATION,
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -563,6 +608,36 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
         finally:
             probes = prober.stop()
         return result, probes
+
+    # -- security on vs off: two fresh nodes alike but for security, the same
+    # load on each in turns, stopped before the other phases -----------------
+    before = len(servers.processes)
+    pair = {
+        "on": servers.spawn_node("secure"),
+        "off": servers.spawn_node("open", NARAD_SECURITY_ENABLED="false"),
+    }
+    rates = {"on": 0.0, "off": 0.0}
+    for side, (node_port, _) in pair.items():
+        create_topic(node_port, f"bench-{side}")
+        # Uncounted: each worker's first check of the credentials (a scrypt
+        # hash) happens here, not in a measured turn.
+        body = request("POST", f"/v1/topics/bench-{side}/produce", BODY)
+        run_load(node_port, CLIENTS, 1.0, constant(body, 202, 1))
+    for turn in range(COMPARE_ROUNDS):
+        for side in ("on", "off") if turn % 2 == 0 else ("off", "on"):
+            node_port, groups = pair[side]
+            body = request("POST", f"/v1/topics/bench-{side}/produce", BODY)
+            rate, st = phase(
+                f"produce, security {side}",
+                groups,
+                lambda p=node_port, b=body: run_load(
+                    p, CLIENTS, seconds / 2, constant(b, 202, 1)
+                ),
+            )
+            check(st, {202})
+            rates[side] += rate / COMPARE_ROUNDS
+    servers.stop(servers.processes[before:])
+    secure_rate, open_rate = rates["on"], rates["off"]
 
     floor_rate, st = phase(
         "floor",
@@ -718,6 +793,14 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             f">= 80% of floor: {100 * single / floor_rate:.0f}% "
             f"{verdict(single >= 0.8 * floor_rate)}",
         ),
+        (
+            "  security on (Basic auth)",
+            f"{secure_rate:9,.0f} msgs/s",
+            f">= 90% of off: {100 * secure_rate / open_rate:.0f}% "
+            f"{verdict(secure_rate >= 0.9 * open_rate)} (fresh nodes, {COMPARE_ROUNDS} "
+            "turns each)",
+        ),
+        ("  security off", f"{open_rate:9,.0f} msgs/s", ""),
         (
             f"batch produce ({BATCH}/req, {BATCH_CLIENTS} conns)",
             f"{batch:9,.0f} msgs/s",

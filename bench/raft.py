@@ -49,10 +49,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "bench")]
 
+from messaging import ADMIN_PASSWORD  # noqa: E402
 from messaging import BATCH  # noqa: E402
 from messaging import BATCH_CLIENTS  # noqa: E402
 from messaging import BODY  # noqa: E402
 from messaging import CLIENTS  # noqa: E402
+from messaging import HEADERS  # noqa: E402
 from messaging import call  # noqa: E402
 from messaging import constant  # noqa: E402
 from messaging import create_topic  # noqa: E402
@@ -136,6 +138,8 @@ class Node:
             "NARAD_STORAGE_URL": storage_url,
             "NARAD_STORAGE_DATA_DIR": str(tmp / "data"),
             "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),
+            # Security on, as shipped: every request carries these credentials.
+            "NARAD_ADMIN_PASSWORD": ADMIN_PASSWORD,
         }
         self.log = tmp / "narad.log"
         with self.log.open("wb") as out:
@@ -191,7 +195,7 @@ def exchange(conn, method: str, path: str, body: bytes = b"", headers=None):
     """One request on a kept-alive connection; (status, body) or the error's
     name (the connection is then dropped: never resent)."""
     try:
-        conn.request(method, path, body=body, headers=headers or {})
+        conn.request(method, path, body=body, headers={**HEADERS, **(headers or {})})
         resp = conn.getresponse()
         return resp.status, resp.read()
     except (OSError, http.client.HTTPException) as exc:

@@ -44,6 +44,7 @@ what the workers' RSS cannot tell apart, a leak from fragmentation.
 from __future__ import annotations
 
 import argparse
+import base64
 import ctypes
 import gc
 import http.client
@@ -51,6 +52,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -70,6 +72,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 import redis  # noqa: E402
 
 from narad.embedded import socket_path  # noqa: E402
+
+ADMIN_PASSWORD = secrets.token_urlsafe(16)
+HEADERS = {
+    "Authorization": "Basic "
+    + base64.b64encode(f"admin:{ADMIN_PASSWORD}".encode()).decode()
+}
 
 MIB = 1024 * 1024
 TARGET_MIB_PER_10K = 5.0
@@ -198,6 +206,8 @@ class Node:
             "NARAD_STORAGE_URL": "",
             "NARAD_STORAGE_DATA_DIR": str(self.data),
             "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),
+            # Security on, as shipped: every request carries these credentials.
+            "NARAD_ADMIN_PASSWORD": ADMIN_PASSWORD,
         }
 
     def start(self) -> None:
@@ -268,7 +278,7 @@ class Node:
 def call(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request(method, path, body=body)
+        conn.request(method, path, body=body, headers=HEADERS)
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -295,7 +305,7 @@ class Client:
         index = next(self.turn)
         conn = self.conns[index]
         try:
-            conn.request(method, path, body=body)
+            conn.request(method, path, body=body, headers=HEADERS)
             resp = conn.getresponse()
             data = resp.read()
         except (OSError, http.client.HTTPException):
@@ -592,7 +602,8 @@ GIB = 1024 * MIB
 
 def in_process_app(node: Node) -> Any:
     """The Narad app built as a worker builds it, over the node's storage,
-    driven in this process (a falcon test client)."""
+    driven in this process (a falcon test client sending the root admin's
+    credentials)."""
     import falcon.testing
 
     from narad.app import create_app
@@ -605,9 +616,11 @@ def in_process_app(node: Node) -> Any:
             "storage.url": node.storage_url,
             "storage.data_dir": str(node.data),
             "validation.capacity_dir": str(node.tmp / "capacity"),
+            "server.access_log": "off",
         },
     )
-    return falcon.testing.TestClient(create_app(config, plugins=load_plugins(config)))
+    app = create_app(config, plugins=load_plugins(config))
+    return falcon.testing.TestClient(app, headers=HEADERS)
 
 
 def trace(node: Node, rounds: int, block: int) -> None:

@@ -36,6 +36,7 @@ from narad.errors import RequestTimeout
 from narad.errors import StorageError
 from narad.errors import StorageFull
 from narad.errors import StorageUncertain
+from narad.errors import TooManyRequests
 from narad.errors import Unauthorized
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
@@ -49,15 +50,28 @@ from narad.http.health import WriteGuard
 from narad.http.messages import Ack
 from narad.http.messages import Consume
 from narad.http.messages import Produce
+from narad.http.middleware import Authenticate
+from narad.http.middleware import RequestLog
 from narad.http.schemas import SchemaCheck
 from narad.http.schemas import SchemaHistory
 from narad.http.topics import TopicCollection
 from narad.http.topics import TopicItem
+from narad.http.users import UserCollection
+from narad.http.users import UserItem
 from narad.plugins import Plugins
 from narad.plugins import load_plugins
 from narad.schema import patterns
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.service import SchemaService
+from narad.security.access import Gate
+from narad.security.authn import Authenticator
+from narad.security.authn import Hasher
+from narad.security.limiter import FailureLimiter
+from narad.security.passwords import Scrypt
+from narad.security.seed import admin_password_from_env
+from narad.security.seed import seed_root_admin
+from narad.security.users import UserService
+from narad.storage import Event
 from narad.storage import IdempotencyLimits
 from narad.storage import Storage
 
@@ -74,6 +88,7 @@ STATUS: dict[type[Exception], int] = {
     LeaseGone: 410,
     RequestTimeout: 408,
     PayloadTooLarge: 413,
+    TooManyRequests: 429,
     Unavailable: 503,
     StorageFull: 507,
     StorageError: 503,
@@ -138,6 +153,35 @@ def worker_caches(
     )
 
 
+def authenticator_for(
+    config: Config, storage: Storage, hasher: Hasher
+) -> Authenticator | None:
+    """The worker's credential checks; ``None`` while security is off."""
+    if not config.get("security.enabled"):
+        return None
+
+    def seed() -> None:
+        seed_root_admin(storage, config, admin_password_from_env(), hasher.hash)
+
+    return Authenticator(
+        storage,
+        Listener(storage, events={Event.USER_CHANGED}, name="user notifications"),
+        hasher,
+        FailureLimiter(
+            burst=config.get("security.failures_burst"),
+            per_minute=config.get("security.failures_per_minute"),
+            share=config.get("server.workers"),
+        ),
+        FailureLimiter(
+            burst=config.get("security.address_failures_burst"),
+            per_minute=config.get("security.address_failures_per_minute"),
+            share=config.get("server.workers"),
+        ),
+        cache_s=config.get("security.auth_cache_s"),
+        seed=seed,
+    )
+
+
 class NaradApp(falcon.App):
     """The falcon app, plus the hook the worker calls when it starts to stop."""
 
@@ -159,7 +203,7 @@ def create_app(
     plugins = plugins or load_plugins(config)
     config = plugins.configure(config)
     storage = storage or connect_storage(config, plugins)
-    listener = Listener(storage)
+    listener = Listener(storage, events={Event.MESSAGES, Event.TOPIC_CHANGED})
     waiters = Waiters(listener, max_topics=config.get("cache.topics"))
     records = TopicRecords(storage, listener, max_entries=config.get("cache.topics"))
     schemas = SchemaService(
@@ -187,9 +231,22 @@ def create_app(
     caches = worker_caches(config, records, schemas, messages, waiters)
     listener.on_tick(caches.tick)
 
+    hasher = Hasher(Scrypt(log2_n=config.get("security.scrypt_log2_n")))
+    users = UserService(storage, hasher)
+
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
+    authenticator = authenticator_for(config, storage, hasher)
+    if authenticator is not None:
+        caches.add(authenticator.cache)
+    authenticate = Authenticate(authenticator, Gate(records))
     app = NaradApp(
-        waiters, media_type=falcon.MEDIA_JSON, middleware=[WriteGuard(guard)]
+        waiters,
+        media_type=falcon.MEDIA_JSON,
+        middleware=[
+            RequestLog(config.get("server.access_log")),
+            authenticate,
+            WriteGuard(guard),
+        ],
     )
     app.req_options.keep_blank_qs_values = True
     app.resp_options.default_media_type = falcon.MEDIA_JSON
@@ -218,6 +275,12 @@ def create_app(
         "/v1/topics/{name}/schemas/compatibility", SchemaCheck(topics, schemas)
     )
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")
+    app.add_route("/v1/users", UserCollection(users))
+    user = UserItem(users)
+    app.add_route("/v1/users/{username}", user)
+    app.add_route("/v1/users/{username}/grants", user, suffix="grants")
+    app.add_route("/v1/users/{username}/password", user, suffix="password")
+    app.add_sink(authenticate.unknown_route)  # after every route
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))
     app.add_route("/metrics", Metrics(guard, caches))
@@ -247,6 +310,8 @@ def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
             message += ": the write may have been applied"
     else:
         message = exc.message
+        for name, value in exc.headers.items():
+            resp.set_header(name, value)
     _json_error(resp, status_of(exc), message)
 
 

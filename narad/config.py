@@ -33,6 +33,7 @@ __all__ = (
     "SETTINGS",
     "Config",
     "Setting",
+    "boolean",
     "integer",
     "names",
     "text",
@@ -65,6 +66,19 @@ def integer(low: int, high: int | None = None) -> Callable[[Any], int]:
         return value
 
     return parse
+
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def boolean(value: Any) -> bool:
+    """A parser of true/false (also ``1``/``0``, ``yes``/``no``, ``on``/``off``)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"expected true or false, got {value!r}")
 
 
 def text(value: Any) -> str:
@@ -218,6 +232,12 @@ SETTINGS: tuple[Setting, ...] = (
             integer(1, 1 << 30),
             "bytes per second a body must keep up beyond body_timeout",
         ),
+        Setting(
+            "access_log",
+            "text",
+            _choice("text", "json", "off"),
+            "one line per request on standard error: text, json (JSON lines) or off",
+        ),
     ),
     *_section(
         "storage",
@@ -333,6 +353,55 @@ SETTINGS: tuple[Setting, ...] = (
             "estimated bytes of the compiled patterns a worker keeps, e.g. 16mb",
         ),
     ),
+    *_section(
+        "security",
+        Setting(
+            "enabled",
+            True,
+            boolean,
+            "HTTP Basic credentials on every route but /healthz, /readyz and "
+            "/metrics; false opens every route to anyone (local development)",
+        ),
+        Setting(
+            "auth_cache_s",
+            60,
+            integer(1, 3600),
+            "seconds a worker reuses credentials it verified; a changed or "
+            "deleted user is dropped at once through storage notifications",
+        ),
+        Setting(
+            "failures_burst",
+            10,
+            integer(1, 1_000_000),
+            "failed authentications per node for one user name before 429",
+        ),
+        Setting(
+            "failures_per_minute",
+            10,
+            integer(1, 1_000_000),
+            "how fast that allowance comes back",
+        ),
+        Setting(
+            "address_failures_burst",
+            100,
+            integer(1, 1_000_000),
+            "failed authentications per node from one client address (IPv6: "
+            "one /64) before 429",
+        ),
+        Setting(
+            "address_failures_per_minute",
+            100,
+            integer(1, 1_000_000),
+            "how fast that allowance comes back",
+        ),
+        Setting(
+            "scrypt_log2_n",
+            14,
+            integer(10, 20),
+            "scrypt cost of new password hashes: n = 2**this, 2**this KiB of "
+            "memory per hash (14: 16 MiB)",
+        ),
+    ),
     *_section(PLUGINS, Setting("disabled", (), names, "plugin names never to load")),
 )
 
@@ -398,7 +467,14 @@ class Config:
             for name in (table if isinstance(table, dict) else {"": None})
         } - {s.key for s in SETTINGS}
         if unknown:
-            raise InvalidConfiguration(f"unknown setting `{sorted(unknown)[0]}`")
+            key = sorted(unknown)[0]
+            hint = (
+                ": secrets are never read from the file; the root admin's "
+                "password comes from $NARAD_ADMIN_PASSWORD"
+                if "password" in key
+                else ""
+            )
+            raise InvalidConfiguration(f"unknown setting `{key}`{hint}")
         _refuse_unknown_env(env, {s.env for s in SETTINGS}, _CORE_ENV_PREFIXES)
         sources = _Sources(
             str(path) if path else None, tables, env, dict(overrides or {})

@@ -20,6 +20,9 @@ from typing import Self
 
 from narad.quoting import quote
 
+#: The challenge every 401 carries (RFC 7617).
+CHALLENGE = 'Basic realm="narad"'
+
 #: How many violations an incompatible change names.
 LISTED_VIOLATIONS = 8
 
@@ -32,9 +35,12 @@ class NaradError(Exception):
         detail: What is wrong, without the prefix.
         entry: The index of the batch entry at fault, if any; the message
             then names it (``messages[3]: ...``).
+        headers: Response headers the refusal carries (a 401's challenge,
+            a 429's ``Retry-After``).
     """
 
     prefix = ""
+    headers: dict[str, str] = {}
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -137,11 +143,77 @@ class SelfAttach(InvalidArgument):
 
 
 class Unauthorized(NaradError):
-    """No credentials, or wrong ones."""
+    """No credentials, or wrong ones; the answer carries the Basic challenge."""
+
+    headers = {"WWW-Authenticate": CHALLENGE}
+
+
+class AuthenticationRequired(Unauthorized):
+    def __init__(self) -> None:
+        super().__init__(
+            "authentication required: send HTTP Basic credentials (user name "
+            "and password)"
+        )
+
+
+class MalformedCredentials(Unauthorized):
+    def __init__(self) -> None:
+        super().__init__(
+            "malformed Authorization header: expected Basic and the base64 of "
+            "UTF-8 user:password"
+        )
+
+
+class BadCredentials(Unauthorized):
+    def __init__(self) -> None:
+        super().__init__("wrong user name or password")
 
 
 class Forbidden(NaradError):
     """Credentials that do not allow the request."""
+
+
+class NotAllowed(Forbidden):
+    """The user may not do that to that topic (or to users).
+
+    Attributes:
+        user: Who asked.
+        action: What they asked, as words (``produce to``).
+        topic: The topic, or ``None`` for the Users API.
+        reason: What it would take.
+    """
+
+    def __init__(self, user: str, action: str, topic: str | None, reason: str) -> None:
+        self.user, self.action, self.topic, self.reason = user, action, topic, reason
+        target = f"topic {topic}" if topic is not None else "users"
+        super().__init__(f"user {user} may not {action} {target}: {reason}")
+
+
+class GrantNotHeld(Forbidden):
+    """A grant or user change reaching beyond what the caller holds.
+
+    Attributes:
+        user: Who asked.
+        what: What they tried (``grant``, ``change user bob``).
+        missing: The (action, pattern) pairs they do not hold.
+    """
+
+    def __init__(
+        self, user: str, what: str, missing: Sequence[tuple[str, str]]
+    ) -> None:
+        self.user, self.what, self.missing = user, what, tuple(missing)
+        listed = ", ".join(
+            f"{action} on {pattern!r}" for action, pattern in missing[:8]
+        )
+        super().__init__(
+            f"user {user} may not {what}: it takes {listed}, which {user} does "
+            "not hold (nobody can grant more than they hold)"
+        )
+
+
+class WrongCurrentPassword(Forbidden):
+    def __init__(self) -> None:
+        super().__init__("current_password is wrong")
 
 
 # -- 404 ----------------------------------------------------------------------
@@ -161,6 +233,12 @@ class SchemaVersionNotFound(NotFound):
     def __init__(self, topic: str, version: int) -> None:
         self.topic, self.version = topic, version
         super().__init__(f"topic {topic} has no schema version {version}")
+
+
+class UserNotFound(NotFound):
+    def __init__(self, user: str) -> None:
+        self.user = user
+        super().__init__(f"user {user} not found")
 
 
 class NotAChild(NotFound):
@@ -268,6 +346,23 @@ class ClusterBudgetExceeded(Conflict):
         super().__init__(
             f"schema: cluster budget exceeded: the cluster stores {stored} bytes of "
             f"schemas and may store at most {limit} bytes; delete topics to make room"
+        )
+
+
+class UserExists(Conflict):
+    def __init__(self, user: str) -> None:
+        self.user = user
+        super().__init__(f"user {user} already exists")
+
+
+class LastAdmin(Conflict):
+    """The change would leave no user with ``admin`` on ``*``."""
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+        super().__init__(
+            f"user {user} is the last admin (admin on '*'): give another user "
+            "admin on '*' first"
         )
 
 
@@ -423,7 +518,7 @@ class HistoriesDiffer(Conflict):
         )
 
 
-# -- 410, 413 -----------------------------------------------------------------
+# -- 410, 413, 429 ------------------------------------------------------------
 
 
 class LeaseGone(NaradError):
@@ -440,6 +535,26 @@ class RequestTimeout(NaradError):
 
 class PayloadTooLarge(NaradError):
     """A request body over its limit."""
+
+
+class TooManyRequests(NaradError):
+    """Refused for a while; ``Retry-After`` says how long."""
+
+
+class TooManyFailures(TooManyRequests):
+    """Too many failed authentications for the user name or the address.
+
+    Attributes:
+        retry_after: Whole seconds before the next attempt is checked.
+    """
+
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+        self.headers = {"Retry-After": str(retry_after)}
+        super().__init__(
+            "too many failed authentications for this user name or address; "
+            f"retry after {retry_after} s"
+        )
 
 
 # -- 503 ----------------------------------------------------------------------
@@ -467,6 +582,21 @@ class TopicKeptChanging(Unavailable):
     def __init__(self, topic: str) -> None:
         self.topic = topic
         super().__init__(f"topic {topic} kept changing during the produce; retry")
+
+
+class UserKeptChanging(Unavailable):
+    def __init__(self, user: str) -> None:
+        self.user = user
+        super().__init__(f"user {user} kept changing during the request; retry")
+
+
+class CredentialChecksBusy(Unavailable):
+    """Every credential check slot of the worker is taken, and the queue full."""
+
+    headers = {"Retry-After": "1"}
+
+    def __init__(self) -> None:
+        super().__init__("too many credential checks at once; retry")
 
 
 # -- Not the client's doing ---------------------------------------------------

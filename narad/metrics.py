@@ -52,6 +52,12 @@ IDEMPOTENCY_KEYS_EVICTED = Counter(
 FANOUT_COPIES = Counter(
     "narad_fanout_copies", "Copies of accepted messages stored in fan-out children."
 )
+AUTH_FAILURES = Counter(
+    "narad_auth_failures",
+    "Requests refused for their credentials: missing, malformed, wrong (user "
+    "or password), or rate_limited (429 after too many failures).",
+    ["reason"],
+)
 STORAGE_RETRIES = Counter(
     "narad_storage_retries",
     "Storage calls retried, by reason: moved (to the leader), connection (refused, "

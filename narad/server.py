@@ -39,8 +39,10 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # Imported here: metrics must not load before the CLI has set
         # PROMETHEUS_MULTIPROC_DIR.
         from narad.guard import check_at_start
+        from narad.security.seed import prepare_at_start
 
         check_at_start(config)
+        prepare_at_start(config)
 
     return {
         "bind": [config.get("server.bind")],

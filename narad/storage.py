@@ -55,6 +55,7 @@ what that means for a sharded Redis Cluster).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ __all__ = (
     "Child",
     "Entry",
     "Event",
+    "Grant",
     "IdempotencyKey",
     "IdempotencyLimits",
     "Lease",
@@ -92,6 +94,7 @@ __all__ = (
     "Storage",
     "TopicChanges",
     "TopicMeta",
+    "UserRecord",
 )
 
 
@@ -156,6 +159,7 @@ class TopicMeta:
             (a :class:`narad.schema.modes.Mode` name; the backend stores it
             as given). A child's is its parent's while it is attached: the
             writes that link a child, or change a parent's mode, copy it.
+        owner: The user who created the topic (empty when security was off).
     """
 
     name: str
@@ -173,6 +177,7 @@ class TopicMeta:
     fanout_delay_ms: int = 0
     children: tuple[Child, ...] = ()
     compatibility: str = DEFAULT_COMPATIBILITY
+    owner: str = ""
 
     def min_retention_ms(self) -> int:
         """The lowest non-zero ``retention_ms`` this topic's children allow
@@ -180,6 +185,45 @@ class TopicMeta:
         if not self.children:
             return 0
         return max(c.delay_ms for c in self.children) + RETENTION_MARGIN_MS
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A permission: an action on the topics whose names match a pattern.
+
+    Attributes:
+        action: ``produce``, ``consume``, ``create`` or ``admin``.
+        patterns: Exact topic names, or prefixes followed by ``*``
+            (``invoices.*``; ``*`` alone matches every name).
+    """
+
+    action: str
+    patterns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    """A user, as stored. The backend stores it and never interprets it.
+
+    Attributes:
+        name: The user name (1 to 64 of ``A-Za-z0-9._@-``).
+        password_hash: The password's hash in its self-describing text form
+            (algorithm, parameters, salt, digest).
+        grants: What the user may do.
+        admin: Whether the user holds ``admin`` on every topic (pattern
+            ``*``); the writes keep at least one such user.
+        created_ms: When the user was created (the caller's "now").
+        revision: 1 at create, raised by every write to the user; writes
+            pass the revision they read, so a change made in between refuses
+            them instead of being overwritten.
+    """
+
+    name: str
+    password_hash: str
+    grants: tuple[Grant, ...]
+    admin: bool
+    created_ms: int
+    revision: int = 0
 
 
 @dataclass(frozen=True)
@@ -376,6 +420,9 @@ class Status(Enum):
     CLUSTER_BUDGET = "cluster_budget"  # all histories would exceed their bytes
     GONE = "gone"  # lease lapsed, settled, or never existed
     ACKED_AHEAD_FULL = "acked_ahead_full"
+    NO_USER = "no_user"  # no user of that name
+    STALE_USER = "stale_user"  # the user changed since the caller read it
+    LAST_ADMIN = "last_admin"  # the write would leave no admin of every topic
     STALE_CHILDREN = "stale_children"  # parent or children moved on since read
     DELAY_CHILD = "delay_child"  # a delay child takes messages only from its parent
     ATTACHED = "attached"  # the topic is a child: its parent manages it
@@ -485,7 +532,8 @@ class SchemaWriteResult:
 
 @dataclass(frozen=True)
 class Page:
-    """Topic names in ascending order, and the ``after`` for the next page."""
+    """Names (of topics, or users) in ascending order, and the ``after`` for
+    the next page."""
 
     names: list[str] = field(default_factory=list)
     next_token: str | None = None
@@ -526,10 +574,16 @@ class Event(Enum):
     """The topic's record changed: created, settings or schema altered, or
     deleted. Whatever a worker holds about the topic may be stale."""
 
+    USER_CHANGED = "user_changed"
+    """A user was created or deleted, or their password or grants changed
+    (the notification's ``topic`` is the user name). Credentials a worker
+    verified for that user may be stale."""
+
 
 @dataclass(frozen=True)
 class Notification:
-    """One event of :meth:`Storage.notifications`; ``topic`` is empty for
+    """One event of :meth:`Storage.notifications`; ``topic`` is the topic,
+    the user name for :attr:`Event.USER_CHANGED`, and empty for
     :attr:`Event.LISTENING`."""
 
     event: Event
@@ -666,11 +720,12 @@ class Storage(Protocol):
         """:meth:`get_topic` for each name, in order, in one round trip."""
         ...
 
-    def list_topics(self, *, after: str, limit: int) -> Page:
+    def list_topics(self, *, after: str, limit: int, prefix: str = "") -> Page:
         """Up to ``limit`` topic names above ``after`` in code-point order.
 
-        ``after=""`` starts at the first name. ``next_token`` is the last
-        name returned when more names follow, else ``None``.
+        ``after=""`` starts at the first name; only names that start with
+        ``prefix`` count. ``next_token`` is the last name returned when more
+        such names follow, else ``None``.
         """
         ...
 
@@ -1016,14 +1071,89 @@ class Storage(Protocol):
         """
         ...
 
+    # -- users ---------------------------------------------------------------
+
+    def create_user(self, user: UserRecord, *, only_if_none: bool = False) -> Status:
+        """Create ``user`` (its ``revision`` is ignored: a new user has 1).
+
+        Checks: no user named ``user.name`` exists, and with
+        ``only_if_none`` (seeding the first admin) no user at all (EXISTS).
+        Changes, in one step: stores the record, lists it for
+        :meth:`list_users`, counts it among the admins when ``user.admin``,
+        and publishes :attr:`Event.USER_CHANGED`.
+
+        Returns:
+            OK or EXISTS.
+        """
+        ...
+
+    def get_user(self, name: str) -> UserRecord | None:
+        """The user's record, or ``None`` when there is no such user."""
+        ...
+
+    def get_users(self, names: Sequence[str]) -> list[UserRecord | None]:
+        """:meth:`get_user` for each name, in order, in one round trip."""
+        ...
+
+    def list_users(self, *, after: str, limit: int) -> Page:
+        """Up to ``limit`` user names above ``after`` in code-point order,
+        paged as :meth:`list_topics` pages topic names."""
+        ...
+
+    def replace_grants(
+        self, name: str, grants: Sequence[Grant], *, admin: bool, revision: int
+    ) -> Status:
+        """Replace the user's grants (and their ``admin`` standing).
+
+        Checks, in order: the user exists (NO_USER); its revision is
+        ``revision`` (STALE_USER); when the user is an admin and ``admin`` is
+        false, another admin exists (LAST_ADMIN). Changes, in one step: the
+        grants, the admin standing, the revision (plus one), and publishes
+        :attr:`Event.USER_CHANGED`.
+
+        Returns:
+            OK, NO_USER, STALE_USER or LAST_ADMIN.
+        """
+        ...
+
+    def set_password(self, name: str, password_hash: str, *, revision: int) -> Status:
+        """Replace the user's password hash.
+
+        Checks, in order: the user exists (NO_USER); its revision is
+        ``revision`` (STALE_USER). Changes, in one step: the hash, the
+        revision (plus one), and publishes :attr:`Event.USER_CHANGED`.
+
+        Returns:
+            OK, NO_USER or STALE_USER.
+        """
+        ...
+
+    def delete_user(self, name: str, *, revision: int) -> Status:
+        """Delete the user.
+
+        Checks, in order: the user exists (NO_USER); its revision is
+        ``revision`` (STALE_USER); when the user is an admin, another admin
+        exists (LAST_ADMIN). Changes, in one step: removes the record,
+        unlists it, and publishes :attr:`Event.USER_CHANGED`. Topics the user
+        owns keep their ``owner``.
+
+        Returns:
+            OK, NO_USER, STALE_USER or LAST_ADMIN.
+        """
+        ...
+
     # -- notifications -------------------------------------------------------
 
-    def notifications(self) -> Iterator[Notification | None]:
+    def notifications(
+        self, events: Collection[Event] | None = None
+    ) -> Iterator[Notification | None]:
         """A live stream of events published by every worker of every node.
 
+        ``events`` names the events the consumer handles (``None``: all of
+        them); a backend may leave the others out of the stream, so that,
+        say, a stream for user changes does not carry an event per message.
         The iterator first yields :attr:`Event.LISTENING` once nothing
-        published afterwards can be missed, then each
-        :attr:`Event.MESSAGES` and :attr:`Event.TOPIC_CHANGED` as published
+        published afterwards can be missed, then each event as published
         (at least once each; possibly merged or repeated), and ``None`` after
         about a second without events, so its consumer can decide to stop.
         It ends by raising :class:`narad.errors.StorageError` when the

@@ -68,6 +68,7 @@ from narad import offload
 from narad.config import Config
 from narad.errors import RequestTimeout
 from narad.http import error_body
+from narad.http import new_request_id
 
 # Connections a worker takes past its share of server.max_connections, only
 # to answer health probes; past those, new connections wait in the kernel's
@@ -186,6 +187,7 @@ class JSONErrors:
         head = (
             f"HTTP/1.1 {status} {reason}\r\n"
             "Connection: close\r\n"
+            f"X-Request-ID: {new_request_id()}\r\n"
             "Content-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         )
@@ -306,6 +308,7 @@ class Connection:
         body = error_body(message)
         head = (
             f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+            f"X-Request-ID: {new_request_id()}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         )
         with suppress(OSError):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from narad.embedded import EmbeddedValkey
+from tests.httpclient import ADMIN
 from tests.httpclient import Client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +24,14 @@ def free_port() -> int:
 
 
 class Node:
-    """``narad serve`` in a subprocess, on a free port."""
+    """``narad serve`` in a subprocess, on a free port.
+
+    Security is on, as by default, with the root admin's password
+    :data:`tests.httpclient.ADMIN` (clients send it) and cheap password
+    hashes; failed logins from the tests' one address are allowed a large
+    burst, so that tests of refusals do not lock the others out (the rate
+    limit has a test of its own). ``env`` overrides any of it.
+    """
 
     def __init__(
         self,
@@ -45,6 +53,10 @@ class Node:
             "NARAD_STORAGE_URL": storage_url,
             "NARAD_STORAGE_DATA_DIR": str(tmp / "data"),
             "NARAD_VALIDATION_CAPACITY_DIR": str(tmp / "capacity"),
+            "NARAD_ADMIN_PASSWORD": ADMIN[1],
+            "NARAD_SECURITY_SCRYPT_LOG2_N": "10",
+            "NARAD_SECURITY_FAILURES_BURST": "100000",
+            "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "100000",
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
             **(env or {}),
         }

@@ -14,6 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tests.httpclient import ADMIN
+from tests.httpclient import basic
+
 
 @dataclass
 class RawResponse:
@@ -55,12 +58,16 @@ def build(
     chunk_sizes: list[int] | None = None,
     headers: dict[str, str] | None = None,
     announced: int | None = None,
+    auth: tuple[str, str] | None = ADMIN,
 ) -> bytes:
-    """A request's bytes. ``framing``: ``length``, ``chunked`` or ``none``."""
+    """A request's bytes. ``framing``: ``length``, ``chunked`` or ``none``;
+    ``auth``: the Basic credentials sent (the test nodes' root admin)."""
     if isinstance(target, str):
         target = target.encode("ascii")
     lines = [b"%s %s HTTP/1.1" % (method.encode(), target), b"Host: narad"]
     lines.append(b"Connection: close")
+    if auth is not None:
+        lines.append(f"Authorization: {basic(*auth)}".encode())
     for name, value in (headers or {}).items():
         lines.append(f"{name}: {value}".encode("latin-1"))
     if framing == "length":

@@ -12,6 +12,10 @@ The thread starts on first use (the first topic record a worker caches, or
 the first long poll) and survives any failure: it opens a new
 stream after a pause, and logs the loss once and the recovery once, not
 every attempt.
+
+A listener may ask for some events only (``events``): the worker's users
+listener takes ``USER_CHANGED`` alone, so that watching credentials does not
+cost it an event per message produced anywhere.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from collections.abc import Collection
 
 from narad.storage import Event
 from narad.storage import Storage
@@ -31,8 +36,16 @@ RECONNECT_DELAY_S = 0.1
 
 
 class Listener:
-    def __init__(self, storage: Storage) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        events: Collection[Event] | None = None,
+        *,
+        name: str = "storage notifications",
+    ) -> None:
         self._storage = storage
+        self._name = name  # in its log lines
+        self._events = frozenset(events) if events is not None else None
         self.enabled = storage.capabilities.notifications
         self._handlers: defaultdict[Event, list[Callable[[str], None]]] = defaultdict(
             list
@@ -74,7 +87,7 @@ class Listener:
         lost = False
         while not self._stopped:
             try:
-                for note in self._storage.notifications():
+                for note in self._storage.notifications(self._events):
                     if self._stopped:
                         return
                     for tick in self._tick_handlers:
@@ -83,7 +96,7 @@ class Listener:
                         continue
                     if note.event is Event.LISTENING:
                         if lost:
-                            log.warning("storage notifications are back")
+                            log.warning("%s are back", self._name)
                             lost = False
                         self._live(True)
                     else:
@@ -91,7 +104,7 @@ class Listener:
                             handler(note.topic)
             except Exception as exc:  # any failure: open a new stream, never die
                 if not lost:
-                    log.warning("storage notifications lost: %s", exc)
+                    log.warning("%s lost: %s", self._name, exc)
                     lost = True
             self._live(False)
             time.sleep(RECONNECT_DELAY_S)

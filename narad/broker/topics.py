@@ -15,6 +15,7 @@ storage copies a parent's new mode into every child in the same write.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import replace
 
 from narad.broker import now_ms
@@ -77,6 +78,7 @@ class TopicService:
         parent: str | None = None,
         delay_ms: int = 0,
         mode: Mode | None = None,
+        owner: str = "",
     ) -> TopicMeta:
         """Create a topic; under ``parent`` (with ``delay_ms``) it is created
         attached, taking the parent's partition count unless ``settings``
@@ -88,6 +90,7 @@ class TopicService:
             epoch=secrets.token_hex(8),
             created_ms=now_ms(),
             compatibility=(mode or DEFAULT).value,
+            owner=owner,
             **{**defaults, **settings},
         )
         if parent is not None:
@@ -106,10 +109,49 @@ class TopicService:
         meta = self.records.refresh(name)
         return meta, self.storage.partition_stats(meta, now_ms=now_ms())
 
-    def list(self, *, after: str, limit: int) -> tuple[list[TopicMeta], str | None]:
-        page = self.storage.list_topics(after=after, limit=limit)
-        metas = self.storage.get_topics(page.names)
-        return [m for m in metas if m is not None], page.next_token
+    def list(
+        self,
+        *,
+        after: str,
+        limit: int,
+        scope: Sequence[tuple[str, bool]] | None = None,
+    ) -> tuple[list[TopicMeta], str | None]:
+        """A page of topics above ``after``, in name order, and the next token.
+
+        ``scope`` keeps to some names: sorted, disjoint ``(prefix, exact)``
+        ranges (``exact``: the prefix is a whole name); ``None`` lists all.
+        """
+        if scope is None:
+            page = self.storage.list_topics(after=after, limit=limit)
+            names, next_token = page.names, page.next_token
+        else:
+            names, next_token = self._scoped(after, limit, scope)
+        metas = self.storage.get_topics(names)
+        return [m for m in metas if m is not None], next_token
+
+    def _scoped(
+        self, after: str, limit: int, scope: Sequence[tuple[str, bool]]
+    ) -> tuple[list[str], str | None]:
+        # Whole names are looked up at once. The prefix ranges are disjoint
+        # and sorted, so walking them in order yields names in order; once
+        # they gave one more than a page, later ones cannot make the page.
+        exact = [name for name, whole in scope if whole and name > after]
+        names = [m.name for m in self.storage.get_topics(exact) if m is not None]
+        found = 0
+        for prefix, whole in scope:
+            if whole or found > limit:
+                continue
+            if after >= prefix and not after.startswith(prefix):
+                continue  # the whole range sorts at or before ``after``
+            page = self.storage.list_topics(
+                after=after, limit=limit + 1 - found, prefix=prefix
+            )
+            names += page.names
+            found += len(page.names)
+        names.sort()
+        if len(names) > limit:
+            return names[:limit], names[limit - 1]
+        return names, None
 
     def alter(
         self,

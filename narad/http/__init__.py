@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import ujson
+
+
+def new_request_id() -> str:
+    """An ``X-Request-ID`` for a request that came without one."""
+    return secrets.token_hex(8)
 
 
 def encode(value: Any) -> str:

@@ -1,7 +1,9 @@
 """``/v1/topics/{parent}/children``: attach, list with lag, detach.
 
-Every action here manages the parent (an attach also names the child): the
-one question to ask of the caller is whether they may manage ``name``.
+Attaching and detaching manage the parent: they take its owner or an admin
+matching it. An attach also changes the child (its schema and messages come
+from the parent from then on), so it takes the right to alter the child too.
+Listing the children reads the parent.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from narad.http.topics import check_name
 from narad.http.topics import delay_ms
 from narad.http.topics import topic_name
 from narad.http.topics import topic_record
+from narad.security.access import authorize
+from narad.security.grants import Action
 
 ATTACH_FIELDS = ("child", "delay_ms")
 
@@ -26,17 +30,19 @@ class Children:
         self.children = children
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        authorize(req, Action.MANAGE_CHILDREN, check_name(name))
         body, _ = read_object(req)
         refuse_unknown(body, ATTACH_FIELDS)
         child = topic_name(body.get("child"), "child")
+        authorize(req, Action.ALTER, child)
         delay = body.get("delay_ms")
         delay = 0 if delay is None else delay_ms(delay, "delay_ms")
         parent = self.children.attach(name, child, delay)
         resp.text = dumps(topic_record(parent))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        parent, lags = self.children.children(check_name(name))
+        authorize(req, Action.READ, check_name(name))
+        parent, lags = self.children.children(name)
         resp.text = dumps(
             {"parent": parent.name, "children": [_lag(lag) for lag in lags]}
         )
@@ -51,7 +57,8 @@ class Child:
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, name: str, child: str
     ) -> None:
-        self.children.detach(check_name(name), check_name(child))
+        authorize(req, Action.MANAGE_CHILDREN, check_name(name))
+        self.children.detach(name, check_name(child))
         resp.status = falcon.HTTP_204
 
 

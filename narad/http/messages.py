@@ -27,6 +27,8 @@ from narad.http.body import read_body
 from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
 from narad.quoting import quote
+from narad.security.access import authorize
+from narad.security.grants import Action
 from narad.storage import PayloadKind
 from narad.storage import Settle
 
@@ -49,7 +51,7 @@ class Produce:
         self.messages = messages
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        authorize(req, Action.PRODUCE, check_name(name))
         key = _utf8(param(req, "key") or "", "key")
         partition = query_int(req, "partition")
         idempotency_key = _request_key(req)
@@ -63,7 +65,7 @@ class Produce:
     def on_post_batch(
         self, req: falcon.Request, resp: falcon.Response, name: str
     ) -> None:
-        check_name(name)
+        authorize(req, Action.PRODUCE, check_name(name))
         idempotency_key = _request_key(req)
         outgoing = _batch(read_body(req), keyed_request=idempotency_key is not None)
         produced = self.messages.produce(
@@ -185,7 +187,7 @@ class Consume:
         self.messages = messages
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        authorize(req, Action.CONSUME, check_name(name))
         partition = query_int(req, "partition")
         offset = query_int(req, "offset")
         if offset is not None:
@@ -201,7 +203,7 @@ class Consume:
     def on_get_batch(
         self, req: falcon.Request, resp: falcon.Response, name: str
     ) -> None:
-        check_name(name)
+        authorize(req, Action.CONSUME, check_name(name))
         if param(req, "offset") is not None:
             raise InvalidArgument(
                 "consume/batch leases messages; replay by offset is "
@@ -225,7 +227,7 @@ class Consume:
         self, req: falcon.Request, resp: falcon.Response, name: str
     ) -> None:
         """HEAD is safe: a batch consume would lease messages."""
-        check_name(name)
+        authorize(req, Action.CONSUME, check_name(name))
         raise InvalidArgument(
             "HEAD of consume/batch is not served: it would lease messages; "
             "replay one by HEAD of consume?partition=&offset="
@@ -233,7 +235,7 @@ class Consume:
 
     def on_head(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         """HEAD is safe: it may replay but never lease a message."""
-        check_name(name)
+        authorize(req, Action.CONSUME, check_name(name))
         partition = query_int(req, "partition")
         offset = query_int(req, "offset")
         if offset is None:
@@ -257,7 +259,7 @@ class Ack:
         self.messages = messages
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        authorize(req, Action.CONSUME, check_name(name))
         handle = param(req, "receipt_handle")
         if not handle:
             raise InvalidArgument("receipt_handle is required")
@@ -278,7 +280,7 @@ class Ack:
     def on_post_batch(
         self, req: falcon.Request, resp: falcon.Response, name: str
     ) -> None:
-        check_name(name)
+        authorize(req, Action.CONSUME, check_name(name))
         body = parse_json(read_body(req))
         if not isinstance(body, dict) or not isinstance(
             body.get("receipt_handles"), list

@@ -23,6 +23,8 @@ from narad.schema.modes import Direction
 from narad.schema.modes import Finding
 from narad.schema.service import Against
 from narad.schema.service import SchemaService
+from narad.security.access import authorize
+from narad.security.grants import Action
 
 CHECK_FIELDS = ("schema", "against", "mode")
 MAX_VERSION = 10**9
@@ -37,7 +39,8 @@ class SchemaHistory:
         self.schemas = schemas
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        meta = self.topics.refresh(check_name(name))
+        authorize(req, Action.READ, check_name(name))
+        meta = self.topics.refresh(name)
         sizes = self.schemas.sizes(meta.name)
         resp.text = dumps(
             {
@@ -53,7 +56,8 @@ class SchemaHistory:
     def on_get_version(
         self, req: falcon.Request, resp: falcon.Response, name: str, version: str
     ) -> None:
-        meta = self.topics.refresh(check_name(name))
+        authorize(req, Action.READ, check_name(name))
+        meta = self.topics.refresh(name)
         if version == "latest":
             if not meta.schema_version:
                 raise NotFound(f"topic {meta.name} has no schema")
@@ -86,7 +90,9 @@ class SchemaCheck:
         self.schemas = schemas
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        # Reading the schemas, not changing them: a reader of the topic may
+        # ask (any grant matching it, or owning it), before its body is read.
+        authorize(req, Action.READ, check_name(name))
         body, raw = read_object(req)
         refuse_unknown(body, CHECK_FIELDS)
         if "schema" not in body:

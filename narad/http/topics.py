@@ -22,6 +22,9 @@ from narad.http.body import refuse_unknown
 from narad.quoting import quote
 from narad.schema import jsontext
 from narad.schema.modes import Mode
+from narad.security.access import authorize
+from narad.security.access import principal
+from narad.security.grants import Action
 from narad.storage import PartitionStats
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
@@ -53,6 +56,7 @@ def topic_record(meta: TopicMeta) -> dict[str, Any]:
         "created_at_ms": meta.created_ms,
         "schema_version": meta.schema_version or None,
         "compatibility": meta.compatibility,
+        "owner": meta.owner or None,
     }
     # Fan-out fields appear where they apply, as the Go Narad shows them.
     if meta.parent:
@@ -151,6 +155,9 @@ class TopicCollection:
             if parent is None:
                 raise InvalidArgument("fanout_delay_ms needs parent")
             delay = delay_ms(delay, "fanout_delay_ms")
+        if parent is not None:
+            authorize(req, Action.MANAGE_CHILDREN, parent)
+        authorize(req, Action.CREATE, name)
         settings = _settings(body, SETTINGS, inherit=parent is not None)
         compatibility = _mode_setting(body)
         schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
@@ -161,6 +168,7 @@ class TopicCollection:
             parent=parent,
             delay_ms=delay or 0,
             mode=compatibility,
+            owner=principal(req).name,
         )
         resp.status = falcon.HTTP_201
         resp.location = f"/v1/topics/{meta.name}"
@@ -174,7 +182,9 @@ class TopicCollection:
                 "page_token must be the next_page_token of the previous page, "
                 f"got {quote(token)}"
             )
-        metas, next_token = self.topics.list(after=token, limit=limit)
+        # A user sees the topics their grants match (see the README).
+        scope = principal(req).permissions.listing_prefixes()
+        metas, next_token = self.topics.list(after=token, limit=limit, scope=scope)
         resp.text = dumps(
             {
                 "topics": [topic_record(m) for m in metas],
@@ -190,7 +200,8 @@ class TopicItem:
         self.topics = topics
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        meta, stats = self.topics.describe(check_name(name))
+        authorize(req, Action.READ, check_name(name))
+        meta, stats = self.topics.describe(name)
         record = topic_record(meta)
         record["partition_stats"] = [_stats(s) for s in stats]
         resp.text = dumps(record)
@@ -198,7 +209,7 @@ class TopicItem:
     on_head = on_get
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        check_name(name)
+        authorize(req, Action.ALTER, check_name(name))
         body, raw = read_object(req)
         if "partitions" in body:
             raise InvalidArgument("partitions cannot be changed")
@@ -226,7 +237,8 @@ class TopicItem:
         resp.text = dumps(topic_record(meta))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        self.topics.delete(check_name(name))
+        authorize(req, Action.DELETE, check_name(name))
+        self.topics.delete(name)
         resp.status = falcon.HTTP_204
 
 

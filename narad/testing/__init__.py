@@ -16,7 +16,11 @@ Public and covered by the README's compatibility promise, like
 
 - :func:`load_plugins`: the checked plugin set (built-ins, the fakeredis
   backend, yours) without whatever else is installed.
-- :func:`make_config`: a :class:`~narad.config.Config` for tests.
+- :func:`make_config`: a :class:`~narad.config.Config` for tests. Security
+  is off unless asked for (``make_config(security__enabled=True)``); then
+  :func:`client` sends the root admin's credentials
+  (:data:`ADMIN_PASSWORD`) with every request, and :func:`basic_auth` makes
+  the header for other users.
 - :mod:`narad.testing.compatibility`: check a pair of schema texts as a
   schema change is checked, with your plugins
   (:func:`~narad.testing.compatibility.check_compatibility`).
@@ -28,6 +32,7 @@ Public and covered by the README's compatibility promise, like
 from __future__ import annotations
 
 import atexit
+import base64
 import shutil
 import tempfile
 import uuid
@@ -43,7 +48,17 @@ from narad.plugins import Plugins
 from narad.plugins import load_plugins as _load_plugins
 from narad.testing import fakeredis
 
-__all__ = ("client", "load_plugins", "make_app", "make_config")
+__all__ = (
+    "ADMIN_PASSWORD",
+    "basic_auth",
+    "client",
+    "load_plugins",
+    "make_app",
+    "make_config",
+)
+
+#: The root admin's password in a test app with security on.
+ADMIN_PASSWORD = "narad-test-admin"
 
 
 def load_plugins(
@@ -79,7 +94,8 @@ def make_config(directory: str | Path | None = None, **settings: Any) -> Config:
             at exit, when not given).
         **settings: Overrides keyed ``section__name`` (``broker__max_wait_ms``,
             ``plugins__redis__retry_attempts``), already as their parsers
-            would return them.
+            would return them. Security is off, and password hashes cheap,
+            unless overridden.
     """
     if directory is None:
         directory = tempfile.mkdtemp(prefix="narad-test-")
@@ -91,6 +107,9 @@ def make_config(directory: str | Path | None = None, **settings: Any) -> Config:
         "storage.durability": "relaxed",
         "storage.data_dir": str(base / "data"),
         "validation.capacity_dir": str(base / "capacity"),
+        "security.enabled": False,
+        "security.scrypt_log2_n": 10,
+        "server.access_log": "off",
         **{key.replace("__", "."): value for key, value in settings.items()},
     }
     return Config.load(env={}, overrides=overrides)
@@ -100,16 +119,42 @@ def make_app(
     config: Config | None = None, *, plugins: Mapping[str, object] | None = None
 ) -> falcon.App:
     """The Narad WSGI app over ``config`` (:func:`make_config` by default),
-    with the built-in plugins, the fakeredis backend and ``plugins``."""
+    with the built-in plugins, the fakeredis backend and ``plugins``. With
+    security on, the root admin exists, with :data:`ADMIN_PASSWORD`."""
+    from narad.app import connect_storage
     from narad.app import create_app
+    from narad.security.passwords import Scrypt
+    from narad.security.passwords import hash_password
+    from narad.security.seed import seed_root_admin
 
     config = config or make_config()
-    return create_app(config, plugins=load_plugins(plugins, config=config))
+    loaded = load_plugins(plugins, config=config)
+    config = loaded.configure(config)
+    storage = connect_storage(config, loaded)
+    if config.get("security.enabled"):
+        params = Scrypt(log2_n=config.get("security.scrypt_log2_n"))
+        seed_root_admin(
+            storage, config, ADMIN_PASSWORD, lambda p: hash_password(p, params)
+        )
+    return create_app(config, plugins=loaded, storage=storage)
+
+
+def basic_auth(user: str, password: str) -> dict[str, str]:
+    """The ``Authorization`` header of HTTP Basic credentials."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
 
 
 def client(
     config: Config | None = None, *, plugins: Mapping[str, object] | None = None
 ) -> falcon.testing.TestClient:
     """A :class:`falcon.testing.TestClient` over :func:`make_app`: requests
-    run in-process (``simulate_get``, ``simulate_post``...)."""
-    return falcon.testing.TestClient(make_app(config, plugins=plugins))
+    run in-process (``simulate_get``, ``simulate_post``...), with the root
+    admin's credentials when security is on (a request's own
+    ``Authorization`` header wins)."""
+    config = config or make_config()
+    app = make_app(config, plugins=plugins)
+    headers = (
+        basic_auth("admin", ADMIN_PASSWORD) if config.get("security.enabled") else None
+    )
+    return falcon.testing.TestClient(app, headers=headers)

@@ -16,6 +16,11 @@ run the same on any backend. A backend's own test module subclasses
             backend.close()
 
 Tests name their topics uniquely, so one store may serve the whole run.
+The user tests are the exception: they need a store with no user at all
+(seeding the first admin, keeping the last one), so they take the
+``users_storage`` fixture, which is ``storage`` unless the subclass overrides
+it; a backend whose ``storage`` is shared overrides it with a store emptied
+for the test (the suite's own database, flushed).
 A backend that cannot offer a feature says so in one place, the class
 attribute ``capabilities`` (the same :class:`~narad.storage.Capabilities`
 the backend reports): the tests of that feature are then left out of the
@@ -34,12 +39,15 @@ from dataclasses import replace
 from typing import Any
 from typing import TypeVar
 
+import pytest
+
 from narad.storage import DEFAULT_COMPATIBILITY
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import Capabilities
 from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
+from narad.storage import Grant
 from narad.storage import IdempotencyKey
 from narad.storage import IdempotencyLimits
 from narad.storage import Lease
@@ -53,6 +61,7 @@ from narad.storage import Status
 from narad.storage import Storage
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
+from narad.storage import UserRecord
 
 __all__ = ("StorageContract", "requires")
 
@@ -94,6 +103,22 @@ def nonce(n: int | str) -> str:
     return f"{n}".rjust(16, "n")
 
 
+ADMIN = (Grant("admin", ("*",)),)
+
+
+def new_user(*, admin: bool = False, **fields: Any) -> UserRecord:
+    """A user record with a unique name."""
+    values: dict[str, Any] = {
+        "name": f"u-{uuid.uuid4().hex[:12]}",
+        "password_hash": "scrypt$test",
+        "grants": ADMIN if admin else (Grant("produce", ("a.*", "b")),),
+        "admin": admin,
+        "created_ms": 5,
+        **fields,
+    }
+    return UserRecord(**values)
+
+
 class StorageContract:
     """Every behaviour of :class:`narad.storage.Storage`, as tests."""
 
@@ -106,6 +131,11 @@ class StorageContract:
             needed = getattr(test, "narad_requires", ())
             if not all(getattr(cls.capabilities, c) for c in needed):
                 setattr(cls, name, None)  # not collected: the backend lacks it
+
+    @pytest.fixture
+    def users_storage(self, storage: Storage) -> Storage:
+        """A store with no user, for the user tests (see the module's doc)."""
+        return storage
 
     # -- helpers -------------------------------------------------------------
 
@@ -245,6 +275,29 @@ class StorageContract:
         assert everything.next_token is None
         assert everything.names == sorted(everything.names)
         assert f"{prefix}-a" in everything.names
+
+    def test_list_topics_keeps_to_a_prefix(self, storage):
+        base = f"contract-prefix-{uuid.uuid4().hex}"
+        for name in ("a", "a.1", "a.2", "a0", "a.2.x", "b"):
+            self.put_topic_named(storage, f"{base}-{name}")
+        page = storage.list_topics(after="", limit=10, prefix=f"{base}-a.")
+        assert page.names == [f"{base}-a.1", f"{base}-a.2", f"{base}-a.2.x"]
+        assert page.next_token is None
+        first = storage.list_topics(after="", limit=2, prefix=f"{base}-a.")
+        assert first.next_token == f"{base}-a.2"
+        rest = storage.list_topics(after=first.next_token, limit=2, prefix=f"{base}-a.")
+        assert rest == type(rest)([f"{base}-a.2.x"], None)
+        # ``after`` below the prefix starts at the prefix; past it, nothing.
+        low = storage.list_topics(after=f"{base}-", limit=1, prefix=f"{base}-a0")
+        assert low.names == [f"{base}-a0"]
+        assert storage.list_topics(after=f"{base}-c", limit=5, prefix=base).names == []
+
+    def test_create_keeps_the_owner(self, storage):
+        meta = new_meta(owner="alice")
+        assert storage.create_topic(meta).status is Status.OK
+        assert storage.get_topic(meta.name).owner == "alice"
+        unowned = self.topic(storage)
+        assert unowned.owner == ""
 
     def put_topic_named(self, storage: Storage, name: str) -> TopicMeta:
         meta = new_meta(name=name)
@@ -594,6 +647,109 @@ class StorageContract:
         [stats] = storage.partition_stats(meta, now_ms=3)
         assert (stats.next_offset, stats.in_flight) == (4, 0)
         assert storage.reserve(meta, [0], nonce=nonce(9), now_ms=5_000).message is None
+
+    # -- users ---------------------------------------------------------------
+
+    def test_create_user_stores_it_once(self, users_storage):
+        storage = users_storage
+        user = new_user(revision=7)
+        assert storage.create_user(user) is Status.OK
+        assert storage.get_user(user.name) == replace(user, revision=1)
+        again = replace(user, password_hash="other")
+        assert storage.create_user(again) is Status.EXISTS
+        assert storage.get_user(user.name).password_hash == user.password_hash
+        missing = new_user().name
+        assert storage.get_user(missing) is None
+        assert storage.get_users([missing, user.name]) == [
+            None,
+            replace(user, revision=1),
+        ]
+
+    def test_seeding_creates_only_the_first_user(self, users_storage):
+        storage = users_storage
+        assert storage.list_users(after="", limit=1).names == []
+        first = new_user(admin=True)
+        assert storage.create_user(first, only_if_none=True) is Status.OK
+        second = new_user(admin=True)
+        assert storage.create_user(second, only_if_none=True) is Status.EXISTS
+        assert storage.get_user(second.name) is None
+        assert storage.create_user(second) is Status.OK
+
+    def test_list_users_pages_in_name_order(self, users_storage):
+        storage = users_storage
+        names = sorted(new_user().name for _ in range(3))
+        for name in reversed(names):
+            assert storage.create_user(new_user(name=name)) is Status.OK
+        first = storage.list_users(after="", limit=2)
+        assert (first.names, first.next_token) == (names[:2], names[1])
+        rest = storage.list_users(after=first.next_token, limit=2)
+        assert (rest.names, rest.next_token) == (names[2:], None)
+
+    def test_user_writes_check_existence_then_revision(self, users_storage):
+        storage = users_storage
+        user = new_user()
+        storage.create_user(user)
+        grants = (Grant("consume", ("x",)), Grant("create", ("y.*",)))
+        missing = new_user().name
+        for write in (
+            lambda name, rev: storage.replace_grants(
+                name, grants, admin=False, revision=rev
+            ),
+            lambda name, rev: storage.set_password(name, "scrypt$new", revision=rev),
+        ):
+            assert write(missing, 1) is Status.NO_USER
+            assert write(user.name, 0) is Status.STALE_USER
+        assert storage.get_user(user.name) == replace(user, revision=1)
+        assert storage.delete_user(missing, revision=1) is Status.NO_USER
+        assert storage.delete_user(user.name, revision=2) is Status.STALE_USER
+
+    def test_each_user_write_raises_the_revision(self, users_storage):
+        storage = users_storage
+        user = new_user()
+        storage.create_user(user)
+        grants = (Grant("consume", ("x", "y.*")),)
+        assert (
+            storage.replace_grants(user.name, grants, admin=False, revision=1)
+            is Status.OK
+        )
+        assert storage.set_password(user.name, "scrypt$new", revision=2) is Status.OK
+        assert storage.get_user(user.name) == replace(
+            user, grants=grants, password_hash="scrypt$new", revision=3
+        )
+        assert storage.delete_user(user.name, revision=3) is Status.OK
+        assert storage.get_user(user.name) is None
+        assert user.name not in storage.list_users(after="", limit=10**6).names
+        assert storage.create_user(user) is Status.OK  # the name is free again
+
+    def test_the_last_admin_stays(self, users_storage):
+        storage = users_storage
+        first = new_user(admin=True)
+        assert storage.create_user(first) is Status.OK
+        plain = new_user()
+        storage.create_user(plain)
+        # Neither delete nor demotion may leave no admin.
+        assert storage.delete_user(first.name, revision=1) is Status.LAST_ADMIN
+        demote = (Grant("produce", ("*",)),)
+        assert (
+            storage.replace_grants(first.name, demote, admin=False, revision=1)
+            is Status.LAST_ADMIN
+        )
+        # Granting admin to another user frees the first.
+        assert (
+            storage.replace_grants(plain.name, ADMIN, admin=True, revision=1)
+            is Status.OK
+        )
+        assert (
+            storage.replace_grants(first.name, demote, admin=False, revision=1)
+            is Status.OK
+        )
+        assert storage.delete_user(plain.name, revision=2) is Status.LAST_ADMIN
+        second = new_user(admin=True)
+        storage.create_user(second)
+        assert storage.delete_user(plain.name, revision=2) is Status.OK
+        assert storage.delete_user(second.name, revision=1) is Status.LAST_ADMIN
+        # A user who is not an admin goes, whatever the count.
+        assert storage.delete_user(first.name, revision=2) is Status.OK
 
     # -- idempotent ack ------------------------------------------------------
 
@@ -1116,7 +1272,7 @@ class StorageContract:
 
     def test_create_child_creates_adopts_and_links_in_one_step(self, storage):
         parent = self.topic(storage, DOC, partitions=4)
-        meta = new_meta(partitions=4, retention_ms=2 * HOUR)
+        meta = new_meta(partitions=4, retention_ms=2 * HOUR, owner="bob")
         result = storage.create_child(
             meta, parent, delay_ms=HOUR, limits=LIMITS, max_children=108
         )
@@ -1534,8 +1690,10 @@ class StorageContract:
     # -- notifications -------------------------------------------------------
 
     @staticmethod
-    def listening(storage: Storage) -> Iterator[Notification | None]:
-        stream = storage.notifications()
+    def listening(
+        storage: Storage, events: frozenset[Event] | None = None
+    ) -> Iterator[Notification | None]:
+        stream = storage.notifications(events)
         assert next(stream) == Notification(Event.LISTENING)
         return stream
 
@@ -1584,6 +1742,37 @@ class StorageContract:
             self.expect(stream, [changed])
             storage.delete_topic(meta)
             self.expect(stream, [changed])
+        finally:
+            stream.close()
+
+    @requires("notifications")
+    def test_notifications_say_when_a_user_changed(self, users_storage):
+        storage = users_storage
+        stream = self.listening(storage, frozenset({Event.USER_CHANGED}))
+        try:
+            user = new_user(admin=True)
+            changed = Notification(Event.USER_CHANGED, user.name)
+            storage.create_user(user)
+            self.expect(stream, [changed])
+            storage.set_password(user.name, "scrypt$new", revision=1)
+            self.expect(stream, [changed])
+            storage.create_user(new_user(admin=True))
+            storage.replace_grants(user.name, (), admin=False, revision=2)
+            self.expect(stream, [changed])
+            storage.delete_user(user.name, revision=3)
+            self.expect(stream, [changed])
+        finally:
+            stream.close()
+
+    @requires("notifications")
+    def test_a_stream_for_some_events_carries_those(self, storage):
+        meta = self.topic(storage)
+        stream = self.listening(storage, frozenset({Event.TOPIC_CHANGED}))
+        try:
+            self.put(storage, meta, b"m", now=0)
+            storage.alter_topic(meta, TopicChanges(retention_ms=HOUR))
+            # A backend may carry more than asked; it must carry what was.
+            self.expect(stream, [Notification(Event.TOPIC_CHANGED, meta.name)])
         finally:
             stream.close()
 

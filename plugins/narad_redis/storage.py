@@ -18,6 +18,12 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
     narad:{<t>}:idem                  hash   idempotency key -> digest
     narad:{<t>}:idem:at               zset   idempotency keys, scored by when stored
     narad:{<t>}:idem:bytes            string bytes the remembered keys count
+    narad:{@users}                    zset   user names, for keyset listing
+    narad:{@users}:admins             set    users holding admin on every topic
+    narad:{@users}:u:<name>           hash   the user record
+
+Users share the hash tag ``{@users}`` (no topic name holds ``@``), so every
+user script runs on one shard and sees the admins set it must keep non-empty.
 
 ``cursor`` is the next offset never delivered, ``floor`` the lowest offset not
 yet acked. An acked message keeps its nonce (and leaves the lease set): that
@@ -41,9 +47,11 @@ would have to share a slot, which names as hash tags do not arrange, and the
 cluster-wide ``narad:topics`` and ``narad:schema_bytes`` already share scripts
 with topic keys. Narad does not run on a sharded Redis Cluster.
 
-Notifications travel on one pub/sub channel, ``narad:events``, published by
-the scripts themselves (so an event is never lost between a write and its
-announcement): each message is ``<event> <topic>``, the event being a
+Notifications travel on pub/sub channels, published by the scripts
+themselves (so an event is never lost between a write and its announcement):
+``narad:events`` for topics and messages, ``narad:events:users`` for users,
+so a worker that only watches users is not sent an event per message. Each
+message is ``<event> <topic or user>``, the event being a
 :class:`narad.storage.Event` value, or ``<event> <topic> <topic> ...`` for
 several topics at once (an append to a parent and its children: one message
 however many children, not one per child to every subscriber).
@@ -51,7 +59,9 @@ however many children, not one per child to every subscriber).
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Collection
 from collections.abc import Iterator
 from collections.abc import Sequence
 from importlib import resources
@@ -69,6 +79,7 @@ from narad.storage import Capabilities
 from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
+from narad.storage import Grant
 from narad.storage import IdempotencyKey
 from narad.storage import IdempotencyLimits
 from narad.storage import Lease
@@ -87,6 +98,7 @@ from narad.storage import Settle
 from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
+from narad.storage import UserRecord
 from narad_redis.client import RetryingClient
 from narad_redis.client import detached
 
@@ -125,7 +137,10 @@ class RedisStorage:
 
     TOPICS = "narad:topics"
     SCHEMA_BYTES = "narad:schema_bytes"
+    USERS = "narad:{@users}"
+    ADMINS = "narad:{@users}:admins"
     EVENTS = "narad:events"
+    USER_EVENTS = "narad:events:users"
     capabilities = Capabilities(notifications=True)
 
     def __init__(self, client: RetryingClient) -> None:
@@ -149,9 +164,15 @@ class RedisStorage:
         base = f"{self._topic(name)}:p{index}"
         return [base, base + ":log", base + ":lease", base + ":nonce", base + ":acked"]
 
+    def _user(self, name: str) -> str:
+        return f"{self.USERS}:u:{name}"
+
+    def _channel(self, event: Event) -> str:
+        return self.USER_EVENTS if event is Event.USER_CHANGED else self.EVENTS
+
     def _event(self, event: Event, *topics: str) -> list[str]:
         """The channel and message a script publishes ``event`` with."""
-        return [self.EVENTS, " ".join((event.value, *topics))]
+        return [self._channel(event), " ".join((event.value, *topics))]
 
     def _run(
         self,
@@ -288,10 +309,19 @@ class RedisStorage:
 
         return [_topic_meta(raw) for raw in self.client.call(read)]
 
-    def list_topics(self, *, after: str, limit: int) -> Page:
-        low = "(" + after if after else "-"
+    def list_topics(self, *, after: str, limit: int, prefix: str = "") -> Page:
+        return self._page(self.TOPICS, after, limit, prefix)
+
+    def _page(self, key: str, after: str, limit: int, prefix: str = "") -> Page:
+        low, high = b"-", b"+"
+        if prefix:
+            # Names are ASCII: every name starting with the prefix sorts
+            # from it to before the prefix followed by byte 0xff.
+            low, high = b"[" + prefix.encode(), b"(" + prefix.encode() + b"\xff"
+        if after and after >= prefix:
+            low = b"(" + after.encode()
         names = self.client.call(
-            lambda r: r.zrangebylex(self.TOPICS, low, "+", start=0, num=limit + 1)
+            lambda r: r.zrangebylex(key, low, high, start=0, num=limit + 1)
         )
         names = [n.decode() for n in names]
         more = len(names) > limit
@@ -715,13 +745,84 @@ class RedisStorage:
             return None  # a copy in a delay child, not due yet
         return message
 
+    # -- users --------------------------------------------------------------
+
+    def create_user(self, user: UserRecord, *, only_if_none: bool = False) -> Status:
+        reply = self._run(
+            "create_user",
+            [self.USERS, self.ADMINS, self._user(user.name)],
+            [
+                user.name,
+                user.password_hash,
+                _grants_text(user.grants),
+                int(user.admin),
+                user.created_ms,
+                int(only_if_none),
+                *self._event(Event.USER_CHANGED, user.name),
+            ],
+        )
+        return Status(reply.decode())
+
+    def get_user(self, name: str) -> UserRecord | None:
+        return self.get_users([name])[0]
+
+    def get_users(self, names: Sequence[str]) -> list[UserRecord | None]:
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for name in names:
+                pipe.hgetall(self._user(name))
+            return pipe.execute()
+
+        return [_user_record(raw) for raw in self.client.call(read)]
+
+    def list_users(self, *, after: str, limit: int) -> Page:
+        return self._page(self.USERS, after, limit)
+
+    def replace_grants(
+        self, name: str, grants: Sequence[Grant], *, admin: bool, revision: int
+    ) -> Status:
+        reply = self._run(
+            "replace_grants",
+            [self.ADMINS, self._user(name)],
+            [
+                name,
+                _grants_text(grants),
+                int(admin),
+                revision,
+                *self._event(Event.USER_CHANGED, name),
+            ],
+        )
+        return Status(reply.decode())
+
+    def set_password(self, name: str, password_hash: str, *, revision: int) -> Status:
+        reply = self._run(
+            "set_password",
+            [self._user(name)],
+            [password_hash, revision, *self._event(Event.USER_CHANGED, name)],
+        )
+        return Status(reply.decode())
+
+    def delete_user(self, name: str, *, revision: int) -> Status:
+        reply = self._run(
+            "delete_user",
+            [self.USERS, self.ADMINS, self._user(name)],
+            [name, revision, *self._event(Event.USER_CHANGED, name)],
+        )
+        return Status(reply.decode())
+
     # -- notifications ------------------------------------------------------
 
-    def notifications(self) -> Iterator[Notification | None]:
+    def notifications(
+        self, events: Collection[Event] | None = None
+    ) -> Iterator[Notification | None]:
+        wanted = Event if events is None else events
+        channels = sorted(
+            {self._channel(e) for e in wanted if e is not Event.LISTENING}
+        )
         try:
-            pubsub = self._subscribe()
+            pubsub = self._subscribe(channels)
         except (redis.RedisError, OSError) as exc:
-            raise StorageError(f"cannot subscribe to {self.EVENTS}: {exc}") from exc
+            raise StorageError(f"cannot subscribe to {channels}: {exc}") from exc
         try:
             yield Notification(Event.LISTENING)
             heard = time.monotonic()  # last traffic from the server
@@ -743,9 +844,7 @@ class RedisStorage:
                         pubsub.ping()
                         pinged = True
                 except (redis.RedisError, OSError) as exc:
-                    raise StorageError(
-                        f"{self.EVENTS} subscription lost: {exc}"
-                    ) from exc
+                    raise StorageError(f"{channels} subscription lost: {exc}") from exc
                 if message is None or message["type"] == "pong":
                     yield None
                 elif message["type"] == "message":
@@ -757,16 +856,16 @@ class RedisStorage:
         finally:
             pubsub.close()
 
-    def _subscribe(self) -> redis.client.PubSub:
+    def _subscribe(self, channels: list[str]) -> redis.client.PubSub:
         """A subscription the server confirmed, on the node that accepts writes.
 
-        Until the confirmation arrives a publish could be missed, so the
-        stream says LISTENING only after it. A RedisRaft follower refuses
-        with MOVED to the leader, where the scripts publish; the client
-        follows it, and asks the other nodes when the one it knows is gone,
-        waiting at most :data:`SUBSCRIBE_BACKOFF_MAX_S` between tries: no
-        request waits on this, and wake-ups should resume well within a
-        second of a new leader's election.
+        Until the confirmations arrive (one per channel) a publish could be
+        missed, so the stream says LISTENING only after them. A RedisRaft
+        follower refuses with MOVED to the leader, where the scripts publish;
+        the client follows it, and asks the other nodes when the one it knows
+        is gone, waiting at most :data:`SUBSCRIBE_BACKOFF_MAX_S` between
+        tries: no request waits on this, and wake-ups should resume well
+        within a second of a new leader's election.
         """
 
         def subscribe(r: redis.Redis) -> redis.client.PubSub:
@@ -774,9 +873,10 @@ class RedisStorage:
             # while every pooled connection is busy.
             pubsub = detached(r).pubsub()
             try:
-                pubsub.subscribe(self.EVENTS)
-                if pubsub.get_message(timeout=5.0) is None:
-                    raise redis.TimeoutError("no subscription confirmation in 5 s")
+                pubsub.subscribe(*channels)
+                for _ in channels:
+                    if pubsub.get_message(timeout=5.0) is None:
+                        raise redis.TimeoutError("no subscription confirmation in 5 s")
                 return pubsub
             except BaseException:
                 pubsub.close()
@@ -812,12 +912,12 @@ def _durability(
 
 
 def _record_fields(meta: TopicMeta) -> list[Any]:
-    """The record fields a create writes: name, epoch and settings."""
+    """The record fields a create writes: name, epoch, settings and owner."""
     fields: list[Any] = ["name", meta.name, "epoch", meta.epoch]
     fields += ["compatibility", meta.compatibility]
     for name in _SETTINGS:
         fields += [name, getattr(meta, name)]
-    return fields
+    return [*fields, "owner", meta.owner]
 
 
 def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
@@ -831,6 +931,7 @@ def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
         parent=f.get("parent", ""),
         children=_children(f.get("children", "")),
         compatibility=f.get("compatibility", DEFAULT_COMPATIBILITY),
+        owner=f.get("owner", ""),
         **{k: int(f.get(k, 0)) for k in _INT_FIELDS},
     )
 
@@ -850,6 +951,27 @@ def _children(field: str) -> tuple[Child, ...]:
         name, epoch, partitions, delay = item.split(":")
         children.append(Child(name, epoch, int(partitions), int(delay)))
     return tuple(children)
+
+
+def _grants_text(grants: Sequence[Grant]) -> str:
+    return json.dumps([[g.action, list(g.patterns)] for g in grants])
+
+
+def _user_record(raw: dict[bytes, bytes]) -> UserRecord | None:
+    if not raw:
+        return None
+    f = {k.decode(): v.decode() for k, v in raw.items()}
+    return UserRecord(
+        name=f["name"],
+        password_hash=f["password"],
+        grants=tuple(
+            Grant(action, tuple(patterns))
+            for action, patterns in json.loads(f["grants"])
+        ),
+        admin=f["admin"] == "1",
+        created_ms=int(f["created_ms"]),
+        revision=int(f["revision"]),
+    )
 
 
 _KINDS = {kind.value.encode(): kind for kind in PayloadKind}

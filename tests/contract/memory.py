@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Collection
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from narad.storage import Capabilities
 from narad.storage import Child
 from narad.storage import Entry
 from narad.storage import Event
+from narad.storage import Grant
 from narad.storage import IdempotencyKey
 from narad.storage import IdempotencyLimits
 from narad.storage import Lease
@@ -46,6 +48,7 @@ from narad.storage import Settle
 from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
+from narad.storage import UserRecord
 
 TRIM_BUDGET = 1000
 
@@ -172,16 +175,20 @@ class MemoryStorage:
         self.capabilities = Capabilities(notifications=notifications)
         self._lock = threading.Lock()
         self._topics: dict[str, _Topic] = {}
+        self._users: dict[str, UserRecord] = {}
         self._cluster_bytes = 0
-        self._subscribers: list[queue.SimpleQueue[Notification]] = []
+        self._subscribers: list[
+            tuple[Collection[Event] | None, queue.SimpleQueue[Notification]]
+        ] = []
 
     def _live(self, meta: TopicMeta) -> _Topic | None:
         topic = self._topics.get(meta.name)
         return topic if topic is not None and topic.meta.epoch == meta.epoch else None
 
     def _publish(self, event: Event, topic: str) -> None:
-        for subscriber in self._subscribers:
-            subscriber.put(Notification(event, topic))
+        for events, inbox in self._subscribers:
+            if events is None or event in events:
+                inbox.put(Notification(event, topic))
 
     # -- health --------------------------------------------------------------
 
@@ -354,12 +361,9 @@ class MemoryStorage:
     def get_topics(self, names: Sequence[str]) -> list[TopicMeta | None]:
         return [self.get_topic(name) for name in names]
 
-    def list_topics(self, *, after: str, limit: int) -> Page:
+    def list_topics(self, *, after: str, limit: int, prefix: str = "") -> Page:
         with self._lock:
-            names = sorted(n for n in self._topics if n > after)
-        more = len(names) > limit
-        names = names[:limit]
-        return Page(names, names[-1] if more else None)
+            return _page(self._topics, after, limit, prefix)
 
     def alter_topic(self, meta: TopicMeta, changes: TopicChanges) -> Status:
         with self._lock:
@@ -775,12 +779,81 @@ class MemoryStorage:
             return None
         return None if message.timestamp > now_ms else message
 
+    # -- users ---------------------------------------------------------------
+
+    def _admins(self) -> int:
+        return sum(user.admin for user in self._users.values())
+
+    def create_user(self, user: UserRecord, *, only_if_none: bool = False) -> Status:
+        with self._lock:
+            if user.name in self._users or (only_if_none and self._users):
+                return Status.EXISTS
+            self._users[user.name] = replace(user, revision=1)
+            self._publish(Event.USER_CHANGED, user.name)
+            return Status.OK
+
+    def get_user(self, name: str) -> UserRecord | None:
+        with self._lock:
+            return self._users.get(name)
+
+    def get_users(self, names: Sequence[str]) -> list[UserRecord | None]:
+        return [self.get_user(name) for name in names]
+
+    def list_users(self, *, after: str, limit: int) -> Page:
+        with self._lock:
+            return _page(self._users, after, limit, "")
+
+    def _check(self, name: str, revision: int, *, demotes: bool) -> Status:
+        user = self._users.get(name)
+        if user is None:
+            return Status.NO_USER
+        if user.revision != revision:
+            return Status.STALE_USER
+        if demotes and user.admin and self._admins() <= 1:
+            return Status.LAST_ADMIN
+        return Status.OK
+
+    def replace_grants(
+        self, name: str, grants: Sequence[Grant], *, admin: bool, revision: int
+    ) -> Status:
+        with self._lock:
+            status = self._check(name, revision, demotes=not admin)
+            if status is Status.OK:
+                user = self._users[name]
+                self._users[name] = replace(
+                    user, grants=tuple(grants), admin=admin, revision=revision + 1
+                )
+                self._publish(Event.USER_CHANGED, name)
+            return status
+
+    def set_password(self, name: str, password_hash: str, *, revision: int) -> Status:
+        with self._lock:
+            status = self._check(name, revision, demotes=False)
+            if status is Status.OK:
+                user = self._users[name]
+                self._users[name] = replace(
+                    user, password_hash=password_hash, revision=revision + 1
+                )
+                self._publish(Event.USER_CHANGED, name)
+            return status
+
+    def delete_user(self, name: str, *, revision: int) -> Status:
+        with self._lock:
+            status = self._check(name, revision, demotes=True)
+            if status is Status.OK:
+                del self._users[name]
+                self._publish(Event.USER_CHANGED, name)
+            return status
+
     # -- notifications -------------------------------------------------------
 
-    def notifications(self) -> Iterator[Notification | None]:
+    def notifications(
+        self, events: Collection[Event] | None = None
+    ) -> Iterator[Notification | None]:
         inbox: queue.SimpleQueue[Notification] = queue.SimpleQueue()
+        subscriber = (events, inbox)
         with self._lock:
-            self._subscribers.append(inbox)
+            self._subscribers.append(subscriber)
         try:
             yield Notification(Event.LISTENING)
             while True:
@@ -790,7 +863,14 @@ class MemoryStorage:
                     yield None
         finally:
             with self._lock:
-                self._subscribers.remove(inbox)
+                self._subscribers.remove(subscriber)
+
+
+def _page(names: Collection[str], after: str, limit: int, prefix: str) -> Page:
+    found = sorted(n for n in names if n > after and n.startswith(prefix))
+    more = len(found) > limit
+    found = found[:limit]
+    return Page(found, found[-1] if more else None)
 
 
 def _breaks_margin(meta: TopicMeta, changes: TopicChanges) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import redis
 
 import narad_redis
 from narad.config import Config
@@ -32,10 +33,23 @@ class TestFakeRedis(StorageContract):
         backend.close()
 
 
+def flushed(url: str):
+    """A backend on ``url`` whose database was emptied first."""
+    redis.Redis.from_url(url).flushdb()
+    return narad_redis.connect(url, CONFIG)
+
+
 class TestValkey(StorageContract):
+    # The suite's own database: the session's nodes keep their users in 0.
     @pytest.fixture
     def storage(self, valkey):
-        backend = narad_redis.connect(tcp_url(valkey), CONFIG)
+        backend = narad_redis.connect(tcp_url(valkey)[:-1] + "1", CONFIG)
+        yield backend
+        backend.close()
+
+    @pytest.fixture
+    def users_storage(self, valkey):
+        backend = flushed(tcp_url(valkey)[:-1] + "1")
         yield backend
         backend.close()
 
@@ -49,6 +63,15 @@ if redisraft_dir() is not None:
             backend = narad_redis.connect(url, CONFIG)
             yield backend
             backend.close()
+
+        @pytest.fixture
+        def users_storage(self, redisraft):
+            # The cluster is the session's: emptied before and after, so the
+            # nodes of later tests find no user and seed their root admin.
+            backend = flushed(f"redis://127.0.0.1:{redisraft.leader()}/0")
+            yield backend
+            backend.close()
+            redis.Redis.from_url(f"redis://127.0.0.1:{redisraft.leader()}/0").flushdb()
 
 
 class TestMemory(StorageContract):

@@ -19,10 +19,14 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.httpclient import ADMIN
+from tests.httpclient import basic
 from tests.nodes import Node
 from tests.nodes import tcp_url
 
 WAITERS = 300
+# The head of every request but the probes: the test node's root admin.
+HEAD = f"Host: t\r\nAuthorization: {basic(*ADMIN)}\r\n"
 
 
 def raw(node: Node) -> socket.socket:
@@ -106,7 +110,7 @@ def test_hundreds_of_idle_waiters_hold_no_storage_connection(
     make(http, topic + "-other")
     before = storage_clients(valkey)
     request = (
-        f"GET /v1/topics/{topic}/consume?wait=3s HTTP/1.1\r\nHost: t\r\n\r\n"
+        f"GET /v1/topics/{topic}/consume?wait=3s HTTP/1.1\r\n{HEAD}\r\n"
     ).encode()
     socks = []
     for _ in range(WAITERS):
@@ -157,7 +161,7 @@ def test_body_too_slow_gets_408_and_nothing_is_stored(strict_node, topic):
     make(http, topic)
     sock = raw(strict_node)
     sock.sendall(
-        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\nHost: t\r\n"
+        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\n{HEAD}"
         f"Content-Length: 100000\r\n\r\n{{".encode()
     )
     status, headers, body = read_response(sock)
@@ -175,7 +179,7 @@ def test_a_body_at_the_minimum_rate_is_accepted(strict_node, topic):
     payload = b'"' + b"x" * 1998 + b'"'
     sock = raw(strict_node)
     sock.sendall(
-        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\nHost: t\r\n"
+        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\n{HEAD}"
         f"Content-Length: {len(payload)}\r\n\r\n".encode()
     )
     # 2,000 bytes over ~2 s: past body_timeout (1 s), but each second of it
@@ -194,7 +198,7 @@ def test_a_body_cut_short_is_not_stored(strict_node, topic):
     make(http, topic)
     sock = raw(strict_node)
     sock.sendall(
-        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\nHost: t\r\n"
+        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\n{HEAD}"
         f'Content-Length: 100\r\n\r\n{{"cut": '.encode()
     )
     sock.close()
@@ -230,7 +234,7 @@ def capped_node(valkey, tmp_path):
 def test_past_the_connection_cap_only_health_is_answered(capped_node, topic):
     http = capped_node.client()
     make(http, topic)
-    request = f"GET /v1/topics/{topic}/consume?wait=5s HTTP/1.1\r\nHost: t\r\n\r\n"
+    request = f"GET /v1/topics/{topic}/consume?wait=5s HTTP/1.1\r\n{HEAD}\r\n"
     held = []
     for _ in range(20):  # with http's own: one past the cap
         sock = raw(capped_node)
@@ -245,7 +249,7 @@ def test_past_the_connection_cap_only_health_is_answered(capped_node, topic):
         assert headers["connection"] == "close"
         probe.close()
     extra = raw(capped_node)
-    extra.sendall(f"GET /v1/topics/{topic} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+    extra.sendall(f"GET /v1/topics/{topic} HTTP/1.1\r\n{HEAD}\r\n".encode())
     status, _, body = read_response(extra)
     assert status == 503
     assert "server.max_connections" in json.loads(body)["error"]
@@ -260,7 +264,7 @@ def test_sigterm_answers_waiters_now_and_refuses_new_connections(valkey, tmp_pat
     http = node.client()
     make(http, topic)
     http.close()
-    request = f"GET /v1/topics/{topic}/consume?wait=10s HTTP/1.1\r\nHost: t\r\n\r\n"
+    request = f"GET /v1/topics/{topic}/consume?wait=10s HTTP/1.1\r\n{HEAD}\r\n"
     waiters = []
     for _ in range(50):
         sock = raw(node)
@@ -341,7 +345,7 @@ def test_a_long_validation_does_not_hold_up_the_event_loop(strict_node, topic):
     ).encode()
     producer = raw(strict_node)
     producer.sendall(
-        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\nHost: t\r\n"
+        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\n{HEAD}"
         f"Content-Length: {len(payload)}\r\n\r\n".encode()
         + payload
     )

@@ -46,7 +46,7 @@ class OneShotClient(Client):
             body = json.dumps(body).encode()
         conn = self._conn()
         try:
-            conn.request(method, path, body=body, headers=headers or {})
+            conn.request(method, path, body=body, headers=self.with_auth(headers))
             raw = conn.getresponse()
             return Response(raw.status, dict(raw.getheaders()), raw.read())
         except BaseException:

@@ -1,6 +1,8 @@
 """A fuzzer over real HTTP: generated requests on every route, one real node.
 
-Requests go over raw sockets to ``narad serve`` on its embedded storage:
+Requests go over raw sockets to ``narad serve`` on its embedded storage, on
+every route (the Users API's included), with the root admin's credentials or
+now and then with credentials no user holds, malformed or wrong. They carry
 hostile Unicode (lone surrogates, non-ASCII digits, long strings) in path
 segments, query strings and JSON bodies; repeated keys, byte-order marks,
 UTF-16, NaN; chunked framing split anywhere, bodies shorter than announced.
@@ -168,6 +170,7 @@ class Plan:
     chunk_sizes: list[int] = field(default_factory=list)
     topic: str = ""
     produce: str = ""  # "", "one" or "batch"
+    authorization: str | None = None  # None: the root admin's credentials
 
 
 def segment(name: str) -> bytes:
@@ -221,6 +224,66 @@ def batch_body(draw) -> bytes:
     return draw(json_text({"messages": entries}))
 
 
+# Credentials no user holds: malformed (checked for free) or wrong (a hash).
+authorizations = st.one_of(
+    st.sampled_from(["", "Basic", "Bearer abc", "Basic !!!", "basic    "]),
+    st.binary(max_size=40).map(lambda b: "Basic " + base64.b64encode(b).decode()),
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30).map(
+        lambda t: "Basic " + t
+    ),
+    st.just("Basic " + base64.b64encode(b"fz-nobody:wrong-password").decode()),
+)
+# The root admin is never a target: a fuzzed delete or reset of it would
+# lock the fuzzer out (when another admin exists to allow it).
+user_names = st.one_of(
+    st.sampled_from(["fz-user", "fz.user@x", "a" * 64, "a" * 65]),
+    hostile_text,
+).map(lambda name: "fz-admin" if name == "admin" else name)
+grant_lists = st.lists(
+    st.fixed_dictionaries(
+        {
+            "action": st.one_of(
+                st.sampled_from(["produce", "consume", "create", "admin"]),
+                hostile_text,
+            ),
+            "patterns": st.lists(
+                st.one_of(st.sampled_from(["fz.*", "*", "a*b"]), hostile_text),
+                max_size=3,
+            ),
+        }
+    ),
+    max_size=3,
+)
+
+
+@st.composite
+def user_plans(draw) -> Plan:
+    name = draw(user_names)
+    base = b"/v1/users/" + segment(name)
+    password = draw(st.one_of(st.just("fz-password-1"), hostile_text, scalars))
+    kind = draw(st.sampled_from(["create", "list", "get", "delete", "grants", "pw"]))
+    if kind == "create":
+        record = {"username": name, "password": password, "grants": draw(grant_lists)}
+        if draw(st.booleans()):
+            record[draw(hostile_text)] = draw(scalars)
+        return Plan("POST", b"/v1/users", draw(json_text(record)))
+    if kind == "list":
+        target = b"/v1/users" + draw(query(["limit", "page_token"]))
+        return Plan(draw(st.sampled_from(["GET", "HEAD"])), target, framing="none")
+    if kind in ("get", "delete"):
+        method = (
+            "DELETE" if kind == "delete" else draw(st.sampled_from(["GET", "HEAD"]))
+        )
+        return Plan(method, base, framing="none")
+    if kind == "grants":
+        body = draw(json_text({"grants": draw(grant_lists)}))
+        return Plan("PUT", base + b"/grants", body)
+    record = {"password": password}
+    if draw(st.booleans()):
+        record["current_password"] = draw(st.one_of(hostile_text, scalars))
+    return Plan("PUT", base + b"/password", draw(json_text(record)))
+
+
 @st.composite
 def plans(draw) -> Plan:
     topic = draw(topic_names)
@@ -243,6 +306,8 @@ def plans(draw) -> Plan:
                 "ack",
                 "schemas",
                 "health",
+                "users",
+                "users",
                 "unknown",
             ]
         )
@@ -311,10 +376,14 @@ def plans(draw) -> Plan:
     elif route == "health":
         target = draw(st.sampled_from([b"/healthz", b"/readyz", b"/metrics"]))
         plan = Plan(draw(st.sampled_from(["GET", "HEAD"])), target, framing="none")
+    elif route == "users":
+        plan = draw(user_plans())
     else:
         method = draw(st.sampled_from(["GET", "PUT", "POST", "DELETE", "OPTIONS"]))
         plan = Plan(method, b"/" + segment(draw(hostile_text)), framing="none")
-    if plan.method in ("POST", "PATCH") and plan.body:
+    if draw(st.integers(0, 9)) == 0:
+        plan.authorization = draw(authorizations)
+    if plan.method in ("POST", "PATCH", "PUT") and plan.body:
         plan.framing = draw(
             st.sampled_from(["length"] * 4 + ["chunked"] * 3 + ["short", "broken"])
         )
@@ -327,8 +396,11 @@ def plans(draw) -> Plan:
 
 def send(port: int, plan: Plan) -> RawResponse:
     body = plan.body
+    auth: dict = {}
+    if plan.authorization is not None:
+        auth = {"auth": None, "headers": {"Authorization": plan.authorization}}
     if plan.framing in ("length", "none"):
-        data = build(plan.method, plan.target, body, framing=plan.framing)
+        data = build(plan.method, plan.target, body, framing=plan.framing, **auth)
         return exchange(port, data, head=plan.method == "HEAD")
     if plan.framing == "chunked":
         data = build(
@@ -337,13 +409,14 @@ def send(port: int, plan: Plan) -> RawResponse:
             body,
             framing="chunked",
             chunk_sizes=plan.chunk_sizes,
+            **auth,
         )
         return exchange(port, data)
     if plan.framing == "short":
-        data = build(plan.method, plan.target, body, announced=len(body) + 7)
+        data = build(plan.method, plan.target, body, announced=len(body) + 7, **auth)
         return exchange(port, data, close_write=True)
     # broken: a chunked body cut off inside its last data chunk
-    data = build(plan.method, plan.target, body, framing="chunked")
+    data = build(plan.method, plan.target, body, framing="chunked", **auth)
     return exchange(port, data[: -len(b"\r\n0\r\n\r\n") - 1], close_write=True)
 
 

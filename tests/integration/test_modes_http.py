@@ -1,6 +1,7 @@
 """Compatibility modes and the dry-run check over real HTTP, on a gunicorn node
 on Valkey: the case tables per mode through PATCH and the dry run, which must
-agree, histories, and fan-out children following their parent."""
+agree, histories, fan-out children following their parent, and who may ask
+for a dry run."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from tests.cases.compatibility import CASES
 from tests.cases.compatibility import MODE_CASES
 from tests.cases.compatibility import MODES
+from tests.httpclient import Client
 
 NO_CHANGE = {
     "idempotent: key order and whitespace",
@@ -238,3 +240,54 @@ def test_children_follow_their_parent_over_http(http):
     resp = http.patch(f"/v1/topics/{loose}", {"compatibility": "NONE"})
     assert resp.json()["compatibility"] == "NONE"
     assert http.get(f"/v1/topics/{child}").json()["compatibility"] == "BACKWARD"
+
+
+def test_a_dry_run_is_for_readers_of_the_topic(node, http):
+    """The dry run reads a topic's schemas: any grant matching the topic, or
+    owning it, lets a user ask; changing the schema stays the owner's."""
+    p = _name("sec")
+    create(http, f"{p}.t", '{"type":"integer"}', "BACKWARD")
+    check = f"/v1/topics/{p}.t/schemas/compatibility"
+    body = {"schema": {"type": "string"}}
+    users: list[tuple[str, str]] = []
+    for grants in (
+        [{"action": "produce", "patterns": [f"{p}.t"]}],
+        [{"action": "consume", "patterns": [f"{p}.other"]}],
+        [{"action": "create", "patterns": [f"{p}.own.*"]}],
+    ):
+        user = (f"u-{uuid.uuid4().hex[:10]}", "a-password-of-its-own")
+        resp = http.post(
+            "/v1/users", {"username": user[0], "password": user[1], "grants": grants}
+        )
+        assert resp.status == 201, resp.data
+        users.append(user)
+    reader, stranger, creator = (Client(node.base, auth=u) for u in users)
+    anonymous = Client(node.base, auth=None)
+    try:
+        resp = anonymous.post(check, body)
+        assert resp.status == 401
+        assert resp.headers["www-authenticate"] == 'Basic realm="narad"'
+        resp = stranger.post(check, body)
+        assert resp.status == 403
+        assert resp.error == (
+            f"user {users[1][0]} may not read topic {p}.t: no grant matches it"
+        )
+        # Without a grant matching it, a missing topic is 403 as well.
+        assert (
+            stranger.post(f"/v1/topics/{p}.never/schemas/compatibility", body).status
+            == 403
+        )
+        report = reader.post(check, body)
+        assert report.status == 200, report.data
+        assert report.json()["compatible"] is False
+        assert reader.patch(f"/v1/topics/{p}.t", body).status == 403
+        # The owner asks about the topic it created, as the admin does.
+        own = f"{p}.own.t"
+        assert creator.post("/v1/topics", {"name": own, "schema": True}).status == 201
+        owned = creator.post(f"/v1/topics/{own}/schemas/compatibility", body)
+        assert (owned.status, owned.json()["compatible"]) == (200, False)
+        assert http.post(check, body).json()["compatible"] is False
+        assert stored_versions(http, f"{p}.t") == [1]
+    finally:
+        for client in (reader, stranger, creator, anonymous):
+            client.close()

@@ -24,7 +24,9 @@ from urllib.parse import urlencode
 import pytest
 
 from tests import crashing
+from tests.httpclient import ADMIN
 from tests.httpclient import Response
+from tests.httpclient import basic
 from tests.nodes import ROOT
 from tests.nodes import Node
 from tests.nodes import free_port
@@ -68,7 +70,8 @@ def once(node: Node, method: str, path: str, body=None, headers=None) -> Respons
     lower case)."""
     conn = http.client.HTTPConnection("127.0.0.1", node.port, timeout=30)
     try:
-        conn.request(method, path, body=body, headers=headers or {})
+        headers = {"Authorization": basic(*ADMIN), **(headers or {})}
+        conn.request(method, path, body=body, headers=headers)
         raw = conn.getresponse()
         headers = {k.lower(): v for k, v in raw.getheaders()}
         return Response(raw.status, headers, raw.read())

@@ -66,11 +66,11 @@ class Flaky(MemoryStorage):
         super().__init__()
         self.failures = failures
 
-    def notifications(self) -> Iterator[Notification | None]:
+    def notifications(self, events=None) -> Iterator[Notification | None]:
         if self.failures:
             self.failures -= 1
             raise StorageError("connection refused")
-        return super().notifications()
+        return super().notifications(events)
 
 
 def test_a_lost_stream_is_logged_once_and_its_return_once(caplog):

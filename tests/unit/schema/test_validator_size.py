@@ -81,14 +81,19 @@ def test_the_estimate_is_within_a_factor_of_two(name):
             schema_uri="narad://schema/a-topic-name/1",
         )
 
-    compile_one()  # the shared patterns are compiled once, not per validator
-    gc.collect()
-    tracemalloc.start()
-    try:
-        held = [compile_one() for _ in range(10)]
+    def measure() -> float:
         gc.collect()
-        measured = tracemalloc.get_traced_memory()[0] / len(held)
-    finally:
-        tracemalloc.stop()
-    estimate = held[0].estimated_bytes(len(text))
+        tracemalloc.start()
+        try:
+            held = [compile_one() for _ in range(10)]
+            gc.collect()
+            return tracemalloc.get_traced_memory()[0] / len(held)
+        finally:
+            tracemalloc.stop()
+
+    compile_one()  # the shared patterns are compiled once, not per validator
+    # tracemalloc counts every thread: the least of three measurements leaves
+    # out what another test's background thread held meanwhile.
+    measured = min(measure() for _ in range(3))
+    estimate = compile_one().estimated_bytes(len(text))
     assert measured / 2 <= estimate <= measured * 2, (estimate, measured)

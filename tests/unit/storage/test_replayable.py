@@ -13,6 +13,7 @@ from narad.storage import PayloadKind
 from narad.storage import Settle
 from narad.testing import fakeredis
 from narad.testing.storage_contract import new_meta
+from narad.testing.storage_contract import new_user
 
 
 def test_only_writes_whose_rerun_is_harmless_are_replayable(monkeypatch):
@@ -55,4 +56,14 @@ def test_only_writes_whose_rerun_is_harmless_are_replayable(monkeypatch):
             last(lambda a=action: storage.settle_batch(meta, lease, action=a, now_ms=0))
             is again
         )
+    # User writes are not: a rerun would answer exists, stale or no user
+    # for a change that was made.
+    user = new_user(admin=True)
+    assert not last(lambda: storage.create_user(user))
+    assert last(lambda: storage.get_user(user.name))
+    assert not last(
+        lambda: storage.replace_grants(user.name, user.grants, admin=True, revision=1)
+    )
+    assert not last(lambda: storage.set_password(user.name, "x", revision=2))
+    assert not last(lambda: storage.delete_user(user.name, revision=3))
     storage.close()

@@ -25,11 +25,11 @@ class SilentAfterSubscribe(socketserver.StreamRequestHandler):
             name = command[0].upper()
             if name == b"SUBSCRIBE":
                 subscribed = True
-                channel = command[1]
-                self.wfile.write(
-                    b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n"
-                    % (len(channel), channel)
-                )
+                for count, channel in enumerate(command[1:], start=1):
+                    self.wfile.write(
+                        b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:%d\r\n"
+                        % (len(channel), channel, count)
+                    )
             elif name == b"PING":
                 if not subscribed:  # redis-py's health check on a new link
                     self.wfile.write(b"+PONG\r\n")

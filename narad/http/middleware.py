@@ -1,0 +1,127 @@
+"""Middleware on every request: its id and access-log line, and who it is.
+
+:class:`RequestLog` gives each request an id (the client's ``X-Request-ID``
+when it sends a usable one, else a fresh one), echoes it on the response,
+and writes one access-log line per request. :class:`Authenticate` puts the
+request's :class:`~narad.security.authn.Principal` and the node's
+:class:`~narad.security.access.Gate` on ``req.context`` for
+:func:`narad.security.access.authorize`, after routing, so the log line names
+the route; an unknown path (its sink, :meth:`Authenticate.unknown_route`)
+needs credentials as much as a known one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+from datetime import UTC
+from datetime import datetime
+
+import falcon
+
+from narad.http import encode
+from narad.http import new_request_id
+from narad.security.access import Gate
+from narad.security.authn import OPEN
+from narad.security.authn import Authenticator
+
+#: Routes anyone may call: probes of load balancers and scrapers.
+PUBLIC = frozenset({"/healthz", "/readyz", "/metrics"})
+# Printable ASCII without spaces, as ids from proxies and tracers are.
+_REQUEST_ID = re.compile(r"[!-~]{1,128}")
+
+access_log = logging.getLogger("narad.access")
+
+
+def _setup_access_log() -> None:
+    """The access log goes to standard error as bare lines, whatever the
+    root logger's format."""
+    if not access_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        access_log.addHandler(handler)
+        access_log.setLevel(logging.INFO)
+        access_log.propagate = False
+
+
+class RequestLog:
+    """The request id, and the access log in ``fmt`` (text, json or off)."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        if fmt != "off":
+            _setup_access_log()
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = time.perf_counter()
+        given = req.get_header("X-Request-ID")
+        if given is None or not _REQUEST_ID.fullmatch(given):
+            given = new_request_id()
+        req.context.request_id = given
+        req.context.principal = None
+        resp.set_header("X-Request-ID", given)
+
+    def process_response(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        resource: object,
+        req_succeeded: bool,
+    ) -> None:
+        if self.fmt == "off":
+            return
+        elapsed_ms = (time.perf_counter() - req.context.started) * 1000
+        principal = req.context.principal
+        fields = {
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "client": req.remote_addr or None,
+            "user": principal.name or None if principal is not None else None,
+            "method": req.method,
+            "route": req.uri_template,
+            "topic": req.context.get("topic"),
+            "status": resp.status_code,
+            "duration_ms": round(elapsed_ms, 3),
+            "request_id": req.context.request_id,
+        }
+        if self.fmt == "json":
+            access_log.info(encode(fields))
+        else:
+            access_log.info(
+                " ".join(
+                    "-" if value is None else str(value) for value in fields.values()
+                )
+            )
+
+
+class Authenticate:
+    """Who the request is: checked credentials, or everyone while security
+    is off (``authenticator`` ``None``)."""
+
+    def __init__(self, authenticator: Authenticator | None, gate: Gate) -> None:
+        self.authenticator = authenticator
+        self.gate = gate
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource, params
+    ) -> None:
+        req.context.gate = self.gate
+        if resource is not None and "name" in params:
+            req.context.topic = params["name"]
+        if self.authenticator is None:
+            req.context.principal = OPEN
+        elif req.uri_template not in PUBLIC:
+            self._authenticate(req)
+
+    def unknown_route(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The sink of paths no route matches: 404, but only to a user (the
+        routes a node serves are not told to anyone who asks)."""
+        if self.authenticator is not None:
+            self._authenticate(req)
+        raise falcon.HTTPNotFound()
+
+    def _authenticate(self, req: falcon.Request) -> None:
+        req.context.principal = self.authenticator.authenticate(
+            req.get_header("Authorization"), req.remote_addr or ""
+        )

@@ -1,0 +1,110 @@
+"""What an authenticated user may do: one call per action, from the resources.
+
+A resource states what a request does, and to which topic, before it does
+anything::
+
+    authorize(req, Action.PRODUCE, name)
+
+The request's :class:`~narad.security.authn.Principal` and the node's
+:class:`Gate` are on ``req.context``, put there by the authentication
+middleware (:mod:`narad.http.middleware`) on every route but the health
+probes; while security is off the principal is
+:data:`~narad.security.authn.OPEN`, which every check passes.
+
+The rules (see :class:`~narad.security.grants.Action`):
+
+- produce, consume, create: a grant of that action (or ``admin``) matching
+  the topic's name;
+- read (a topic's record, its schemas, a dry-run compatibility check
+  against them): any grant matching it, or owning it;
+- alter, delete, manage fan-out children: owning the topic, or ``admin``
+  matching it;
+- the Users API: an ``admin`` grant (what it may then hand out is the user
+  service's to check).
+
+A user with no grant matching a topic is answered 403 whether or not the
+topic exists, so names cannot be probed.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from narad.broker.records import TopicRecords
+from narad.errors import NotAllowed
+from narad.errors import TopicNotFound
+from narad.security.authn import Principal
+from narad.security.grants import OWNER_ACTIONS
+from narad.security.grants import Action
+from narad.storage import TopicMeta
+
+
+class Gate:
+    """The checks that need more than the principal: topic owners."""
+
+    def __init__(self, records: TopicRecords) -> None:
+        self._records = records
+
+    def check(self, principal: Principal, action: Action, topic: str | None) -> None:
+        """Return if ``principal`` may do ``action`` to ``topic``; else raise.
+
+        Raises:
+            NotAllowed: 403, naming the user, the action and the topic.
+            TopicNotFound: an owner action on a topic that does not exist,
+                asked by a user with a grant matching its name.
+        """
+        perms = principal.permissions
+        if action is Action.ADMIN:
+            if not perms.admin:
+                raise NotAllowed(
+                    principal.name, "manage", None, "that takes an admin grant"
+                )
+            return
+        assert topic is not None, f"{action} names a topic"
+        if action is Action.READ:
+            if perms.any_matches(topic) or self._owns(principal, topic):
+                return
+            raise NotAllowed(principal.name, action.words, topic, "no grant matches it")
+        if action in OWNER_ACTIONS:
+            if perms.allows(Action.ADMIN, topic) or self._owns(principal, topic):
+                return
+            raise NotAllowed(
+                principal.name,
+                action.words,
+                topic,
+                "only its owner or an admin may",
+            )
+        if not perms.allows(action, topic):
+            raise NotAllowed(
+                principal.name,
+                action.words,
+                topic,
+                f"no {action.value} grant matches it",
+            )
+
+    def _owns(self, principal: Principal, topic: str) -> bool:
+        try:
+            meta: TopicMeta = self._records.refresh(topic)
+        except TopicNotFound:
+            if principal.permissions.any_matches(topic):
+                raise
+            return False
+        return bool(principal.name) and meta.owner == principal.name
+
+
+def authorize(req: falcon.Request, action: Action, topic: str | None = None) -> None:
+    """Refuse the request (403) unless its user may do ``action`` to ``topic``.
+
+    ``topic`` is omitted for :attr:`Action.ADMIN` (the Users API); given,
+    it is also the topic the access log names (a create's comes from its
+    body, not its path).
+    """
+    if topic is not None:
+        req.context.topic = topic
+    req.context.gate.check(req.context.principal, action, topic)
+
+
+def principal(req: falcon.Request) -> Principal:
+    """Who the request is (:data:`~narad.security.authn.OPEN` when security
+    is off)."""
+    return req.context.principal

@@ -1,0 +1,706 @@
+"""Users, grants, ownership and Basic auth over real HTTP, on the session node.
+
+Every rule of issue 15 from the outside: 401 against 403, each action on
+matching and non-matching names and prefixes, ownership, attempts to grant
+more than one holds, password changes and resets, and changes reaching
+every worker at once. Names carry a per-test prefix: the node is shared.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import subprocess
+import time
+import uuid
+
+import pytest
+import redis
+
+from tests.httpclient import Client
+from tests.nodes import ROOT
+from tests.nodes import Node
+from tests.nodes import tcp_url
+
+CHALLENGE = 'Basic realm="narad"'
+
+
+@pytest.fixture
+def p() -> str:
+    """A topic-name prefix of this test's own."""
+    return f"sec{uuid.uuid4().hex[:10]}"
+
+
+def new_user(http: Client, grants: list[dict], password: str | None = None):
+    name = f"u-{uuid.uuid4().hex[:10]}"
+    password = password or secrets.token_urlsafe(12)
+    resp = http.post(
+        "/v1/users", {"username": name, "password": password, "grants": grants}
+    )
+    assert resp.status == 201, resp.data
+    return name, password
+
+
+def grant(action: str, *patterns: str) -> dict:
+    return {"action": action, "patterns": list(patterns)}
+
+
+@pytest.fixture
+def as_user(node):
+    clients = []
+
+    def connect(name: str, password: str) -> Client:
+        client = Client(node.base, auth=(name, password))
+        clients.append(client)
+        return client
+
+    yield connect
+    for client in clients:
+        client.close()
+
+
+def make_topic(http: Client, name: str, **settings) -> None:
+    resp = http.post("/v1/topics", {"name": name, **settings})
+    assert resp.status == 201, resp.data
+
+
+# -- 401 ---------------------------------------------------------------------------
+
+
+def test_every_route_but_the_probes_needs_credentials(node, http, p):
+    make_topic(http, f"{p}.t")
+    anonymous = Client(node.base, auth=None)
+    try:
+        for path in ("/healthz", "/readyz", "/metrics"):
+            assert anonymous.get(path).status == 200
+        for method, path in (
+            ("GET", "/v1/topics"),
+            ("POST", "/v1/topics"),
+            ("GET", f"/v1/topics/{p}.t"),
+            ("POST", f"/v1/topics/{p}.t/produce"),
+            ("GET", f"/v1/topics/{p}.t/consume"),
+            ("GET", f"/v1/topics/{p}.t/schemas"),
+            ("GET", "/v1/users"),
+            ("GET", "/no/such/route"),
+        ):
+            resp = anonymous.request(method, path, b"{}" if method == "POST" else None)
+            assert resp.status == 401, (method, path)
+            assert resp.headers["www-authenticate"] == CHALLENGE
+            assert resp.error.startswith("authentication required")
+        # Nothing was produced by the refused request.
+        stats = http.get(f"/v1/topics/{p}.t").json()["partition_stats"]
+        assert sum(s["next_offset"] for s in stats) == 0
+    finally:
+        anonymous.close()
+
+
+def test_wrong_credentials_are_401_alike_for_unknown_users(node, http):
+    name, _ = new_user(http, [])
+    for auth in ((name, "not-the-password"), (f"nobody-{name}", "whatever-it-is")):
+        client = Client(node.base, auth=auth)
+        resp = client.get("/v1/topics")
+        client.close()
+        assert resp.status == 401
+        assert resp.headers["www-authenticate"] == CHALLENGE
+        assert resp.error == "wrong user name or password"
+    for header in ("Bearer abc", "Basic !!!", "Basic " + "bm9jb2xvbg=="):
+        resp = http.get("/v1/topics", headers={"Authorization": header})
+        assert resp.status == 401
+        assert resp.error.startswith("malformed Authorization header")
+
+
+def test_a_request_id_is_echoed_or_made_on_every_answer(node, http):
+    anonymous = Client(node.base, auth=None)
+    try:
+        for client, path, status in (
+            (http, "/v1/topics", 200),
+            (http, "/v1/topics/no-such-topic-at-all", 404),
+            (anonymous, "/v1/topics", 401),
+            (anonymous, "/healthz", 200),
+        ):
+            resp = client.get(path, headers={"X-Request-ID": "trace-42"})
+            assert (resp.status, resp.headers["x-request-id"]) == (status, "trace-42")
+            made = client.get(path).headers["x-request-id"]
+            assert made and made != "trace-42"
+        # An unusable id (spaces) is replaced, not echoed.
+        resp = http.get("/healthz", headers={"X-Request-ID": "two words"})
+        assert resp.headers["x-request-id"] != "two words"
+    finally:
+        anonymous.close()
+
+
+# -- grants -------------------------------------------------------------------------
+
+
+def test_produce_grant_on_exact_names_and_prefixes(http, as_user, p):
+    for name in ("orders", "inv", "inv.a", "inv.a.b", "invx", "other"):
+        make_topic(http, f"{p}.{name}")
+    user, password = new_user(http, [grant("produce", f"{p}.orders", f"{p}.inv.*")])
+    producer = as_user(user, password)
+    for name, status in (
+        ("orders", 202),
+        ("inv.a", 202),
+        ("inv.a.b", 202),
+        ("inv", 403),
+        ("invx", 403),
+        ("other", 403),
+    ):
+        resp = producer.post(f"/v1/topics/{p}.{name}/produce", {"n": 1})
+        assert resp.status == status, name
+        if status == 403:
+            assert resp.error == (
+                f"user {user} may not produce to topic {p}.{name}: no produce "
+                "grant matches it"
+            )
+    batch = {"messages": [{"value": "{}"}]}
+    assert producer.post(f"/v1/topics/{p}.inv.a/produce/batch", batch).status == 202
+    assert producer.post(f"/v1/topics/{p}.other/produce/batch", batch).status == 403
+    # A producer may not consume, even from its own topics.
+    resp = producer.get(f"/v1/topics/{p}.orders/consume")
+    assert resp.status == 403
+    assert resp.error == (
+        f"user {user} may not consume from topic {p}.orders: no consume grant "
+        "matches it"
+    )
+    resp = producer.post("/v1/topics", {"name": f"{p}.inv.new"})
+    assert resp.status == 403
+    assert "may not create topic" in resp.error
+
+
+def test_consume_grant_covers_consume_ack_and_replay(http, as_user, p):
+    make_topic(http, f"{p}.q", partitions=1)
+    make_topic(http, f"{p}.r", partitions=1)
+    for topic in ("q", "r"):
+        assert http.post(f"/v1/topics/{p}.{topic}/produce", {"id": 1}).status == 202
+    user, password = new_user(http, [grant("consume", f"{p}.q")])
+    consumer = as_user(user, password)
+    got = consumer.get(f"/v1/topics/{p}.q/consume")
+    assert got.status == 200
+    handle = got.json()["receipt_handle"]
+    assert consumer.post(f"/v1/topics/{p}.q/ack?receipt_handle={handle}").status == 204
+    assert consumer.get(f"/v1/topics/{p}.q/consume?partition=0&offset=0").status == 200
+    assert consumer.post(f"/v1/topics/{p}.q/produce", {"id": 2}).status == 403
+    # Batch consume and batch ack too.
+    assert http.post(f"/v1/topics/{p}.q/produce", {"id": 3}).status == 202
+    batch = consumer.get(f"/v1/topics/{p}.q/consume/batch?max=10")
+    assert batch.status == 200
+    handles = [m["receipt_handle"] for m in batch.json()["messages"]]
+    acked = consumer.post(f"/v1/topics/{p}.q/ack/batch", {"receipt_handles": handles})
+    assert acked.status == 200
+    for path in ("consume", "consume?partition=0&offset=0", "consume/batch"):
+        assert consumer.get(f"/v1/topics/{p}.r/{path}").status == 403
+    resp = consumer.post(f"/v1/topics/{p}.r/ack?receipt_handle=x")
+    assert resp.status == 403
+    resp = consumer.post(f"/v1/topics/{p}.r/ack/batch", {"receipt_handles": ["x"]})
+    assert resp.status == 403
+
+
+def test_create_makes_the_creator_the_owner(http, as_user, p):
+    creator, password = new_user(http, [grant("create", f"{p}.team.*")])
+    owner = as_user(creator, password)
+    resp = owner.post("/v1/topics", {"name": f"{p}.team.a"})
+    assert resp.status == 201
+    assert resp.json()["owner"] == creator
+    assert owner.post("/v1/topics", {"name": f"{p}.elsewhere"}).status == 403
+    # The owner reads, alters and changes the schema of what it owns...
+    assert owner.get(f"/v1/topics/{p}.team.a").json()["owner"] == creator
+    assert owner.get(f"/v1/topics/{p}.team.a/schemas").status == 200
+    change = {"retention_ms": 0, "schema": {"type": "object"}}
+    assert owner.patch(f"/v1/topics/{p}.team.a", change).status == 200
+    # ... a user with only a produce grant on it does not ...
+    other, other_pw = new_user(http, [grant("produce", f"{p}.team.*")])
+    stranger = as_user(other, other_pw)
+    resp = stranger.patch(f"/v1/topics/{p}.team.a", {"retention_ms": 0})
+    assert resp.status == 403
+    assert resp.error == (
+        f"user {other} may not alter topic {p}.team.a: only its owner or an admin may"
+    )
+    resp = stranger.delete(f"/v1/topics/{p}.team.a")
+    assert resp.status == 403
+    assert "may not delete topic" in resp.error
+    # ... nor does another creator under the same prefix, and neither may
+    # create a name that exists.
+    rival, rival_pw = new_user(http, [grant("create", f"{p}.team.*")])
+    resp = as_user(rival, rival_pw).delete(f"/v1/topics/{p}.team.a")
+    assert resp.status == 403
+    assert owner.delete(f"/v1/topics/{p}.team.a").status == 204
+    # An admin may do all of it to anyone's topic.
+    assert owner.post("/v1/topics", {"name": f"{p}.team.b"}).status == 201
+    assert http.patch(f"/v1/topics/{p}.team.b", {"retention_ms": 0}).status == 200
+    assert http.delete(f"/v1/topics/{p}.team.b").status == 204
+
+
+def test_topics_created_by_the_admin_are_owned_by_it(http, p):
+    resp = http.post("/v1/topics", {"name": f"{p}.mine"})
+    assert resp.json()["owner"] == "admin"
+
+
+def test_reading_a_topic_needs_a_grant_matching_it(http, as_user, p):
+    make_topic(http, f"{p}.seen")
+    make_topic(http, f"{p}.unseen")
+    user, password = new_user(http, [grant("produce", f"{p}.seen", f"{p}.maybe.*")])
+    reader = as_user(user, password)
+    assert reader.get(f"/v1/topics/{p}.seen").status == 200
+    assert reader.get(f"/v1/topics/{p}.seen/schemas").status == 200
+    resp = reader.get(f"/v1/topics/{p}.unseen")
+    assert resp.status == 403
+    assert resp.error == (
+        f"user {user} may not read topic {p}.unseen: no grant matches it"
+    )
+    assert reader.get(f"/v1/topics/{p}.unseen/schemas").status == 403
+    assert reader.get(f"/v1/topics/{p}.unseen/schemas/latest").status == 403
+    # Without a grant, a missing topic is 403 like an existing one (names
+    # cannot be probed); with one, it is 404.
+    assert reader.get(f"/v1/topics/{p}.never").status == 403
+    assert reader.get(f"/v1/topics/{p}.maybe.never").status == 404
+
+
+def test_a_listing_shows_the_topics_a_users_grants_match(http, as_user, p):
+    for name in ("a.1", "a.2", "a.2.x", "ab", "b", "c"):
+        make_topic(http, f"{p}.{name}")
+    user, password = new_user(
+        http, [grant("consume", f"{p}.a.*"), grant("produce", f"{p}.b", f"{p}.z")]
+    )
+    lister = as_user(user, password)
+    expected = [f"{p}.a.1", f"{p}.a.2", f"{p}.a.2.x", f"{p}.b"]
+    page = lister.get("/v1/topics").json()
+    assert [t["name"] for t in page["topics"]] == expected
+    assert page["next_page_token"] is None
+    seen, token = [], ""
+    while True:
+        page = lister.get(f"/v1/topics?limit=1&page_token={token}").json()
+        seen += [t["name"] for t in page["topics"]]
+        token = page["next_page_token"]
+        if token is None:
+            break
+    assert seen == expected
+    nobody, nobody_pw = new_user(http, [])
+    assert as_user(nobody, nobody_pw).get("/v1/topics").json()["topics"] == []
+
+
+# -- the Users API ------------------------------------------------------------------
+
+
+def test_users_api_is_for_admins(http, as_user):
+    user, password = new_user(http, [grant("produce", "x.*")])
+    plain = as_user(user, password)
+    assert plain.get("/v1/users").status == 403
+    resp = plain.post(
+        "/v1/users", {"username": "newbie", "password": "long-enough", "grants": []}
+    )
+    assert resp.status == 403
+    assert resp.error == f"user {user} may not manage users: that takes an admin grant"
+    assert plain.get("/v1/users/admin").status == 403
+    assert plain.delete("/v1/users/admin").status == 403
+    # A user reads their own record; nobody sees password material.
+    own = plain.get(f"/v1/users/{user}")
+    assert own.status == 200
+    assert own.json()["grants"] == [grant("produce", "x.*")]
+    listed = http.get("/v1/users?limit=1000").json()["users"]
+    assert {u["username"] for u in listed} >= {"admin", user}
+    assert all(set(u) == {"username", "grants", "created_at_ms"} for u in listed)
+    assert http.get("/v1/users/no-such-user-here").status == 404
+
+
+def test_user_creation_is_checked(http):
+    good = {"username": "ok-name", "password": "long-enough", "grants": []}
+    for body, wanted in (
+        ({**good, "username": "a:b"}, "username must be"),
+        ({**good, "password": "short"}, "password must be 8 to"),
+        ({**good, "grants": [{"action": "read", "patterns": ["x"]}]}, "action must"),
+        ({**good, "grants": [{"action": "produce", "patterns": ["a*b"]}]}, "patterns"),
+        ({**good, "grants": [{"action": "produce", "patterns": []}]}, "non-empty"),
+        ({**good, "extra": 1}, "unknown field"),
+    ):
+        resp = http.post("/v1/users", body)
+        assert resp.status == 400, body
+        assert wanted in resp.error
+    name, _ = new_user(http, [])
+    again = http.post("/v1/users", {**good, "username": name})
+    assert (again.status, again.error) == (409, f"user {name} already exists")
+
+
+def test_nobody_grants_more_than_they_hold(http, as_user, p):
+    scoped, scoped_pw = new_user(http, [grant("admin", f"{p}.*")])
+    sub_admin = as_user(scoped, scoped_pw)
+    # Within what it holds: fine.
+    name, password = new_user(sub_admin, [grant("produce", f"{p}.x.*")])
+    for grants, missing in (
+        ([grant("admin", "*")], "admin on '*'"),
+        ([grant("produce", "*")], "produce on '*'"),
+        ([grant("produce", f"{p}*")], f"produce on '{p}*'"),
+        ([grant("consume", "elsewhere")], "consume on 'elsewhere'"),
+    ):
+        body = {"username": f"e-{uuid.uuid4().hex[:8]}", "password": "long-enough"}
+        resp = sub_admin.post("/v1/users", {**body, "grants": grants})
+        assert resp.status == 403
+        assert missing in resp.error
+        resp = sub_admin.put(f"/v1/users/{name}/grants", {"grants": grants})
+        assert resp.status == 403
+    # Nor may it touch a user whose grants reach beyond its own: the root
+    # admin can be neither demoted, nor deleted, nor have its password reset.
+    resp = sub_admin.put("/v1/users/admin/grants", {"grants": []})
+    assert resp.status == 403
+    assert "change user admin" in resp.error
+    assert sub_admin.delete("/v1/users/admin").status == 403
+    assert sub_admin.put("/v1/users/admin/password", {"password": "x" * 12}).status == (
+        403
+    )
+    # A producer granting itself admin, or a wider pattern.
+    user = as_user(name, password)
+    for grants in ([grant("admin", "*")], [grant("produce", "*")]):
+        resp = user.put(f"/v1/users/{name}/grants", {"grants": grants})
+        assert resp.status == 403
+    assert http.get(f"/v1/users/{name}").json()["grants"] == [
+        grant("produce", f"{p}.x.*")
+    ]
+
+
+def test_grant_changes_hold_at_once(http, as_user, p):
+    make_topic(http, f"{p}.t")
+    name, password = new_user(http, [grant("consume", f"{p}.t")])
+    user = as_user(name, password)
+    assert user.post(f"/v1/topics/{p}.t/produce", {"a": 1}).status == 403
+    resp = http.put(
+        f"/v1/users/{name}/grants", {"grants": [grant("produce", f"{p}.*")]}
+    )
+    assert resp.status == 200
+    assert resp.json()["grants"] == [grant("produce", f"{p}.*")]
+    time.sleep(1.0)  # the promise: every worker within a second
+    assert user.post(f"/v1/topics/{p}.t/produce", {"a": 1}).status == 202
+    assert user.get(f"/v1/topics/{p}.t/consume").status == 403
+
+
+# -- passwords, deletion ------------------------------------------------------------
+
+
+def test_a_user_changes_their_own_password(node, http, as_user):
+    name, old = new_user(http, [])
+    user = as_user(name, old)
+    assert user.get("/v1/topics").status == 200
+    path = f"/v1/users/{name}/password"
+    resp = user.put(path, {"password": "brand-new-pass"})
+    assert (resp.status, resp.error) == (
+        400,
+        "invalid argument: current_password is required to change your own password",
+    )
+    resp = user.put(path, {"password": "brand-new-pass", "current_password": "nope"})
+    assert (resp.status, resp.error) == (403, "current_password is wrong")
+    body = {"password": "brand-new-pass", "current_password": old}
+    assert user.put(path, body).status == 204
+    time.sleep(1.0)
+    assert user.get("/v1/topics").status == 401
+    assert as_user(name, "brand-new-pass").get("/v1/topics").status == 200
+    # Someone else's password takes an admin.
+    other, other_pw = new_user(http, [])
+    resp = as_user(other, other_pw).put(path, {"password": "hijacked-pass"})
+    assert resp.status == 403
+
+
+def test_an_admin_resets_a_password_without_the_current_one(http, as_user):
+    name, old = new_user(http, [])
+    assert as_user(name, old).get("/v1/topics").status == 200
+    resp = http.put(f"/v1/users/{name}/password", {"password": "reset-by-admin"})
+    assert resp.status == 204
+    time.sleep(1.0)
+    assert as_user(name, old).get("/v1/topics").status == 401
+    assert as_user(name, "reset-by-admin").get("/v1/topics").status == 200
+
+
+def test_a_change_reaches_every_worker_within_a_second(node, http):
+    """Credentials cached on every worker stop working once the user is
+    changed or deleted, within a second, long before the cache would lapse."""
+    for change in ("password", "delete"):
+        name, password = new_user(http, [])
+        # Many connections: with two workers, some land on each.
+        clients = [Client(node.base, auth=(name, password)) for _ in range(16)]
+        try:
+            for client in clients:
+                assert client.get("/v1/topics").status == 200
+            if change == "delete":
+                assert http.delete(f"/v1/users/{name}").status == 204
+            else:
+                body = {"password": "something-else"}
+                assert http.put(f"/v1/users/{name}/password", body).status == 204
+            time.sleep(1.0)
+            statuses = [client.get("/v1/topics").status for client in clients]
+            assert statuses == [401] * len(clients), change
+        finally:
+            for client in clients:
+                client.close()
+    assert http.get(f"/v1/users/{name}").status == 404
+
+
+def test_deleting_a_user_keeps_their_topics_owner(http, as_user, p):
+    name, password = new_user(http, [grant("create", f"{p}.*")])
+    assert as_user(name, password).post("/v1/topics", {"name": f"{p}.kept"}).status == (
+        201
+    )
+    assert http.delete(f"/v1/users/{name}").status == 204
+    assert http.delete(f"/v1/users/{name}").status == 404
+    assert http.get(f"/v1/topics/{p}.kept").json()["owner"] == name
+
+
+def test_the_access_log_has_a_line_per_request(node, http, p):
+    make_topic(http, f"{p}.logged")
+    request_id = f"trace-{uuid.uuid4().hex}"
+    resp = http.post(
+        f"/v1/topics/{p}.logged/produce", b"{}", headers={"X-Request-ID": request_id}
+    )
+    assert resp.status == 202
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [ln for ln in node.log.read_text().splitlines() if request_id in ln]
+        if lines or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(lines) == 1
+    fields = lines[0].split(" ")
+    # time, client, user, method, route, topic, status, duration, request id
+    assert fields[1:7] == [
+        "127.0.0.1",
+        "admin",
+        "POST",
+        "/v1/topics/{name}/produce",
+        f"{p}.logged",
+        "202",
+    ]
+    assert float(fields[7]) >= 0
+    assert fields[8] == request_id
+
+
+# -- nodes of their own -------------------------------------------------------------
+
+
+def metric(client: Client, name: str) -> float:
+    text = client.get("/metrics").data.decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name)
+    )
+
+
+def test_failed_logins_are_rate_limited(valkey, tmp_path):
+    """Against four workers, a burst of wrong passwords for one user gets the
+    node's burst of 401s (each a real check), then 429 with Retry-After, not
+    a check; so does one address trying many user names."""
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(valkey),
+        workers=4,
+        env={
+            "NARAD_SECURITY_FAILURES_BURST": "8",
+            "NARAD_SECURITY_FAILURES_PER_MINUTE": "1",
+            "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "12",
+            "NARAD_SECURITY_ADDRESS_FAILURES_PER_MINUTE": "1",
+        },
+    ).start()
+    admin = node.client()
+    try:
+        name, password = new_user(admin, [])
+        victim = Client(node.base, auth=(name, password), source="127.0.0.3")
+        assert victim.get("/v1/topics").status == 200  # verified, kept alive
+        statuses = []
+        for _ in range(200):
+            wrong = (name, "guess-" + secrets.token_hex(4))
+            guess = Client(node.base, auth=wrong, source="127.0.0.2")
+            resp = guess.get("/v1/topics")
+            guess.close()
+            statuses.append(resp.status)
+            if resp.status == 429:
+                assert int(resp.headers["retry-after"]) >= 1
+                assert resp.error.startswith("too many failed authentications")
+        # At most the node's burst were checked; the rest were refused unchecked.
+        assert 1 <= statuses.count(401) <= 8
+        assert statuses.count(429) == 200 - statuses.count(401)
+        # The right password from the attacker's address is refused too...
+        attacker = Client(node.base, auth=(name, password), source="127.0.0.2")
+        assert attacker.get("/v1/topics").status == 429
+        attacker.close()
+        # ... while the user's own connection, already verified, goes on.
+        assert victim.get("/v1/topics").status == 200
+        victim.close()
+        # One address trying many user names is held back by its own limit.
+        sprayed = []
+        for n in range(100):
+            wrong = (f"sprayed-{n}", "spray-password")
+            spray = Client(node.base, auth=wrong, source="127.0.0.4")
+            sprayed.append(spray.get("/v1/topics").status)
+            spray.close()
+        assert 1 <= sprayed.count(401) <= 12
+        assert sprayed.count(429) == 100 - sprayed.count(401)
+        assert metric(admin, 'narad_auth_failures_total{reason="wrong"}') >= 1
+        assert metric(admin, 'narad_auth_failures_total{reason="rate_limited"}') >= 1
+    finally:
+        admin.close()
+        node.stop()
+
+
+def readme_walkthrough() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Walkthrough", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def run_walkthrough(node: Node, cwd) -> str:
+    """The README's walkthrough as written, but for the node's address; its
+    ``narad-data`` is the node's data directory."""
+    (cwd / "narad-data").symlink_to(node.tmp / "data")
+    script = readme_walkthrough().replace(
+        "NARAD=http://127.0.0.1:7942", f"NARAD={node.base}"
+    )
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_root_admin_is_seeded_once_with_a_password_file(tmp_path):
+    env = {"NARAD_ADMIN_PASSWORD": ""}  # none: the node makes one
+    node = Node(tmp_path / "node", workers=2, env=env).start()
+    secret = tmp_path / "node" / "data" / "admin-password"
+    try:
+        assert secret.stat().st_mode & 0o777 == 0o600
+        password = secret.read_text().strip()
+        assert len(password) >= 16
+        # The README walkthrough works as written against it.
+        out = run_walkthrough(node, tmp_path)
+        assert '"authentication required: send HTTP Basic credentials' in out
+        assert '"owner":"admin"' in out
+        assert "user shop may not consume from topic payments" in out
+        assert "user shop may not delete topic payments" in out
+        assert "202" in out.splitlines()  # shop's produce
+        assert out.endswith("204\n204\n")  # shop and payments deleted
+        admin = Client(node.base, auth=("admin", password))
+        assert admin.get("/v1/users/admin").json()["grants"] == [grant("admin", "*")]
+        # The last admin can be neither deleted nor demoted...
+        resp = admin.delete("/v1/users/admin")
+        assert (resp.status, resp.error) == (
+            409,
+            "user admin is the last admin (admin on '*'): give another user admin "
+            "on '*' first",
+        )
+        demote = {"grants": [grant("produce", "*")]}
+        assert admin.put("/v1/users/admin/grants", demote).status == 409
+        # ... until there is another.
+        second, second_pw = new_user(admin, [grant("admin", "*")])
+        assert admin.put("/v1/users/admin/grants", demote).status == 200
+        other = Client(node.base, auth=(second, second_pw))
+        assert other.delete(f"/v1/users/{second}").status == 409
+        other.close()
+        admin.close()
+    finally:
+        node.stop()
+    assert password not in node.log.read_text()
+    # A restart keeps the users and the file; nothing is seeded again.
+    again = Node(tmp_path / "node", workers=1, env=env).start()
+    try:
+        assert secret.read_text().strip() == password
+        admin = Client(again.base, auth=("admin", password))
+        assert admin.get("/v1/topics").status == 200
+        admin.close()
+    finally:
+        again.stop()
+    assert "root admin" not in again.log.read_text()
+
+
+def test_the_root_admin_password_can_come_from_the_environment(valkey, tmp_path):
+    url = tcp_url(valkey)[:-1] + "2"  # a database with no user yet
+    redis.Redis.from_url(url).flushdb()
+    node = Node(tmp_path, storage_url=url, workers=1).start()  # tests' password
+    try:
+        assert node.client().get("/v1/users/admin").status == 200
+        assert not (tmp_path / "data" / "admin-password").exists()
+    finally:
+        node.stop()
+    # With no data directory, a generated password is logged, once.
+    redis.Redis.from_url(url).flushdb()
+    bare = Node(
+        tmp_path / "bare",
+        storage_url=url,
+        workers=2,
+        env={"NARAD_ADMIN_PASSWORD": "", "NARAD_STORAGE_DATA_DIR": ""},
+    ).start()
+    try:
+        lines = [
+            ln for ln in bare.log.read_text().splitlines() if "with password" in ln
+        ]
+        assert len(lines) == 1
+        password = lines[0].split("with password ")[1].split(" ")[0]
+        admin = Client(bare.base, auth=("admin", password))
+        assert admin.get("/v1/topics").status == 200
+        admin.close()
+    finally:
+        bare.stop()
+
+
+def test_security_off_opens_every_route_and_says_so(valkey, tmp_path):
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(valkey),
+        workers=2,
+        env={"NARAD_SECURITY_ENABLED": "false"},
+    ).start()
+    try:
+        anonymous = Client(node.base, auth=None)
+        name = f"open-{uuid.uuid4().hex[:8]}"
+        resp = anonymous.post("/v1/topics", {"name": name})
+        assert resp.status == 201
+        assert resp.json()["owner"] is None
+        assert anonymous.post(f"/v1/topics/{name}/produce", b"x").status == 202
+        anonymous.close()
+    finally:
+        node.stop()
+    assert node.log.read_text().count("security is off") == 1
+
+
+def test_basic_credentials_are_utf8(http, as_user):
+    password = "pässwörd-ünïcode"
+    name, _ = new_user(http, [], password=password)
+    assert as_user(name, password).get("/v1/topics").status == 200
+    # The same password in Latin-1 is not UTF-8: malformed, not a guess.
+    raw = name.encode() + b":" + password.encode("latin-1")
+    header = "Basic " + base64.b64encode(raw).decode()
+    resp = http.get("/v1/topics", headers={"Authorization": header})
+    assert resp.status == 401
+    assert resp.error.startswith("malformed Authorization header")
+
+
+def test_fan_out_children_are_their_parents_owners_business(http, as_user, p):
+    owner, owner_pw = new_user(http, [grant("create", f"{p}.*")])
+    mine = as_user(owner, owner_pw)
+    assert mine.post("/v1/topics", {"name": f"{p}.parent"}).status == 201
+    # Create-as-child: create on the child's name, and the parent's owner.
+    resp = mine.post("/v1/topics", {"name": f"{p}.kid", "parent": f"{p}.parent"})
+    assert resp.status == 201
+    assert resp.json()["owner"] == owner
+    other, other_pw = new_user(http, [grant("create", f"{p}.*")])
+    theirs = as_user(other, other_pw)
+    resp = theirs.post("/v1/topics", {"name": f"{p}.kid2", "parent": f"{p}.parent"})
+    assert resp.status == 403
+    assert resp.error == (
+        f"user {other} may not manage the fan-out children of topic {p}.parent: "
+        "only its owner or an admin may"
+    )
+    # Attach and detach: the parent's owner; an attach also alters the child.
+    assert theirs.post("/v1/topics", {"name": f"{p}.loose"}).status == 201
+    attach = {"child": f"{p}.loose"}
+    resp = theirs.post(f"/v1/topics/{p}.parent/children", attach)
+    assert resp.status == 403
+    resp = mine.post(f"/v1/topics/{p}.parent/children", attach)
+    assert resp.status == 403
+    assert resp.error == (
+        f"user {owner} may not alter topic {p}.loose: only its owner or an admin may"
+    )
+    assert http.post(f"/v1/topics/{p}.parent/children", attach).status == 200
+    assert mine.get(f"/v1/topics/{p}.parent/children").status == 200
+    assert theirs.get(f"/v1/topics/{p}.parent/children").status == 200  # a grant
+    assert theirs.delete(f"/v1/topics/{p}.parent/children/{p}.kid").status == 403
+    assert mine.delete(f"/v1/topics/{p}.parent/children/{p}.kid").status == 204
+    assert mine.delete(f"/v1/topics/{p}.parent/children/{p}.loose").status == 204

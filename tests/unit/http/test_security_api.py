@@ -1,0 +1,144 @@
+"""The app with security on, in process (fakeredis): the same rules as the
+integration tests, plus what is easier to see from inside (log lines)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from narad import testing
+from narad.http.middleware import access_log
+from narad.testing import basic_auth
+
+
+@pytest.fixture
+def secure(tmp_path):
+    return testing.client(testing.make_config(tmp_path, security__enabled=True))
+
+
+def add_user(client, name, grants, password="a-good-password"):
+    body = {"username": name, "password": password, "grants": grants}
+    resp = client.simulate_post("/v1/users", json=body)
+    assert resp.status_code == 201, resp.text
+    return basic_auth(name, password)
+
+
+def test_security_is_on_by_default():
+    from narad.config import Config
+
+    assert Config.load(env={}).get("security.enabled") is True
+
+
+def test_the_test_client_sends_the_root_admins_credentials(secure):
+    assert secure.simulate_get("/v1/topics").status_code == 200
+    resp = secure.simulate_get("/v1/topics", headers={"Authorization": ""})
+    assert resp.status_code == 401
+    assert resp.headers["www-authenticate"] == 'Basic realm="narad"'
+    assert secure.simulate_get(
+        "/healthz", headers={"Authorization": ""}
+    ).status_code == (200)
+
+
+def test_owner_and_grants_in_process(secure):
+    producer = add_user(secure, "prod", [{"action": "produce", "patterns": ["t.*"]}])
+    creator = add_user(secure, "maker", [{"action": "create", "patterns": ["t.*"]}])
+    resp = secure.simulate_post("/v1/topics", json={"name": "t.1"}, headers=creator)
+    assert resp.status_code == 201
+    assert resp.json["owner"] == "maker"
+    assert (
+        secure.simulate_post("/v1/topics/t.1/produce", body=b"x", headers=producer)
+    ).status_code == 202
+    resp = secure.simulate_delete("/v1/topics/t.1", headers=producer)
+    assert resp.status_code == 403
+    assert resp.json["error"] == (
+        "user prod may not delete topic t.1: only its owner or an admin may"
+    )
+    assert secure.simulate_delete("/v1/topics/t.1", headers=creator).status_code == 204
+
+
+def test_security_off_owns_nothing_and_opens_everything(client):
+    resp = client.simulate_post("/v1/topics", json={"name": "open"})
+    assert (resp.status_code, resp.json["owner"]) == (201, None)
+    assert client.simulate_get("/v1/users").status_code == 200
+    # The Users API works while security is off, to prepare users.
+    body = {"username": "later", "password": "a-good-password", "grants": []}
+    assert client.simulate_post("/v1/users", json=body).status_code == 201
+
+
+def test_access_log_lines_in_json(tmp_path):
+    config = testing.make_config(
+        tmp_path, security__enabled=True, server__access_log="json"
+    )
+    client = testing.client(config)
+    lines = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    handler = Collect()
+    access_log.addHandler(handler)
+    try:
+        client.simulate_post("/v1/topics", json={"name": "logged"})
+        client.simulate_post(
+            "/v1/topics/logged/produce",
+            body=b"{}",
+            headers={"X-Request-ID": "abc-123"},
+        )
+        client.simulate_get("/v1/topics/logged", headers={"Authorization": ""})
+    finally:
+        access_log.removeHandler(handler)
+    produced, refused = json.loads(lines[1]), json.loads(lines[2])
+    assert set(produced) == {
+        "time",
+        "client",
+        "user",
+        "method",
+        "route",
+        "topic",
+        "status",
+        "duration_ms",
+        "request_id",
+    }
+    assert produced["user"] == "admin"
+    assert produced["route"] == "/v1/topics/{name}/produce"
+    assert (produced["topic"], produced["status"]) == ("logged", 202)
+    assert produced["request_id"] == "abc-123"
+    assert (refused["user"], refused["status"]) == (None, 401)
+    assert refused["topic"] == "logged"
+
+
+def test_a_password_in_the_file_is_refused_with_a_hint(tmp_path):
+    from narad.config import Config
+    from narad.errors import InvalidConfiguration
+
+    path = tmp_path / "narad.toml"
+    path.write_text('[security]\nadmin_password = "hunter2"\n')
+    with pytest.raises(InvalidConfiguration) as err:
+        Config.load(path, env={})
+    assert "secrets are never read from the file" in str(err.value)
+    assert "hunter2" not in str(err.value)
+
+
+def test_a_scoped_listing_pages_through_names_and_prefixes(secure):
+    for name in ("a", "a.1", "a.2", "a.3", "ab", "b", "c", "zz"):
+        assert (
+            secure.simulate_post("/v1/topics", json={"name": name}).status_code == 201
+        )
+    grants = [
+        {"action": "consume", "patterns": ["a.*", "zz", "missing"]},
+        {"action": "produce", "patterns": ["b", "a.2"]},
+    ]
+    lister = add_user(secure, "lister", grants)
+    seen, token, pages = [], "", 0
+    while token is not None:
+        resp = secure.simulate_get(
+            "/v1/topics", params={"limit": "2", "page_token": token}, headers=lister
+        )
+        page = resp.json
+        seen += [t["name"] for t in page["topics"]]
+        token, pages = page["next_page_token"], pages + 1
+    assert seen == ["a.1", "a.2", "a.3", "b", "zz"]
+    assert pages == 3
