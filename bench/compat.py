@@ -1,11 +1,20 @@
-"""Compatibility check figures: a typical pair, 256 KiB pairs, deep recursion.
+"""Compatibility check figures: a typical pair, 256 KiB pairs, deep recursion,
+the dry run, and transitive modes over long histories.
 
 Run from a checkout: ``PYTHONPATH=.:plugins python bench/compat.py``.
-Each figure is the best of several runs of :func:`check` on documents already
-parsed (parsing is the caller's and is timed by the validation benchmark);
-a full report (every violation, as a dry run needs) unless marked "first",
-which stops at the first violation as a schema change (PATCH) does.
-The target is under 100 ms for a pair of 256 KiB schemas.
+Each figure of the first part is the best of several runs of :func:`check` on
+documents already parsed (parsing is the caller's and is timed by the
+validation benchmark); a full report (every violation, as a dry run needs)
+unless marked "first", which stops at the first violation as a schema change
+(PATCH) does. The target is under 100 ms for a pair of 256 KiB schemas.
+
+The dry run is timed end to end in-process, with security on (Basic auth of
+the root admin, request body read, registration,
+the stored version fetched from fakeredis and parsed, the report, the
+response), beside a PATCH of the same change through the same app as its
+baseline. The transitive figures check a proposed schema against 100 stored
+versions, each equivalent to it (so every pair is walked in full, both
+directions), beside the same check against the latest version only.
 """
 
 from __future__ import annotations
@@ -13,12 +22,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
+from narad.schema import modes
 from narad.schema.compatibility import check
 from narad.schema.jsontext import loads
+from narad.schema.modes import Mode
 
 PLUGINS = Plugins(get_plugin_manager(load_entry_points=False))
 _, DRAFT = PLUGINS.drafts()
@@ -145,6 +157,156 @@ def tree(leaf: str) -> dict[str, Any]:
     return {"$defs": defs, "$ref": "#/$defs/n0"}
 
 
+def _best(run: Callable[[], Any], runs: int = 5) -> tuple[float, Any]:
+    best, result = float("inf"), None
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - start)
+    return best * 1000, result
+
+
+def dry_runs() -> None:
+    """The dry run of a 256 KiB change, end to end in-process, beside a PATCH."""
+    from narad.testing import client
+    from narad.testing import make_config
+
+    # Security on, as shipped: every request carries the root admin's
+    # credentials, the PATCH baseline's as well.
+    http = client(make_config(security__enabled=True))
+    cases = [
+        ("every property widened", wide(every_leaf)),
+        ("every property narrowed", wide(every_leaf_narrowed)),
+    ]
+    for n, (what, (old, new)) in enumerate(cases):
+        new_text = json.dumps(new, separators=(",", ":"))
+        for mode in ("BACKWARD", "FULL"):
+            name = f"t{n}-{mode}"
+            created = http.simulate_post(
+                "/v1/topics",
+                json={"name": name, "schema": old, "compatibility": mode},
+            )
+            assert created.status_code == 201, created.text
+            body = '{"schema":' + new_text + "}"
+            path = f"/v1/topics/{name}/schemas/compatibility"
+            ms, resp = _best(partial(http.simulate_post, path, body=body))
+            report = resp.json
+            cut = ", cut" if "narad-report-truncated" in resp.headers else ""
+            found = f"{len(report['violations'])} reported{cut}"
+            label = f"dry run {mode}, 256 KiB pair, {what}"
+            print(f"{label:<58} {len(body) / 1024:>10.0f} KiB {ms:9.2f} ms  {found}")
+        if what.endswith("narrowed"):
+            # The baseline: the same change as a PATCH, refused at the first.
+            patch = partial(http.simulate_patch, f"/v1/topics/t{n}-BACKWARD", body=body)
+            ms, resp = _best(patch)
+            assert resp.status_code == 400
+            label = f"PATCH BACKWARD, 256 KiB pair, {what} (refused)"
+            print(f"{label:<58} {len(body) / 1024:>10.0f} KiB {ms:9.2f} ms")
+
+
+def history(count: int, size: int) -> tuple[list[bytes], bytes]:
+    """``count`` stored versions of about ``size`` bytes each and a proposed
+    one, all equivalent (each lists its enums in another order), so a FULL
+    check of any pair passes and walks it whole."""
+
+    def version(turn: int) -> bytes:
+        doc: dict[str, Any] = {"type": "object", "properties": {}}
+        i = 0
+        while len(json.dumps(doc, separators=(",", ":"))) < size - 200:
+            values = [1, 2, 3, 4]
+            k = (turn + i) % 4
+            doc["properties"][f"field_{i}"] = {
+                "type": "object",
+                "properties": {
+                    "a": {"type": "string", "maxLength": 10 + i % 50},
+                    "b": {"enum": values[k:] + values[:k]},
+                },
+            }
+            i += 1
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    return [version(turn) for turn in range(count)], version(count)
+
+
+def transitive(count: int, size: int) -> None:
+    stored, proposed = history(count, size)
+    new = loads(proposed, max_depth=64)
+
+    def run(mode: Mode, parse_each: bool, parsed: list[Any]) -> Any:
+        latest_first = range(count, 0, -1)
+        if not mode.transitive:
+            latest_first = latest_first[:1]
+        against = (
+            (
+                v,
+                loads(stored[v - 1], max_depth=64) if parse_each else parsed[v - 1],
+                DRAFT,
+            )
+            for v in latest_first
+        )
+        return modes.check(
+            new, DRAFT, against, directions=mode.directions, rules=RULES, first=True
+        )
+
+    parsed = [loads(text, max_depth=64) for text in stored]
+    total = sum(map(len, stored)) / 1024
+    for mode, parse_each in [
+        (Mode.BACKWARD, False),
+        (Mode.FULL, False),
+        (Mode.FULL_TRANSITIVE, False),
+        (Mode.FULL_TRANSITIVE, True),
+    ]:
+        ms, report = _best(partial(run, mode, parse_each, parsed), runs=3)
+        assert report.compatible and len(report.checked) in (1, count)
+        parsing = " (parsing each)" if parse_each else ""
+        label = f"{mode.value} over {count} versions of {size // 1024} KiB{parsing}"
+        kib = f"{total if mode.transitive else total / count:.0f} KiB"
+        print(f"{label:<58} {kib:>14} {ms:9.2f} ms  0 refused")
+
+
+def transitive_worst() -> None:
+    """The costliest transitive check found: a topic's 4 MiB budget filled with
+    versions that each add a property, and a compatible 256 KiB proposal
+    adding ~1,500 more, so every version walks every new property."""
+    stored: list[bytes] = []
+    total = 0
+    while True:
+        count = len(stored) + 1
+        text = json.dumps(
+            {
+                "type": "object",
+                "properties": {f"x{j}": {"type": "integer"} for j in range(count)},
+            },
+            separators=(",", ":"),
+        ).encode()
+        if total + len(text) > 4 * 1024 * 1024:
+            break
+        stored.append(text)
+        total += len(text)
+    _, proposed = wide(every_leaf)
+    proposed["properties"].update(
+        {f"x{j}": {"type": "integer"} for j in range(len(stored))}
+    )
+    proposed_text = json.dumps(proposed, separators=(",", ":")).encode()
+    new = loads(proposed_text, max_depth=64)
+    parsed = [loads(text, max_depth=64) for text in stored]
+    versions = range(len(stored), 0, -1)
+
+    def run(mode: Mode) -> Any:
+        against = ((v, parsed[v - 1], DRAFT) for v in versions)
+        return modes.check(
+            new, DRAFT, against, directions=mode.directions, rules=RULES, first=True
+        )
+
+    ms, report = _best(partial(run, Mode.BACKWARD_TRANSITIVE), runs=1)
+    assert report.compatible
+    label = (
+        f"BACKWARD_TRANSITIVE, {len(proposed_text) // 1024} KiB proposal "
+        f"over {len(stored)} versions"
+    )
+    print(f"{label:<58} {total / 1024:>10.0f} KiB {ms:9.2f} ms  0 refused")
+
+
 def main() -> None:
     _report("typical pair (property and enum value added)", typical)
     _report("256 KiB pair, one leaf widened", lambda: wide(one_leaf))
@@ -175,6 +337,10 @@ def main() -> None:
         "40 mutually recursive $defs x 40 refs each, leaf widened",
         lambda: (tree("integer"), tree("number")),
     )
+    dry_runs()
+    transitive(100, 1024)
+    transitive(100, 40 * 1024)
+    transitive_worst()
 
 
 if __name__ == "__main__":

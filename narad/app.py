@@ -55,6 +55,7 @@ from narad.http.messages import Consume
 from narad.http.messages import Produce
 from narad.http.middleware import Authenticate
 from narad.http.middleware import RequestLog
+from narad.http.schemas import SchemaCheck
 from narad.http.schemas import SchemaHistory
 from narad.http.topics import TopicCollection
 from narad.http.topics import TopicItem
@@ -287,6 +288,9 @@ def create_app(
     app.add_route("/v1/topics/{name}/children/{child}", Child(children))
     history = SchemaHistory(topics, schemas)
     app.add_route("/v1/topics/{name}/schemas", history)
+    app.add_route(
+        "/v1/topics/{name}/schemas/compatibility", SchemaCheck(topics, schemas)
+    )
     app.add_route("/v1/topics/{name}/schemas/{version}", history, suffix="version")
     app.add_route("/v1/users", UserCollection(users))
     user = UserItem(users)

@@ -79,20 +79,28 @@ class InvalidSchema(InvalidArgument):
 
 
 class IncompatibleSchema(InvalidArgument):
-    """A schema change that could refuse a message the previous version accepted.
+    """A schema change the topic's compatibility mode refuses.
 
     Attributes:
-        version: The version the change was checked against.
-        violations: Every way the change narrows it (each ``str()``-able, as
-            :class:`narad.compatibility.Violation` is); the message
-            names the first :data:`LISTED_VIOLATIONS`.
+        findings: Every violation found (each ``str()``-able, as
+            :class:`narad.schema.modes.Finding` is: ``incompatible with
+            version 3: at /properties/qty: type "integer" no longer
+            allowed``); the message names the first :data:`LISTED_VIOLATIONS`.
     """
 
-    def __init__(self, version: int, violations: Sequence[Any]) -> None:
-        self.version = version
-        self.violations = tuple(violations)
-        listed = "; ".join(str(v) for v in self.violations[:LISTED_VIOLATIONS])
-        super().__init__(f"schema: incompatible with version {version}: {listed}")
+    def __init__(self, findings: Sequence[Any]) -> None:
+        self.findings = tuple(findings)
+        listed = "; ".join(str(f) for f in self.findings[:LISTED_VIOLATIONS])
+        super().__init__(f"schema: {listed}")
+
+
+class UnknownMode(InvalidArgument):
+    """A compatibility mode name that is none of the modes."""
+
+    def __init__(self, field: str, value: str, modes: Sequence[str]) -> None:
+        self.field, self.value = field, value
+        names = ", ".join(modes)
+        super().__init__(f"{field} must be one of {names}, got {quote(value)}")
 
 
 class CompatibilityRuleFailed(InvalidArgument):
@@ -452,6 +460,35 @@ class SchemaManagedByParent(Conflict):
             f"schema: topic {topic} is a child of {parent}, which manages its "
             f"schema: change the schema of {parent}, or detach {topic} first"
         )
+
+
+class ModeManagedByParent(Conflict):
+    """A child's compatibility mode is its parent's while it is attached.
+
+    Attributes:
+        topic: The child (or the topic to be created under ``parent``).
+        parent: The parent.
+        mode: The parent's mode, which the child follows.
+        creating: The topic is being created under ``parent``.
+    """
+
+    def __init__(
+        self, topic: str, parent: str, mode: str, *, creating: bool = False
+    ) -> None:
+        self.topic, self.parent, self.mode = topic, parent, mode
+        if creating:
+            detail = (
+                f"compatibility: topic {topic} would be a child of {parent}, whose "
+                f"compatibility mode is {mode}: a child follows its parent's mode; "
+                f"leave compatibility out or give {mode}"
+            )
+        else:
+            detail = (
+                f"compatibility: topic {topic} is a child of {parent}, whose "
+                f"compatibility mode ({mode}) it follows: change the mode of "
+                f"{parent}, or detach {topic} first"
+            )
+        super().__init__(detail)
 
 
 class ParentWithoutSchema(Conflict):

@@ -65,6 +65,7 @@ from enum import Enum
 from typing import Protocol
 
 __all__ = (
+    "DEFAULT_COMPATIBILITY",
     "DEFAULT_IDEMPOTENCY",
     "RETENTION_MARGIN_MS",
     "AppendResult",
@@ -101,6 +102,10 @@ __all__ = (
 #: A parent keeps its messages at least this much longer than the delay of
 #: any of its children (``retention_ms`` 0, forever, always does).
 RETENTION_MARGIN_MS = 3_600_000
+
+#: The compatibility mode of a record that names none (one stored before
+#: modes existed): the rulebook's check.
+DEFAULT_COMPATIBILITY = "BACKWARD"
 
 
 # -- values -------------------------------------------------------------------
@@ -151,6 +156,10 @@ class TopicMeta:
         fanout_delay_ms: A delay child's delay (fixed while attached); 0 for
             an immediate child and for a topic with no parent.
         children: The topics attached to this one, in the order attached.
+        compatibility: The compatibility mode schema changes are checked in
+            (a :class:`narad.schema.modes.Mode` name; the backend stores it
+            as given). A child's is its parent's while it is attached: the
+            writes that link a child, or change a parent's mode, copy it.
         owner: The user who created the topic (empty when security was off).
     """
 
@@ -168,6 +177,7 @@ class TopicMeta:
     parent: str = ""
     fanout_delay_ms: int = 0
     children: tuple[Child, ...] = ()
+    compatibility: str = DEFAULT_COMPATIBILITY
     owner: str = ""
 
     def min_retention_ms(self) -> int:
@@ -225,8 +235,9 @@ class TopicChanges:
     visibility_timeout_ms: int | None = None
     max_in_flight_per_partition: int | None = None
     max_acked_ahead_per_partition: int | None = None
+    compatibility: str | None = None
 
-    def items(self) -> list[tuple[str, int]]:
+    def items(self) -> list[tuple[str, int | str]]:
         """The settings that change, as ``(TopicMeta field, new value)``."""
         return [
             (f.name, getattr(self, f.name))
@@ -690,9 +701,9 @@ class Storage(Protocol):
         ``children`` (a topic is created unlinked: see :meth:`create_child`).
 
         Changes, in one step: stores the record (schema version 1 with a
-        schema, else 0), the document as version 1, adds the document's bytes
-        to the cluster total, lists the topic for :meth:`list_topics`, and
-        publishes :attr:`Event.TOPIC_CHANGED`.
+        schema, else 0; ``compatibility`` as given), the document as version
+        1, adds the document's bytes to the cluster total, lists the topic
+        for :meth:`list_topics`, and publishes :attr:`Event.TOPIC_CHANGED`.
 
         Returns:
             OK (``version``, ``stored_bytes``, ``cluster_bytes`` after the
@@ -717,7 +728,8 @@ class Storage(Protocol):
         ``max_children`` children (TOO_MANY_CHILDREN); its retention is 0 or
         at least ``delay_ms`` plus :data:`RETENTION_MARGIN_MS`
         (RETENTION_TOO_SHORT); its schema version is
-        ``parent.schema_version`` (STALE_SCHEMA); with a history to adopt,
+        ``parent.schema_version`` and its compatibility mode
+        ``parent.compatibility`` (STALE_SCHEMA); with a history to adopt,
         that the parent's history fits ``limits.topic_bytes`` (TOPIC_BUDGET,
         ``topic`` the parent) and all histories plus a copy of it fit
         ``limits.cluster_bytes`` (CLUSTER_BUDGET).
@@ -725,8 +737,10 @@ class Storage(Protocol):
         Changes, in one step: what :meth:`create_topic` does without a
         schema; the new topic adopts the parent's whole history (every
         version, document and ``high_cost`` as stored, the same current
-        version; its bytes added to the cluster total); it records the parent
-        and ``delay_ms``, and the parent lists it last among its children as
+        version; its bytes added to the cluster total) and the parent's
+        compatibility mode (``meta.compatibility`` is ignored); it records the
+        parent and ``delay_ms``, and the parent lists it last among its
+        children as
         ``Child(meta.name, meta.epoch, meta.partitions, delay_ms)``;
         publishes :attr:`Event.TOPIC_CHANGED` for both.
 
@@ -756,14 +770,17 @@ class Storage(Protocol):
     def alter_topic(self, meta: TopicMeta, changes: TopicChanges) -> Status:
         """Change the settings named in ``changes`` (not the schema).
 
-        Checks: ``meta.epoch`` is the topic's (NO_TOPIC); a new non-zero
-        ``retention_ms`` is at least every child's delay plus
-        :data:`RETENTION_MARGIN_MS`, for the children the topic has now
-        (RETENTION_TOO_SHORT). Changes, in one step: the settings, and
-        publishes :attr:`Event.TOPIC_CHANGED`.
+        Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC); with a
+        ``compatibility`` change, the topic has no parent, whose mode it
+        follows (ATTACHED), and its children are ``meta.children``
+        (STALE_CHILDREN); a new non-zero ``retention_ms`` is at least every
+        child's delay plus :data:`RETENTION_MARGIN_MS`, for the children the
+        topic has now (RETENTION_TOO_SHORT). Changes, in one step: the
+        settings; a new ``compatibility`` in every child too; and publishes
+        :attr:`Event.TOPIC_CHANGED` for the topic and each child it changed.
 
         Returns:
-            OK, NO_TOPIC or RETENTION_TOO_SHORT.
+            OK, NO_TOPIC, ATTACHED, STALE_CHILDREN or RETENTION_TOO_SHORT.
         """
         ...
 
@@ -816,15 +833,17 @@ class Storage(Protocol):
         ``max_children`` children (TOO_MANY_CHILDREN); its retention is 0 or
         at least ``delay_ms`` plus :data:`RETENTION_MARGIN_MS`
         (RETENTION_TOO_SHORT); both schema versions are those of ``parent``
-        and ``child`` (STALE_SCHEMA); a child with a history has as many
+        and ``child``, and the parent's compatibility mode is
+        ``parent.compatibility`` (STALE_SCHEMA); a child with a history has as many
         versions as the parent (SCHEMA_MISMATCH); a child without one, under
         a parent with one, can adopt it: the parent's history fits
         ``limits.topic_bytes`` (TOPIC_BUDGET, ``topic`` the parent) and all
         histories plus a copy fit ``limits.cluster_bytes`` (CLUSTER_BUDGET).
 
         Changes, in one step: the child adopts the parent's history when it
-        has none (as :meth:`create_child`), records the parent and
-        ``delay_ms``; the parent lists it last among its children; publishes
+        has none (as :meth:`create_child`) and the parent's compatibility
+        mode in any case, records the parent and ``delay_ms``; the parent
+        lists it last among its children; publishes
         :attr:`Event.TOPIC_CHANGED` for both.
 
         Returns:
@@ -841,7 +860,8 @@ class Storage(Protocol):
         ``child`` is among its children (NOT_CHILD). Changes, in one step:
         the parent no longer lists the child; the child forgets its parent
         and delay and keeps its messages (copies not yet due still fall due
-        when they would have) and its history, which it manages again;
+        when they would have), its history and its compatibility mode, which
+        it manages again;
         publishes :attr:`Event.TOPIC_CHANGED` for both.
 
         Returns:
@@ -882,21 +902,29 @@ class Storage(Protocol):
 
         ``version.version`` is ignored: the new version is the current one
         plus one. Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC);
-        the current version is ``expected_current``, the one the caller
-        checked compatibility against (BASE_MISMATCH); the history holds
-        fewer than ``limits.max_versions`` (TOO_MANY_VERSIONS); the topic's
-        history plus the document fits ``limits.topic_bytes`` (TOPIC_BUDGET);
-        all histories plus the document fit ``limits.cluster_bytes``
-        (CLUSTER_BUDGET).
+        it has no parent (ATTACHED, ``topic`` the parent); its children are
+        ``meta.children`` (STALE_CHILDREN); the current version is
+        ``expected_current`` and the compatibility mode
+        ``meta.compatibility``, the version and the mode the caller's check
+        started from (BASE_MISMATCH); the history holds fewer than
+        ``limits.max_versions`` (TOO_MANY_VERSIONS); the topic's history, and
+        each child's, plus the document fits ``limits.topic_bytes``
+        (TOPIC_BUDGET, ``topic`` a child's name when it is the child's); all
+        histories plus a copy of the document per topic fit
+        ``limits.cluster_bytes`` (CLUSTER_BUDGET); a new non-zero
+        ``retention_ms`` in ``changes`` keeps the children's margin
+        (RETENTION_TOO_SHORT, as :meth:`alter_topic`).
 
         Changes, in one step: stores the version, makes it current (with its
         ``high_cost``), adds its bytes to the topic's and the cluster's
-        totals, applies ``changes`` (a PATCH that alters settings and the
-        schema together is all or nothing), and publishes
-        :attr:`Event.TOPIC_CHANGED`.
+        totals, does the same in every child's history, applies ``changes``
+        (a PATCH that alters settings and the schema together is all or
+        nothing; a new ``compatibility`` reaches every child too), and
+        publishes :attr:`Event.TOPIC_CHANGED` for the topic and each child.
 
         Returns:
-            OK (new ``version`` and byte totals), NO_TOPIC, BASE_MISMATCH or
+            OK (new ``version`` and byte totals), NO_TOPIC, ATTACHED,
+            STALE_CHILDREN, RETENTION_TOO_SHORT, BASE_MISMATCH or
             TOO_MANY_VERSIONS (with the current ``version``), TOPIC_BUDGET or
             CLUSTER_BUDGET (with the byte totals before the write).
         """

@@ -6,6 +6,11 @@ by the parent's own append script (:meth:`narad.storage.Storage.append`): a
 immediate child never lags. A delay child holds each copy from the same
 moment, stamped with when it falls due; its lag is the copies not due yet.
 
+A child follows its parent's compatibility mode while attached: a create
+under a parent, or an attach, gives the child the parent's mode (a create
+that names another is refused), the storage copies a parent's new mode into
+its children, and a detached child keeps the mode it had.
+
 Each write is checked twice: here, against the records as read, for an error
 that names what is wrong; then by the storage, against what is stored, which
 refuses if anything moved on since. The service then reads again and decides
@@ -25,6 +30,7 @@ from narad.broker import now_ms
 from narad.broker.records import TopicRecords
 from narad.errors import AlreadyAChild
 from narad.errors import ChildIsAParent
+from narad.errors import ModeManagedByParent
 from narad.errors import NotAChild
 from narad.errors import ParentIsAChild
 from narad.errors import RetentionTooShort
@@ -32,6 +38,7 @@ from narad.errors import SelfAttach
 from narad.errors import TooManyChildren
 from narad.errors import TopicExists
 from narad.errors import TopicKeptChanging
+from narad.schema.modes import Mode
 from narad.schema.service import SchemaService
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import Child
@@ -104,12 +111,19 @@ class ChildrenService:
         raise TopicKeptChanging(parent_name)
 
     def create(
-        self, meta: TopicMeta, parent_name: str, delay_ms: int, schema_raw: bytes | None
+        self,
+        meta: TopicMeta,
+        parent_name: str,
+        delay_ms: int,
+        schema_raw: bytes | None,
+        mode: Mode | None = None,
     ) -> TopicMeta:
         """Create ``meta`` attached to ``parent_name``: all or nothing.
 
         ``meta.partitions`` 0 takes the parent's count. With ``schema_raw``
-        the new topic's history (that one version) must be the parent's.
+        the new topic's history (that one version) must be the parent's, and
+        with ``mode`` its compatibility mode must be the parent's; it takes
+        the parent's mode either way.
         """
         if parent_name == meta.name:
             raise SelfAttach(meta.name)
@@ -117,6 +131,10 @@ class ChildrenService:
             parent = self.records.refresh(parent_name)
             _check_parent(parent)
             _check_room(parent, delay_ms)
+            if mode is not None and mode != parent.compatibility:
+                raise ModeManagedByParent(
+                    meta.name, parent.name, parent.compatibility, creating=True
+                )
             if schema_raw is not None:
                 self.schemas.check_child_schema(meta.name, parent, schema_raw)
             child = replace(meta, partitions=meta.partitions or parent.partitions)
@@ -131,6 +149,7 @@ class ChildrenService:
                 raise TopicExists(meta.name)
             if result.status is Status.OK:
                 self.records.drop(parent_name)
+                # STALE_SCHEMA otherwise: the parent's mode is as read.
                 created = replace(
                     child,
                     schema_version=result.version,
@@ -138,6 +157,7 @@ class ChildrenService:
                     schema_bytes=result.stored_bytes,
                     parent=parent.name,
                     fanout_delay_ms=delay_ms,
+                    compatibility=parent.compatibility,
                 )
                 self.records.put(created)  # the script wrote exactly this
                 return created

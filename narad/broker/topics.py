@@ -4,21 +4,31 @@ The topic service owns the topic record; every schema write, version 1 at
 create included, belongs to the schema service, which this one hands the
 schema part of a request to, and a create under a parent belongs to the
 children service.
+
+The compatibility mode is a setting of the record, not a schema change: it
+is written with the other settings of a request (with a new schema version
+when the same PATCH brings one). A child's is its parent's while attached,
+so a PATCH giving an attached child another mode is refused (409); the
+storage copies a parent's new mode into every child in the same write.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from dataclasses import replace
 
 from narad.broker import now_ms
 from narad.broker.children import ChildrenService
 from narad.broker.records import TopicRecords
 from narad.errors import BaseVersionWithoutSchema
+from narad.errors import ModeManagedByParent
 from narad.errors import RetentionTooShort
 from narad.errors import TopicExists
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
+from narad.schema.modes import DEFAULT
+from narad.schema.modes import Mode
 from narad.schema.service import SchemaService
 from narad.storage import PartitionStats
 from narad.storage import Status
@@ -67,21 +77,24 @@ class TopicService:
         *,
         parent: str | None = None,
         delay_ms: int = 0,
+        mode: Mode | None = None,
         owner: str = "",
     ) -> TopicMeta:
         """Create a topic; under ``parent`` (with ``delay_ms``) it is created
         attached, taking the parent's partition count unless ``settings``
-        name one."""
+        name one, and the parent's compatibility mode (``mode``, if given,
+        must be the parent's)."""
         defaults = {**DEFAULTS, "partitions": 0} if parent else DEFAULTS
         meta = TopicMeta(
             name=name,
             epoch=secrets.token_hex(8),
             created_ms=now_ms(),
+            compatibility=(mode or DEFAULT).value,
             owner=owner,
             **{**defaults, **settings},
         )
         if parent is not None:
-            return self.children.create(meta, parent, delay_ms, schema_raw)
+            return self.children.create(meta, parent, delay_ms, schema_raw, mode)
         if schema_raw is not None:
             created = self.schemas.create_topic(meta, schema_raw)
         elif self.storage.create_topic(meta).status is Status.EXISTS:
@@ -151,9 +164,11 @@ class TopicService:
 
         Settings that come with a new schema version are written with it, in
         one step; with no new version (no schema, or one that changes
-        nothing), they are written alone.
+        nothing), they are written alone. A new schema is checked in the
+        compatibility mode the PATCH leaves the topic in.
         """
         meta = self.records.refresh(name)
+        changes = _check_mode(meta, changes)
         _check_retention(meta, changes)
         added = False
         if schema_raw is not None:
@@ -172,8 +187,13 @@ class TopicService:
             if status is Status.NO_TOPIC:
                 raise TopicNotFound(meta.name)
             # RETENTION_TOO_SHORT: a delay child came since the check.
+            # STALE_CHILDREN: a child came or went (a new mode goes to the
+            # children there are now). ATTACHED: the topic became a child.
             meta = self.records.refresh(meta.name)
+            changes = _check_mode(meta, changes)
             _check_retention(meta, changes)
+            if not changes:
+                return
         raise TopicKeptChanging(meta.name)
 
     def delete(self, name: str) -> None:
@@ -191,6 +211,17 @@ class TopicService:
                 return
             # STALE_CHILDREN: a child came or went meanwhile.
         raise TopicKeptChanging(name)
+
+
+def _check_mode(meta: TopicMeta, changes: TopicChanges) -> TopicChanges:
+    """``changes`` for ``meta``: an attached child keeps its parent's mode
+    (409 for another one; the same one is no change)."""
+    mode = changes.compatibility
+    if mode is None or not meta.parent:
+        return changes
+    if mode != meta.compatibility:
+        raise ModeManagedByParent(meta.name, meta.parent, meta.compatibility)
+    return replace(changes, compatibility=None)
 
 
 def _check_retention(meta: TopicMeta, changes: TopicChanges) -> None:

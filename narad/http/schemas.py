@@ -1,6 +1,9 @@
-"""``/v1/topics/{name}/schemas``: a topic's schema history, read-only."""
+"""``/v1/topics/{name}/schemas``: a topic's schema history, read-only, and
+the dry-run compatibility check of a proposed schema."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import falcon
 
@@ -9,11 +12,25 @@ from narad.errors import InvalidArgument
 from narad.errors import NotFound
 from narad.http import dumps
 from narad.http.body import ascii_digits
+from narad.http.body import integer
+from narad.http.body import read_object
+from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
+from narad.http.topics import mode
 from narad.quoting import quote
+from narad.schema import jsontext
+from narad.schema.modes import Direction
+from narad.schema.modes import Finding
+from narad.schema.service import Against
 from narad.schema.service import SchemaService
 from narad.security.access import authorize
 from narad.security.grants import Action
+
+CHECK_FIELDS = ("schema", "against", "mode")
+MAX_VERSION = 10**9
+CHECKED_HEADER = "Narad-Checked-Versions"
+NO_CHANGE_HEADER = "Narad-No-Change"
+TRUNCATED_HEADER = "Narad-Report-Truncated"
 
 
 class SchemaHistory:
@@ -57,3 +74,80 @@ class SchemaHistory:
         resp.data = stored.document
 
     on_head_version = on_get_version
+
+
+class SchemaCheck:
+    """``POST .../schemas/compatibility``: would this schema change pass?
+
+    The body is ``{"schema": ..., "against": "latest" | "all" | <version>,
+    "mode": <mode>}`` (only ``schema`` required). The answer reports every
+    violation (within the report's bounds), in the topic's mode unless the
+    body names one; nothing is stored.
+    """
+
+    def __init__(self, topics: TopicService, schemas: SchemaService) -> None:
+        self.topics = topics
+        self.schemas = schemas
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        # Reading the schemas, not changing them: a reader of the topic may
+        # ask (any grant matching it, or owning it), before its body is read.
+        authorize(req, Action.READ, check_name(name))
+        body, raw = read_object(req)
+        refuse_unknown(body, CHECK_FIELDS)
+        if "schema" not in body:
+            raise InvalidArgument("schema is required: the schema to check")
+        against = _against(body["against"]) if "against" in body else None
+        checked_mode = mode(body["mode"], "mode") if "mode" in body else None
+        meta = self.topics.refresh(name)
+        result = self.schemas.dry_run(
+            meta, jsontext.raw_members(raw)["schema"], against, checked_mode
+        )
+        report = result.report
+        # The body is the issue's report, exactly; what else the check knows
+        # (which versions it read, a no-change shortcut, a cut report) rides
+        # in headers, as the version of a schema read does.
+        if report.checked:
+            resp.set_header(CHECKED_HEADER, ", ".join(map(str, report.checked)))
+        if result.no_change:
+            resp.set_header(NO_CHANGE_HEADER, "true")
+        if report.truncated:
+            resp.set_header(TRUNCATED_HEADER, "true")
+        resp.text = dumps(
+            {
+                "compatible": report.compatible,
+                "mode": result.mode.value,
+                "violations": [_violation(f) for f in report.findings],
+            }
+        )
+
+
+def _against(value: Any) -> Against:
+    if value in ("latest", "all"):
+        return value
+    if isinstance(value, str):
+        raise InvalidArgument(
+            f'against must be "latest", "all" or a version number, got {quote(value)}'
+        )
+    return integer(value, "against", high=MAX_VERSION)
+
+
+def _violation(finding: Finding) -> dict[str, Any]:
+    """A violation as the report lists it: the rule's own message, to which a
+    forward finding adds the way it reads (its pointer is into the stored
+    version, and its words describe the change from the new schema to that
+    version)."""
+    violation = finding.violation
+    message = violation.message
+    if finding.direction is Direction.FORWARD:
+        v = finding.version
+        message += (
+            f" (forward: read as a change from the new schema to version {v}, "
+            f"at a place in version {v})"
+        )
+    return {
+        "pointer": violation.pointer,
+        "keyword": violation.keyword,
+        "message": message,
+        "against_version": finding.version,
+    }

@@ -12,6 +12,7 @@ from narad.broker.topics import ALTERABLE
 from narad.broker.topics import TopicService
 from narad.errors import InvalidArgument
 from narad.errors import TopicNotFound
+from narad.errors import UnknownMode
 from narad.http import dumps
 from narad.http.body import integer
 from narad.http.body import param
@@ -20,6 +21,7 @@ from narad.http.body import read_object
 from narad.http.body import refuse_unknown
 from narad.quoting import quote
 from narad.schema import jsontext
+from narad.schema.modes import Mode
 from narad.security.access import authorize
 from narad.security.access import principal
 from narad.security.grants import Action
@@ -29,8 +31,15 @@ from narad.storage import TopicMeta
 
 NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 SETTINGS = ("partitions", *ALTERABLE)
-CREATE_FIELDS = ("name", *SETTINGS, "schema", "parent", "fanout_delay_ms")
-ALTER_FIELDS = (*ALTERABLE, "schema", "schema_base_version")
+CREATE_FIELDS = (
+    "name",
+    *SETTINGS,
+    "compatibility",
+    "schema",
+    "parent",
+    "fanout_delay_ms",
+)
+ALTER_FIELDS = (*ALTERABLE, "compatibility", "schema", "schema_base_version")
 MAX_PARTITIONS = 108
 MIN_RETENTION_MS = 3_600_000
 MAX_PAGE = 1000
@@ -46,6 +55,7 @@ def topic_record(meta: TopicMeta) -> dict[str, Any]:
         "max_acked_ahead_per_partition": meta.max_acked_ahead_per_partition,
         "created_at_ms": meta.created_ms,
         "schema_version": meta.schema_version or None,
+        "compatibility": meta.compatibility,
         "owner": meta.owner or None,
     }
     # Fan-out fields appear where they apply, as the Go Narad shows them.
@@ -83,6 +93,16 @@ def topic_name(value: Any, field: str) -> str:
     return value
 
 
+def mode(value: Any, field: str = "compatibility") -> Mode:
+    """A compatibility mode, by its exact name."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{field} must be a string naming a compatibility mode")
+    try:
+        return Mode(value)
+    except ValueError:
+        raise UnknownMode(field, value, list(Mode)) from None
+
+
 def delay_ms(value: Any, field: str) -> int:
     """A fan-out delay: 0 (immediate) or 1 ms up to one year."""
     return integer(value, field, low=0, high=MAX_DELAY_MS)
@@ -114,6 +134,11 @@ def _settings(
     return settings
 
 
+def _mode_setting(body: dict[str, Any]) -> Mode | None:
+    """The ``compatibility`` setting in ``body``, if it has one."""
+    return mode(body["compatibility"]) if "compatibility" in body else None
+
+
 class TopicCollection:
     def __init__(self, topics: TopicService) -> None:
         self.topics = topics
@@ -134,6 +159,7 @@ class TopicCollection:
             authorize(req, Action.MANAGE_CHILDREN, parent)
         authorize(req, Action.CREATE, name)
         settings = _settings(body, SETTINGS, inherit=parent is not None)
+        compatibility = _mode_setting(body)
         schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
         meta = self.topics.create(
             name,
@@ -141,6 +167,7 @@ class TopicCollection:
             schema_raw,
             parent=parent,
             delay_ms=delay or 0,
+            mode=compatibility,
             owner=principal(req).name,
         )
         resp.status = falcon.HTTP_201
@@ -201,7 +228,11 @@ class TopicItem:
         if base is not None:
             base = integer(base, "schema_base_version", low=0)
         schema_raw = jsontext.raw_members(raw)["schema"] if "schema" in body else None
-        changes = TopicChanges(**_settings(body, ALTERABLE))
+        compatibility = _mode_setting(body)
+        changes = TopicChanges(
+            **_settings(body, ALTERABLE),
+            compatibility=compatibility and compatibility.value,
+        )
         meta, _ = self.topics.alter(name, changes, schema_raw, base)
         resp.text = dumps(topic_record(meta))
 

@@ -51,7 +51,6 @@ from narad.compatibility import Violation
 from narad.compatibility import identical_or_removed
 from narad.schema.drafts import Draft
 from narad.schema.jsontext import json_equal
-from narad.schema.jsontext import json_key
 from narad.schema.resolver import LIST_SUBSCHEMAS
 from narad.schema.resolver import MAP_SUBSCHEMAS
 from narad.schema.resolver import REFERENCE_KEYWORDS
@@ -118,9 +117,8 @@ def annotations_only_change(old: Any, new: Any, *, draft: Draft) -> bool:
     of ``properties`` named ``description`` is a property, not an annotation,
     and is kept. Equal documents count as differing only in annotations.
     """
-    return json_key(_strip(old, draft.keywords)) == json_key(
-        _strip(new, draft.keywords)
-    )
+    old, new = _strip(old, draft.keywords), _strip(new, draft.keywords)
+    return json_equal(old, new)
 
 
 def _strip(schema: Any, keywords: frozenset[str]) -> Any:
@@ -681,7 +679,7 @@ class Walk:
             return self.blind_members(a, b, a, a.keys() == b.keys())
         if a is ABSENT or b is ABSENT:
             return () if a is b else None
-        return () if json_key(a) == json_key(b) else None
+        return () if json_equal(a, b) else None
 
     def blind_members(
         self, a: Any, b: Any, keys: Iterable[Any], alike: bool

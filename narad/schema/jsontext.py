@@ -386,7 +386,9 @@ def json_key(value: Any) -> Any:
 
 def json_equal(a: Any, b: Any) -> bool:
     """JSON Schema equality of two parsed values (see :func:`json_key`)."""
-    return json_key(a) == json_key(b)
+    # Python's own equality, in C, is coarser (True == 1): values it tells
+    # apart differ as JSON values too, so only the ones it equates need keys.
+    return a == b and json_key(a) == json_key(b)
 
 
 _MEMBER_TOKENS = re.compile(rb"(" + _STRING + rb")|[\[\]{},:]", re.DOTALL)

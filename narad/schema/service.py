@@ -5,12 +5,18 @@ It owns every schema write: version 1 when a topic is created with a schema
 PATCH that come with one (one step with the version). It reads topic records
 through the topic records cache, never from storage directly.
 
+Each change is checked in the topic's compatibility mode
+(:mod:`narad.schema.modes`): in one direction or both, against the latest
+version or every stored one, or not at all. A dry run (:meth:`SchemaService.
+dry_run`) runs the same check, reporting every violation, and stores nothing.
+
 Fan-out children (rulebook, "Fan-out children"): a child's history is its
-parent's, version for version, while it is attached. The storage writes a
-parent's new version to every child in the same step, and an attach copies
-the parent's history into a child that has none; what the storage cannot
-judge, whether two histories are the same JSON values, is judged here before
-an attach (:meth:`SchemaService.check_attachable`).
+parent's, version for version, while it is attached, and so is its mode. The
+storage writes a parent's new version (and mode) to every child in the same
+step, and an attach copies the parent's history into a child that has none,
+and its mode into every child; what the storage cannot judge, whether two
+histories are the same JSON values, is judged here before an attach
+(:meth:`SchemaService.check_attachable`).
 
 Compiled validators are cached per process by (topic, epoch, version): a
 produce neither re-reads the schema document nor recompiles it, and a topic
@@ -24,12 +30,18 @@ topic's validators go when any worker of any node changes the topic
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
 loop); validating a small payload against a schema that is not high-cost
-stays inline, where it takes microseconds and no thread hand-off.
+stays inline, where it takes microseconds and no thread hand-off. A check
+that compares more than :data:`LARGE_CHECK` bytes of documents (a transitive
+mode over a long history, say) also takes a slot of the node's validation
+capacity, as a costly validation does: its cost grows with the history, and
+a dry run is open to any reader of the topic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
 from dataclasses import replace
 from typing import Any
 
@@ -56,9 +68,12 @@ from narad.errors import TopicNotFound
 from narad.plugins import Plugins
 from narad.schema import compatibility
 from narad.schema import jsontext
+from narad.schema import modes
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.drafts import Draft
 from narad.schema.limits import SCHEMA_DEPTH
+from narad.schema.modes import Mode
+from narad.schema.modes import Report
 from narad.schema.registration import RegisteredSchema
 from narad.schema.registration import register
 from narad.schema.validator import Validator
@@ -71,16 +86,38 @@ from narad.storage import Storage
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 
+_NULL_SCHEMA = "schema: a schema cannot be removed (null); it can only be widened"
 MIB = 1024 * 1024
 TOPIC_BUDGET = 4 * MIB
 CLUSTER_BUDGET = 256 * MIB
 MAX_VERSIONS = 1000
 LARGE_PAYLOAD = 16 * 1024
+LARGE_CHECK = MIB
 CACHED_VALIDATORS = 2048
 VALIDATOR_MEMORY = 64 * MIB
 CHANGE_ATTEMPTS = 8
 
 ValidatorKey = tuple[str, str, int]  # topic, epoch, schema version
+
+#: What a dry run is checked against: the versions its topic's mode names,
+#: the latest one, every stored one, or one version (a number).
+Against = str | int | None
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """A dry run's answer.
+
+    Attributes:
+        mode: The mode the check ran in.
+        no_change: The schema equals the current version, or differs from it
+            only in annotations: a PATCH would register nothing.
+        report: What the check found, and the versions it checked.
+    """
+
+    mode: Mode
+    no_change: bool
+    report: Report
 
 
 def _topic_of(key: ValidatorKey) -> str:
@@ -180,15 +217,15 @@ class SchemaService:
         if meta.parent:
             raise SchemaManagedByParent(meta.name, meta.parent)
         if raw == b"null":
-            raise InvalidSchema(
-                "schema: a schema cannot be removed (null); it can only be widened"
-            )
+            raise InvalidSchema(_NULL_SCHEMA)
         new = self.register(raw)
         for _ in range(CHANGE_ATTEMPTS):
             current = meta.schema_version
             if base_version is not None and current != base_version:
                 raise SchemaVersionConflict()
-            if current and not self._is_change(meta, current, new):
+            # Checked in the mode the PATCH leaves the topic in.
+            mode = Mode(changes.compatibility or meta.compatibility)
+            if current and not self._is_change(meta, new, mode):
                 return False
             result = self.storage.append_schema(
                 meta,
@@ -206,37 +243,138 @@ class SchemaService:
             if result.status is Status.ATTACHED:
                 raise SchemaManagedByParent(meta.name, result.topic)
             self.raise_for_budget(result, meta.name)
-            # BASE_MISMATCH: another change landed first; check against it.
-            # STALE_CHILDREN: a child came or went: the version goes to the
-            # children there are now. RETENTION_TOO_SHORT: a delay child came.
+            # BASE_MISMATCH: another change (of the history or the mode)
+            # landed first; check again from there. STALE_CHILDREN: a child
+            # came or went: the version goes to the children there are now.
+            # RETENTION_TOO_SHORT: a delay child came.
             meta = self.records.refresh(meta.name)
             retention = changes.retention_ms
             if retention and retention < meta.min_retention_ms():
                 raise RetentionTooShort(meta.name, retention, meta.min_retention_ms())
         raise SchemaVersionConflict()
 
-    def _is_change(self, meta: TopicMeta, current: int, new: RegisteredSchema) -> bool:
-        old_doc = self._document(meta.name, current)
-        problems = offload.run(self._compare, old_doc, new)
-        if problems is None:
+    def _is_change(self, meta: TopicMeta, new: RegisteredSchema, mode: Mode) -> bool:
+        """False when ``new`` registers nothing over the current version;
+        True when ``mode`` lets it be the next one; else the refusal."""
+        latest, against = self._versions(meta, mode.transitive)
+        no_change, report = self._bounded_judge(
+            latest, against, new, mode, first=True, shortcut=True
+        )
+        if no_change:
             return False
-        if problems:
-            raise IncompatibleSchema(current, problems)
+        if report.findings:
+            raise IncompatibleSchema(report.findings)
         return True
 
-    def _compare(self, old_doc: Any, new: RegisteredSchema) -> list | None:
-        """None when ``new`` changes nothing that matters, else its problems."""
-        old_draft = self.draft_of(old_doc)
-        if compatibility.no_change(old_doc, new.document, draft=old_draft):
-            return None
-        return compatibility.check(
-            old_doc,
+    def _versions(
+        self, meta: TopicMeta, every: bool
+    ) -> tuple[SchemaVersion, list[SchemaVersion]]:
+        """The current version, and the versions to check against: the
+        current one, or ``every`` stored one up to it, latest first."""
+        current = meta.schema_version
+        if not every:
+            latest = self.stored(meta.name, current)
+            return latest, [latest]
+        history = self.storage.get_schemas(meta.name)
+        against = [v for v in reversed(history) if v.version <= current]
+        if not against or against[0].version != current:
+            raise SchemaVersionNotFound(meta.name, current)
+        return against[0], against
+
+    def _bounded_judge(
+        self,
+        latest: SchemaVersion,
+        against: list[SchemaVersion],
+        new: RegisteredSchema,
+        mode: Mode,
+        *,
+        first: bool,
+        shortcut: bool,
+    ) -> tuple[bool, Report]:
+        """:meth:`_judge` off the event loop, under a capacity slot when it
+        compares more than :data:`LARGE_CHECK` bytes."""
+        size = len(new.compact)
+        weight = len(mode.directions) * sum(len(v.document) + size for v in against)
+        args = (latest, against, new, mode)
+        if weight <= LARGE_CHECK:
+            return offload.run(self._judge, *args, first=first, shortcut=shortcut)
+        with self.capacity.slot():
+            return offload.run(self._judge, *args, first=first, shortcut=shortcut)
+
+    def _judge(
+        self,
+        latest: SchemaVersion,
+        against: list[SchemaVersion],
+        new: RegisteredSchema,
+        mode: Mode,
+        *,
+        first: bool,
+        shortcut: bool,
+    ) -> tuple[bool, Report]:
+        """Whether ``new`` registers nothing over ``latest``, and what
+        ``mode``'s check against ``against`` finds (nothing checked when
+        ``shortcut`` and it registers nothing, as a PATCH does)."""
+        parsed = self._load(latest.document)
+        no_change = compatibility.no_change(parsed[0], new.document, draft=parsed[1])
+        if no_change and shortcut:
+            return True, Report()
+
+        def loaded() -> Iterator[tuple[int, Any, Draft]]:
+            for stored in against:
+                if stored is latest:
+                    yield stored.version, *parsed
+                else:
+                    yield stored.version, *self._load(stored.document)
+
+        report = modes.check(
             new.document,
-            old_draft=old_draft,
-            new_draft=new.draft,
+            new.draft,
+            loaded(),
+            directions=mode.directions,
             rules=self.rules,
-            first=True,  # the refusal names one; a full report is a dry run's
+            first=first,  # a refusal names one; a full report is a dry run's
         )
+        return no_change, report
+
+    def dry_run(
+        self, meta: TopicMeta, raw: bytes, against: Against, mode: Mode | None
+    ) -> DryRun:
+        """What a PATCH of ``meta``'s schema to ``raw`` would meet, with every
+        violation reported, storing nothing.
+
+        Args:
+            meta: The topic's record.
+            raw: The proposed schema document.
+            against: None for the versions the mode names, and as a PATCH
+                does, nothing checked when the schema registers nothing;
+                ``"latest"``, ``"all"`` or a version number to check those
+                versions whatever the schema.
+            mode: The mode to check in; None for the topic's.
+
+        Raises:
+            SchemaManagedByParent: ``meta`` is an attached child.
+            InvalidSchema: the registration rules refuse ``raw``.
+            SchemaVersionNotFound: ``against`` names a version not stored.
+        """
+        if meta.parent:
+            raise SchemaManagedByParent(meta.name, meta.parent)
+        if raw == b"null":
+            raise InvalidSchema(_NULL_SCHEMA)
+        new = self.register(raw)
+        mode = mode or Mode(meta.compatibility)
+        current = meta.schema_version
+        if isinstance(against, int) and not 0 < against <= current:
+            raise SchemaVersionNotFound(meta.name, against)
+        if not current:  # a first schema: nothing to be compatible with
+            return DryRun(mode, False, Report())
+        every = against == "all" or (against is None and mode.transitive)
+        latest, versions = self._versions(meta, every)
+        if isinstance(against, int) and against != current:
+            versions = [self.stored(meta.name, against)]
+        no_change, report = self._bounded_judge(
+            latest, versions, new, mode, first=False, shortcut=against is None
+        )
+        return DryRun(mode, no_change, report)
 
     # -- fan-out -------------------------------------------------------------
 
@@ -285,6 +423,10 @@ class SchemaService:
 
     def _document(self, name: str, version: int) -> Any:
         return _parse(self.stored(name, version).document)
+
+    def _load(self, document: bytes) -> tuple[Any, Draft]:
+        parsed = _parse(document)
+        return parsed, self.draft_of(parsed)
 
     def draft_of(self, document: Any) -> Draft:
         if isinstance(document, dict) and isinstance(document.get("$schema"), str):

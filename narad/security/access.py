@@ -15,7 +15,8 @@ The rules (see :class:`~narad.security.grants.Action`):
 
 - produce, consume, create: a grant of that action (or ``admin``) matching
   the topic's name;
-- read (a topic's record, its schemas): any grant matching it, or owning it;
+- read (a topic's record, its schemas, a dry-run compatibility check
+  against them): any grant matching it, or owning it;
 - alter, delete, manage fan-out children: owning the topic, or ``admin``
   matching it;
 - the Users API: an ``admin`` grant (what it may then hand out is the user

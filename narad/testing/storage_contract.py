@@ -41,6 +41,7 @@ from typing import TypeVar
 
 import pytest
 
+from narad.storage import DEFAULT_COMPATIBILITY
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import Capabilities
 from narad.storage import Child
@@ -1620,6 +1621,112 @@ class StorageContract:
         parent = storage.get_topic(parent.name)
         assert parent.children == ()
         assert self.put(storage, parent, b"m", now=0).status is Status.OK
+
+    # -- compatibility modes -------------------------------------------------
+
+    def test_create_stores_the_compatibility_mode(self, storage):
+        meta = new_meta(compatibility="FULL_TRANSITIVE")
+        assert storage.create_topic(meta).status is Status.OK
+        assert storage.get_topic(meta.name).compatibility == "FULL_TRANSITIVE"
+        assert self.topic(storage).compatibility == DEFAULT_COMPATIBILITY
+
+    def test_alter_gives_a_new_mode_to_the_topic_and_every_child(self, storage):
+        parent = self.topic(storage, DOC, compatibility="FORWARD")
+        kids = [self.topic(storage) for _ in range(2)]
+        for kid in kids:
+            before = parent
+            parent, _ = self.attach(storage, parent, kid)
+        full = TopicChanges(compatibility="FULL", visibility_timeout_ms=7)
+        # Children read before the last attach: the mode would miss one.
+        assert storage.alter_topic(before, full) is Status.STALE_CHILDREN
+        assert storage.get_topic(parent.name) == parent
+        assert storage.alter_topic(parent, full) is Status.OK
+        stored = storage.get_topic(parent.name)
+        assert (stored.compatibility, stored.visibility_timeout_ms) == ("FULL", 7)
+        for kid in kids:
+            assert storage.get_topic(kid.name).compatibility == "FULL"
+        # Other settings need no fresh children.
+        assert storage.alter_topic(before, TopicChanges(retention_ms=0)) is Status.OK
+
+    def test_an_attached_childs_mode_is_its_parents(self, storage):
+        parent, child = self.topic(storage, compatibility="NONE"), self.topic(storage)
+        parent, child = self.attach(storage, parent, child)
+        assert child.compatibility == "NONE"
+        mode = TopicChanges(compatibility="BACKWARD", retention_ms=HOUR)
+        assert storage.alter_topic(child, mode) is Status.ATTACHED
+        assert storage.get_topic(child.name) == child
+        assert storage.alter_topic(child, TopicChanges(retention_ms=HOUR)) is (
+            Status.OK
+        )
+        assert storage.detach_child(parent, child.name) is Status.OK
+        child = storage.get_topic(child.name)
+        assert child.compatibility == "NONE"  # kept, and its own again
+        assert storage.alter_topic(child, mode) is Status.OK
+        assert storage.get_topic(child.name).compatibility == "BACKWARD"
+        assert storage.get_topic(parent.name).compatibility == "NONE"
+
+    def test_a_child_takes_its_parents_mode_as_read(self, storage):
+        parent = self.topic(storage, DOC, compatibility="FULL")
+        stale = replace(parent, compatibility="BACKWARD")
+        meta = new_meta(compatibility="FORWARD")
+        refused = storage.create_child(
+            meta, stale, delay_ms=0, limits=LIMITS, max_children=108
+        )
+        assert refused.status is Status.STALE_SCHEMA
+        assert storage.get_topic(meta.name) is None
+        created = storage.create_child(
+            meta, parent, delay_ms=0, limits=LIMITS, max_children=108
+        )
+        assert created.status is Status.OK
+        assert storage.get_topic(meta.name).compatibility == "FULL"
+        loose = self.topic(storage, compatibility="NONE")
+        parent = storage.get_topic(parent.name)
+        refused = storage.attach_child(
+            replace(parent, compatibility="NONE"),
+            loose,
+            delay_ms=0,
+            limits=LIMITS,
+            max_children=108,
+        )
+        assert refused.status is Status.STALE_SCHEMA
+        assert storage.get_topic(loose.name) == loose
+        _, loose = self.attach(storage, parent, loose)
+        assert (loose.compatibility, loose.schema_version) == ("FULL", 1)
+
+    def test_append_schema_checks_the_mode_the_check_started_from(self, storage):
+        meta = self.topic(storage, DOC)
+        assert storage.alter_topic(meta, TopicChanges(compatibility="FULL")) is (
+            Status.OK
+        )
+        doc = b'{"type":["object","null"]}'
+        moved = storage.append_schema(
+            meta, SchemaVersion(2, doc, False), expected_current=1, limits=LIMITS
+        )
+        assert (moved.status, moved.version) == (Status.BASE_MISMATCH, 1)
+        assert storage.get_topic(meta.name).schema_version == 1
+        meta = storage.get_topic(meta.name)
+        ok = storage.append_schema(
+            meta, SchemaVersion(2, doc, False), expected_current=1, limits=LIMITS
+        )
+        assert (ok.status, ok.version) == (Status.OK, 2)
+
+    def test_a_new_mode_with_a_schema_change_reaches_every_child(self, storage):
+        parent, child = self.topic(storage, DOC), self.topic(storage)
+        parent, child = self.attach(storage, parent, child)
+        result = storage.append_schema(
+            parent,
+            SchemaVersion(2, b"{}", False),
+            expected_current=1,
+            limits=LIMITS,
+            changes=TopicChanges(compatibility="FORWARD_TRANSITIVE"),
+        )
+        assert result.status is Status.OK
+        for name in (parent.name, child.name):
+            stored = storage.get_topic(name)
+            assert (stored.schema_version, stored.compatibility) == (
+                2,
+                "FORWARD_TRANSITIVE",
+            )
 
     @requires("notifications")
     def test_notifications_reach_children_and_linked_records(self, storage):

@@ -6,7 +6,9 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
     narad:schema_bytes                string bytes of every stored schema
     narad:{<t>}:meta                  hash   the topic record (with "parent",
                                              "fanout_delay_ms" on a child and
-                                             "children" on a parent)
+                                             "children" on a parent; one
+                                             stored before modes has no
+                                             "compatibility": BACKWARD)
     narad:{<t>}:schemas               hash   version -> document, hc:<version>
     narad:{<t>}:p<i>                  hash   next, oldest, cursor, floor, last_ts
     narad:{<t>}:p<i>:log              hash   offset -> "<ts>,<kind><keylen>:<key><body>"
@@ -69,6 +71,7 @@ import redis
 
 from narad import metrics
 from narad.errors import StorageError
+from narad.storage import DEFAULT_COMPATIBILITY
 from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import AppendResult
@@ -304,6 +307,7 @@ class RedisStorage:
                 self.EVENTS,
                 self._event(Event.TOPIC_CHANGED, meta.name)[1],
                 self._event(Event.TOPIC_CHANGED, parent.name)[1],
+                parent.compatibility,
                 *_record_fields(meta),
             ],
         )
@@ -341,14 +345,22 @@ class RedisStorage:
         return Page(names, names[-1] if more else None)
 
     def alter_topic(self, meta: TopicMeta, changes: TopicChanges) -> Status:
+        # A new compatibility mode goes to every child (the script refuses
+        # if the children moved on since they were read).
+        children = meta.children if changes.compatibility is not None else ()
+        keys = [self._topic(meta.name) + ":meta"]
+        keys += [self._topic(child.name) + ":meta" for child in children]
         args: list[Any] = [
             meta.epoch,
             *self._event(Event.TOPIC_CHANGED, meta.name),
             RETENTION_MARGIN_MS,
+            _children_field(meta.children),
+            len(children),
+            *(self._event(Event.TOPIC_CHANGED, child.name)[1] for child in children),
         ]
         for field, value in changes.items():
             args += [field, value]
-        reply = self._run("alter_topic", [self._topic(meta.name) + ":meta"], args)
+        reply = self._run("alter_topic", keys, args)
         return Status(reply.decode())
 
     def _idempotency_keys(self, name: str) -> list[str]:
@@ -484,6 +496,7 @@ class RedisStorage:
                 self._event(Event.TOPIC_CHANGED, child.name)[1],
                 parent.name,
                 child.name,
+                parent.compatibility,
             ],
         )
         return _schema_result(reply)
@@ -568,6 +581,7 @@ class RedisStorage:
             _children_field(meta.children),
             RETENTION_MARGIN_MS,
             len(meta.children),
+            meta.compatibility,
         ]
         for child in meta.children:
             keys += [
@@ -966,6 +980,7 @@ def _durability(
 def _record_fields(meta: TopicMeta) -> list[Any]:
     """The record fields a create writes: name, epoch, settings and owner."""
     fields: list[Any] = ["name", meta.name, "epoch", meta.epoch]
+    fields += ["compatibility", meta.compatibility]
     for name in _SETTINGS:
         fields += [name, getattr(meta, name)]
     return [*fields, "owner", meta.owner]
@@ -981,6 +996,7 @@ def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
         schema_high_cost=f.get("schema_high_cost") == "1",
         parent=f.get("parent", ""),
         children=_children(f.get("children", "")),
+        compatibility=f.get("compatibility", DEFAULT_COMPATIBILITY),
         owner=f.get("owner", ""),
         **{k: int(f.get(k, 0)) for k in _INT_FIELDS},
     )

@@ -86,7 +86,8 @@ def properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
             yield from ctx.compare(schema, new[name], at, applying=also)
     for name, schema in new.items():
         if name not in old:
-            governing = (members or _Members(ctx)).governing(name)
+            members = members or _Members(ctx)  # gathered once, when needed
+            governing = members.governing(name)
             for i, before in enumerate(governing):
                 also = governing[:i] + governing[i + 1 :]
                 before = True if before is UNKNOWN else before

@@ -1455,3 +1455,128 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         "minimum 3 added",
     ),
 ]
+
+# -- compatibility modes ------------------------------------------------------
+
+MODES = (
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+    "NONE",
+)
+FORWARD_MODES = ("FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
+BACKWARD_MODES = ("BACKWARD", "BACKWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
+
+T_INT = '{"type":"integer"}'
+T_INT_STR = '{"type":["integer","string"]}'
+OBJ = '{"type":"object","properties":{"id":{"type":"integer"}}}'
+OBJ_NOTE = (
+    '{"type":"object","properties":{"id":{"type":"integer"},"note":{"type":"string"}}}'
+)
+CLOSED_A = '{"additionalProperties":false,"properties":{"a":{}}}'
+CLOSED_AB = '{"additionalProperties":false,"properties":{"a":{},"b":{}}}'
+A_STR = '{"properties":{"a":{"type":"string"}}}'
+A_INT = '{"properties":{"a":{"type":"integer"}}}'
+A_STR_NULL = '{"properties":{"a":{"type":["string","null"]}}}'
+A_STR_MIN = '{"properties":{"a":{"type":"string","minLength":1}}}'
+# A history whose middle version differs from the others (written in NONE).
+MIDDLE_DIFFERS = [A_STR, A_INT, A_STR]
+
+
+def _each(modes: tuple[str, ...], refusal: tuple[int, str, str]):
+    return dict.fromkeys(modes, refusal)
+
+
+# Each case is ``(name, history, new, refusals)``: ``history`` the stored
+# versions, oldest first (written in mode NONE); ``new`` the proposed schema;
+# ``refusals`` maps each mode that refuses the change to ``(version,
+# direction, words)``: the version and direction of the first violation a
+# PATCH names (latest version first, backward before forward) and words of
+# it. Modes not listed accept the change; NONE accepts every one.
+MODE_CASES: list[tuple[str, list[str], str, dict[str, tuple[int, str, str]]]] = [
+    (
+        "widen a type: backward only",
+        [T_INT],
+        T_INT_STR,
+        _each(FORWARD_MODES, (1, "forward", 'type "string" no longer allowed')),
+    ),
+    (
+        "narrow a type: forward only",
+        [T_INT_STR],
+        T_INT,
+        _each(BACKWARD_MODES, (1, "backward", 'type "string" no longer allowed')),
+    ),
+    (
+        "the exception: an optional property added under an open content model",
+        [OBJ],
+        OBJ_NOTE,
+        _each(FORWARD_MODES, (1, "forward", 'at the root: property "note" removed')),
+    ),
+    (
+        "the exception forward: an optional property removed under an open model",
+        [OBJ_NOTE],
+        OBJ,
+        _each(BACKWARD_MODES, (1, "backward", 'property "note" removed')),
+    ),
+    (
+        "a property added under a closed content model",
+        [CLOSED_A],
+        CLOSED_AB,
+        _each(FORWARD_MODES, (1, "forward", 'property "b" removed')),
+    ),
+    (
+        "a property made required",
+        ['{"properties":{"id":{}}}'],
+        '{"properties":{"id":{}},"required":["id"]}',
+        _each(BACKWARD_MODES, (1, "backward", 'required property "id" added')),
+    ),
+    (
+        "a maximum raised: the forward message reads from the new schema",
+        ['{"maximum":10}'],
+        '{"maximum":20}',
+        _each(FORWARD_MODES, (1, "forward", "maximum lowered from 20 to 10")),
+    ),
+    ("equivalent: const to a one-value enum", ['{"const":5}'], '{"enum":[5]}', {}),
+    (
+        "equivalent: a reordered type list",
+        [T_INT_STR],
+        '{"type":["string","integer"]}',
+        {},
+    ),
+    (
+        "equivalent: annotations only",
+        [A_STR],
+        '{"title":"t","properties":{"a":{"type":"string","description":"d"}}}',
+        {},
+    ),
+    ("idempotent", [A_STR], '{ "properties" : {"a": {"type": "string"}} }', {}),
+    (
+        "transitive: the middle version refuses backward",
+        MIDDLE_DIFFERS,
+        A_STR_NULL,
+        {
+            "BACKWARD_TRANSITIVE": (
+                2,
+                "backward",
+                'at /properties/a: type "integer" no longer allowed',
+            ),
+            **_each(FORWARD_MODES, (3, "forward", 'type "null" no longer allowed')),
+        },
+    ),
+    (
+        "transitive: the middle version refuses forward",
+        MIDDLE_DIFFERS,
+        A_STR_MIN,
+        {
+            **_each(BACKWARD_MODES, (3, "backward", "minLength 1 added")),
+            "FORWARD_TRANSITIVE": (
+                2,
+                "forward",
+                'at /properties/a: type "string" no longer allowed',
+            ),
+        },
+    ),
+]

@@ -262,6 +262,7 @@ class MemoryStorage:
                 self._parent_refusal(above)
                 or self._room_refusal(above, delay_ms, max_children)
                 or self._stale_schema((above, parent))
+                or self._stale_mode(above, parent)
                 or self._adoption_refusal(above, limits)
             )
             if refusal is not None:
@@ -303,6 +304,12 @@ class MemoryStorage:
                 return SchemaWriteResult(Status.STALE_SCHEMA)
         return None
 
+    @staticmethod
+    def _stale_mode(parent: _Topic, known: TopicMeta) -> SchemaWriteResult | None:
+        if parent.meta.compatibility != known.compatibility:
+            return SchemaWriteResult(Status.STALE_SCHEMA)
+        return None
+
     def _adoption_refusal(
         self, parent: _Topic, limits: SchemaLimits
     ) -> SchemaWriteResult | None:
@@ -331,7 +338,10 @@ class MemoryStorage:
             )
             self._cluster_bytes += parent.meta.schema_bytes
         child.meta = replace(
-            child.meta, parent=parent.meta.name, fanout_delay_ms=delay_ms
+            child.meta,
+            parent=parent.meta.name,
+            fanout_delay_ms=delay_ms,
+            compatibility=parent.meta.compatibility,
         )
         listed = Child(
             child.meta.name, child.meta.epoch, child.meta.partitions, delay_ms
@@ -363,11 +373,25 @@ class MemoryStorage:
             topic = self._live(meta)
             if topic is None:
                 return Status.NO_TOPIC
+            mode = changes.compatibility
+            if mode is not None and topic.meta.parent:
+                return Status.ATTACHED
+            if mode is not None and topic.meta.children != meta.children:
+                return Status.STALE_CHILDREN
             if _breaks_margin(topic.meta, changes):
                 return Status.RETENTION_TOO_SHORT
             topic.meta = replace(topic.meta, **dict(changes.items()))
             self._publish(Event.TOPIC_CHANGED, meta.name)
+            if mode is not None:
+                self._follow(topic, mode)
             return Status.OK
+
+    def _follow(self, parent: _Topic, mode: str) -> None:
+        """Give every child of ``parent`` its new compatibility mode."""
+        for listed in parent.meta.children:
+            child = self._topics[listed.name]
+            child.meta = replace(child.meta, compatibility=mode)
+            self._publish(Event.TOPIC_CHANGED, listed.name)
 
     def delete_topic(self, meta: TopicMeta) -> Status:
         with self._lock:
@@ -452,6 +476,7 @@ class MemoryStorage:
                 return SchemaWriteResult(Status.ATTACHED, topic=below.meta.parent)
             refusal = self._room_refusal(above, delay_ms, max_children)
             refusal = refusal or self._stale_schema((above, parent), (below, child))
+            refusal = refusal or self._stale_mode(above, parent)
             if refusal is not None:
                 return refusal
             versions = below.meta.schema_version
@@ -506,7 +531,10 @@ class MemoryStorage:
             if topic.meta.children != meta.children:
                 return SchemaWriteResult(Status.STALE_CHILDREN)
             current = topic.meta.schema_version
-            if current != expected_current:
+            if (current, topic.meta.compatibility) != (
+                expected_current,
+                meta.compatibility,
+            ):
                 return SchemaWriteResult(Status.BASE_MISMATCH, version=current)
             if current >= limits.max_versions:
                 return SchemaWriteResult(Status.TOO_MANY_VERSIONS, version=current)
@@ -543,6 +571,9 @@ class MemoryStorage:
                 )
                 self._publish(Event.TOPIC_CHANGED, each.meta.name)
             topic.meta = replace(topic.meta, **dict(changes.items()))
+            mode = changes.compatibility
+            for child in children if mode is not None else ():
+                child.meta = replace(child.meta, compatibility=mode)
             self._cluster_bytes += added
             return SchemaWriteResult(
                 Status.OK, number, topic.meta.schema_bytes, self._cluster_bytes

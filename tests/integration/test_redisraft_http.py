@@ -60,6 +60,17 @@ def test_the_readme_walkthrough(raft_node, topic):
     narrower = {**ID_ONLY, "required": ["id", "note"]}
     refused = http.patch(f"/v1/topics/{topic}", {"schema": narrower})
     assert refused.status == 400
+    check = f"/v1/topics/{topic}/schemas/compatibility"
+    resp = http.post(check, {"schema": narrower})
+    headers = {k.lower(): v for k, v in resp.headers.items()}
+    report = resp.json()
+    assert (report["compatible"], headers["narad-checked-versions"]) == (False, "2")
+    assert [v["message"] for v in report["violations"]] == [
+        'required property "note" added',
+        'property "note" removed',
+    ]
+    full = http.patch(f"/v1/topics/{topic}", {"compatibility": "FULL_TRANSITIVE"})
+    assert full.json()["compatibility"] == "FULL_TRANSITIVE"
     history = http.get(f"/v1/topics/{topic}/schemas").json()
     assert [v["version"] for v in history["versions"]] == [1, 2]
 

@@ -9,12 +9,15 @@ import pytest
 from narad import errors
 from narad.app import STATUS
 from narad.app import status_of
+from narad.compatibility import Violation
 from narad.errors import ClusterBudgetExceeded
 from narad.errors import IncompatibleSchema
 from narad.errors import InvalidPayload
 from narad.errors import NaradError
 from narad.errors import PartitionOutOfRange
 from narad.errors import TopicBudgetExceeded
+from narad.schema.modes import Direction
+from narad.schema.modes import Finding
 
 REFUSALS = [
     cls
@@ -48,9 +51,11 @@ def test_budget_errors_carry_their_figures():
 
 
 def test_incompatible_schema_keeps_every_violation_and_names_the_first_eight():
-    violations = [f"at the root: change {i}" for i in range(10)]
-    error = IncompatibleSchema(3, violations)
-    assert (error.version, len(error.violations)) == (3, 10)
+    findings = [
+        Finding(Violation("k", f"change {i}"), 3, Direction.BACKWARD) for i in range(10)
+    ]
+    error = IncompatibleSchema(findings)
+    assert len(error.findings) == 10
     assert str(error).startswith(
         "invalid argument: schema: incompatible with version 3: at the root: "
     )

@@ -3,9 +3,13 @@ next to Narad, checked through :mod:`narad.testing`."""
 
 from __future__ import annotations
 
+import json
+
+import narad_example
 import pytest
 from narad_example import UNIT_CHANGED
 
+from narad.testing import client
 from narad.testing.compatibility import check_compatibility
 
 WEIGHT = '{"properties":{"weight":{"type":"number","x-unit":"kg"}}}'
@@ -61,3 +65,24 @@ def test_shows_up_in_a_full_report_beside_the_built_in_rules():
 
 def test_a_nested_schema_may_still_become_true():
     assert check_compatibility(WEIGHT, '{"properties":{"weight":true}}') == []
+
+
+def test_shows_up_in_a_dry_run_report_in_each_direction():
+    http = client(plugins={"narad_example": narad_example})
+    created = http.simulate_post(
+        "/v1/topics",
+        json={"name": "w", "schema": json.loads(WEIGHT), "compatibility": "FULL"},
+    )
+    assert created.status_code == 201
+    report = http.simulate_post(
+        "/v1/topics/w/schemas/compatibility",
+        json={"schema": json.loads(WEIGHT.replace('"kg"', '"lb"'))},
+    ).json
+    assert [(v["keyword"], v["message"]) for v in report["violations"]] == [
+        ("x-unit", 'x-unit changed from "kg" to "lb"'),
+        (
+            "x-unit",
+            'x-unit changed from "lb" to "kg" (forward: read as a change from '
+            "the new schema to version 1, at a place in version 1)",
+        ),
+    ]

@@ -1,8 +1,9 @@
 -- Append the next schema version to a topic's history, iff it was checked
 -- against the current version and both byte budgets and the version cap hold,
--- with the same version in every attached child's history, and apply the
--- settings changes of the same PATCH with it: all or nothing. The one script
--- that appends to a history.
+-- under the compatibility mode it was checked in, with the same version in
+-- every attached child's history, and apply the settings changes of the same
+-- PATCH with it (a new compatibility mode in every child too): all or
+-- nothing. The one script that appends to a history.
 -- KEYS[1] = narad:{<topic>}:meta
 -- KEYS[2] = narad:{<topic>}:schemas   (hash: version -> document, hc:<version>)
 -- KEYS[3] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
@@ -18,8 +19,10 @@
 -- ARGV[10] = the topic's "children" field as the caller read it ("" for none)
 -- ARGV[11] = how much longer than its longest child delay a parent keeps messages
 -- ARGV[12] = C, the number of children
--- ARGV[13 .. 12+2C] = per child: its name and its "topic_changed" event
--- ARGV[13+2C ..] = settings to change with it: field, value, field, value, ...
+-- ARGV[13] = the compatibility mode the check started from (the topic's as the
+--   caller read it; a record stored before modes names none: "BACKWARD")
+-- ARGV[14 .. 13+2C] = per child: its name and its "topic_changed" event
+-- ARGV[14+2C ..] = settings to change with it: field, value, field, value, ...
 -- returns {"ok", version, stored, cluster} | {"no_topic"} | {"attached", parent}
 --         | {"stale_children"} | {"base_mismatch", current}
 --         | {"too_many_versions", current}
@@ -27,7 +30,7 @@
 --         | {"retention_too_short"}
 local meta, schemas, cluster_key = KEYS[1], KEYS[2], KEYS[3]
 local m = redis.call('HMGET', meta, 'epoch', 'schema_version', 'schema_bytes', 'parent',
-  'children')
+  'children', 'compatibility')
 if m[1] ~= ARGV[1] then
   return {'no_topic'}
 end
@@ -38,7 +41,7 @@ if (m[5] or '') ~= ARGV[10] then
   return {'stale_children'}
 end
 local current = tonumber(m[2] or '0')
-if current ~= tonumber(ARGV[2]) then
+if current ~= tonumber(ARGV[2]) or (m[6] or 'BACKWARD') ~= ARGV[13] then
   return {'base_mismatch', current}
 end
 if current >= tonumber(ARGV[5]) then
@@ -48,7 +51,7 @@ local stored = tonumber(m[3] or '0')
 local cluster = tonumber(redis.call('GET', cluster_key) or '0')
 local size = string.len(ARGV[3])
 local nchildren = tonumber(ARGV[12])
-local SETTINGS = 13 + 2 * nchildren
+local SETTINGS = 14 + 2 * nchildren
 if stored + size > tonumber(ARGV[6]) then
   return {'topic_budget', stored, cluster, ''}
 end
@@ -59,7 +62,7 @@ local children = {}
 for c = 1, nchildren do
   local child = {
     meta = KEYS[4 + 2 * (c - 1)], schemas = KEYS[5 + 2 * (c - 1)],
-    name = ARGV[13 + 2 * (c - 1)], event = ARGV[14 + 2 * (c - 1)],
+    name = ARGV[14 + 2 * (c - 1)], event = ARGV[15 + 2 * (c - 1)],
   }
   child.stored = tonumber(redis.call('HGET', child.meta, 'schema_bytes') or '0')
   if child.stored + size > tonumber(ARGV[6]) then
@@ -83,7 +86,11 @@ local function min_retention(list, margin)
 end
 
 local fields = {}
+local mode = nil
 for i = SETTINGS, #ARGV, 2 do
+  if ARGV[i] == 'compatibility' then
+    mode = ARGV[i + 1]
+  end
   if ARGV[i] == 'retention_ms' then
     local retention = tonumber(ARGV[i + 1])
     if retention > 0 and retention < min_retention(m[5], tonumber(ARGV[11])) then
@@ -105,6 +112,9 @@ for _, child in ipairs(children) do
   redis.call('HSET', child.schemas, version, ARGV[3], 'hc:' .. version, ARGV[4])
   redis.call('HSET', child.meta, 'schema_version', version, 'schema_high_cost', ARGV[4],
     'schema_bytes', child.stored + size)
+  if mode then
+    redis.call('HSET', child.meta, 'compatibility', mode)
+  end
 end
 cluster = redis.call('INCRBY', cluster_key, size * (1 + nchildren))
 redis.call('PUBLISH', ARGV[8], ARGV[9])

@@ -2,7 +2,8 @@
 -- copied to the child (append.lua). A child without a schema history adopts
 -- the parent's; one with a history must have the parent's, version for
 -- version (the caller compared them as JSON values; the versions it gives
--- vouch that neither moved on since).
+-- vouch that neither moved on since). The child takes the parent's
+-- compatibility mode either way.
 -- KEYS[1] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
 -- KEYS[2] = narad:{<parent>}:meta
 -- KEYS[3] = narad:{<parent>}:schemas
@@ -22,6 +23,7 @@
 -- ARGV[11] = events channel; ARGV[12], ARGV[13] = the parent's and the child's
 --   "topic_changed" events
 -- ARGV[14], ARGV[15] = the parent's and the child's names
+-- ARGV[16] = the parent's compatibility mode the caller read
 -- returns {"ok", version, stored, cluster} | {"no_topic", topic}
 --         | {"parent_is_child"} | {"child_is_parent"} | {"attached", parent}
 --         | {"too_many_children"} | {"retention_too_short"} | {"stale_schema"}
@@ -31,7 +33,7 @@ local cluster_key = KEYS[1]
 local parent_meta, parent_schemas = KEYS[2], KEYS[3]
 local child_meta, child_schemas = KEYS[4], KEYS[5]
 local p = redis.call('HMGET', parent_meta, 'epoch', 'parent', 'children', 'retention_ms',
-  'schema_version', 'schema_bytes', 'schema_high_cost')
+  'schema_version', 'schema_bytes', 'schema_high_cost', 'compatibility')
 local c = redis.call('HMGET', child_meta, 'epoch', 'parent', 'children', 'schema_version')
 if p[1] ~= ARGV[1] then
   return {'no_topic', ARGV[14]}
@@ -61,7 +63,9 @@ if retention > 0 and retention < delay + tonumber(ARGV[7]) then
   return {'retention_too_short'}
 end
 local parent_version, child_version = p[5] or '0', c[4] or '0'
-if parent_version ~= ARGV[3] or child_version ~= ARGV[4] then
+-- A record stored before modes names none: "BACKWARD".
+local mode = p[8] or 'BACKWARD'
+if parent_version ~= ARGV[3] or child_version ~= ARGV[4] or mode ~= ARGV[16] then
   return {'stale_schema'}
 end
 if child_version ~= '0' and child_version ~= parent_version then
@@ -89,7 +93,8 @@ if child_version == '0' and parent_version ~= '0' then
   cluster = redis.call('INCRBY', cluster_key, size)
 end
 
-redis.call('HSET', child_meta, 'parent', ARGV[14], 'fanout_delay_ms', ARGV[5])
+redis.call('HSET', child_meta, 'parent', ARGV[14], 'fanout_delay_ms', ARGV[5],
+  'compatibility', mode)
 if children == '' then
   children = ARGV[10]
 else

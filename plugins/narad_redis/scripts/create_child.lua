@@ -1,6 +1,6 @@
 -- Create a topic attached to a parent, exactly once: the record, a copy of the
--- parent's whole schema history, and the link, all or nothing (never a
--- half-linked topic).
+-- parent's whole schema history and its compatibility mode, and the link, all
+-- or nothing (never a half-linked topic).
 -- KEYS[1] = narad:topics              (sorted set of topic names, for listing)
 -- KEYS[2] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
 -- KEYS[3] = narad:{<child>}:meta
@@ -19,7 +19,8 @@
 --   "<name>:<epoch>:<partitions>:<delay_ms>" (items are comma-separated)
 -- ARGV[11] = events channel; ARGV[12], ARGV[13] = the child's and the parent's
 --   "topic_changed" events
--- ARGV[14..] = the child's meta field, value, field, value, ...
+-- ARGV[14] = the parent's compatibility mode the caller read
+-- ARGV[15..] = the child's meta field, value, field, value, ...
 -- returns {"ok", schema_version, stored, cluster} | {"exists"} | {"no_topic", parent}
 --         | {"parent_is_child"} | {"too_many_children"} | {"retention_too_short"}
 --         | {"stale_schema"} | {"topic_budget", stored, cluster, parent}
@@ -32,7 +33,7 @@ if redis.call('EXISTS', child_meta) == 1 then
   return {'exists'}
 end
 local p = redis.call('HMGET', parent_meta, 'epoch', 'parent', 'children', 'retention_ms',
-  'schema_version', 'schema_bytes', 'schema_high_cost')
+  'schema_version', 'schema_bytes', 'schema_high_cost', 'compatibility')
 if p[1] ~= ARGV[3] then
   return {'no_topic', ARGV[2]}
 end
@@ -52,7 +53,9 @@ if retention > 0 and retention < delay + tonumber(ARGV[7]) then
   return {'retention_too_short'}
 end
 local version = p[5] or '0'
-if version ~= ARGV[4] then
+-- A record stored before modes names none: "BACKWARD".
+local mode = p[8] or 'BACKWARD'
+if version ~= ARGV[4] or mode ~= ARGV[14] then
   return {'stale_schema'}
 end
 -- The child adopts a copy of the parent's whole history, within both budgets.
@@ -66,12 +69,13 @@ if size > 0 and cluster + size > tonumber(ARGV[9]) then
 end
 
 local fields = {}
-for i = 14, #ARGV do
+for i = 15, #ARGV do
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', child_meta, unpack(fields))
 redis.call('HSET', child_meta, 'schema_version', version, 'schema_high_cost',
-  p[7] or '0', 'schema_bytes', size, 'parent', ARGV[2], 'fanout_delay_ms', ARGV[5])
+  p[7] or '0', 'schema_bytes', size, 'parent', ARGV[2], 'fanout_delay_ms', ARGV[5],
+  'compatibility', mode)
 if size > 0 then
   local history = redis.call('HGETALL', parent_schemas)
   for i = 1, #history, 500 do

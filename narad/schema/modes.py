@@ -1,0 +1,245 @@
+"""Compatibility modes: which stored versions a schema change is checked
+against, and in which direction.
+
+The rulebook's check (:func:`narad.schema.compatibility.check`: every message
+the previous version accepted stays valid) is one direction, *backward*: the
+proposed schema reads what the stored version wrote. The modes are composed
+from it, above the rules, the way karapace composes them (Confluent Schema
+Registry and Apicurio name them the same way):
+
+========================  ==========================  =====================
+mode                      direction(s)                against
+========================  ==========================  =====================
+``BACKWARD`` (default)    backward                    the latest version
+``BACKWARD_TRANSITIVE``   backward                    every stored version
+``FORWARD``               forward                     the latest version
+``FORWARD_TRANSITIVE``    forward                     every stored version
+``FULL``                  backward, then forward      the latest version
+``FULL_TRANSITIVE``       backward, then forward      every stored version
+``NONE``                  none: any registrable       nothing
+                          schema is accepted
+========================  ==========================  =====================
+
+*Forward* is the same engine and the same rules with the two sides swapped:
+the proposed schema takes the place of the previous version and the stored
+version the place of the proposed one, so the check asks whether every message
+the proposed schema accepts is accepted by the stored version. Rules never
+know which direction they run in, so a third-party rule works in every mode.
+What that means, read through the swap:
+
+- Each side keeps its own draft: the proposed schema's draft is the "old"
+  draft of a forward check.
+- A violation's ``pointer`` points into the schema the check reads as the
+  newer one: the proposed schema in a backward check, the stored version in a
+  forward one. Its message describes the change from the older-read to the
+  newer-read schema, so a forward message reads as if the stored version were
+  the change (``type "string" no longer allowed`` at ``/properties/qty`` of
+  version 3: version 3 does not allow a string the proposed schema allows).
+  A :class:`Finding` carries the version and the direction, and its text says
+  both.
+- The rulebook's one deliberate exception (an optional property added under
+  an open content model is allowed) reads, forward, as: an optional property
+  *removed* under an open content model is allowed, though a message the new
+  version accepts with that key of another type is refused by the previous
+  one. And "never remove a property" reads, forward, as "never add one",
+  even under an open content model, where adding one could be safe: the check
+  fails closed there, where Apicurio's forward check accepts it.
+
+Transitive modes walk the history from the latest version down; a check that
+needs only a verdict (a PATCH) stops at the first violation, a report (the dry
+run) collects every violation of each version it checks, up to a bound on what
+one report may hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from enum import unique
+from typing import Any
+
+from narad.compatibility import Rule
+from narad.compatibility import Violation
+from narad.schema import compatibility
+from narad.schema.drafts import Draft
+
+__all__ = (
+    "DEFAULT",
+    "MAX_REPORTED",
+    "MAX_REPORT_BYTES",
+    "Direction",
+    "Finding",
+    "Mode",
+    "Report",
+    "check",
+)
+
+#: The most violations one report lists, and the most bytes their pointers
+#: and messages may take together (one is always listed): past either, the
+#: report is cut and says so, and no further version is checked.
+MAX_REPORTED = 100
+MAX_REPORT_BYTES = 64 * 1024
+
+
+@unique
+class Direction(StrEnum):
+    """Which way a stored version and the proposed schema are compared."""
+
+    BACKWARD = "backward"
+    """Every message the stored version accepts, the proposed one accepts
+    (the rulebook's check): consumers on the new schema read old messages."""
+
+    FORWARD = "forward"
+    """Every message the proposed version accepts, the stored one accepts:
+    consumers still on the stored schema read new messages."""
+
+
+@unique
+class Mode(StrEnum):
+    """A topic's compatibility mode (see the module's table)."""
+
+    BACKWARD = "BACKWARD"
+    BACKWARD_TRANSITIVE = "BACKWARD_TRANSITIVE"
+    FORWARD = "FORWARD"
+    FORWARD_TRANSITIVE = "FORWARD_TRANSITIVE"
+    FULL = "FULL"
+    FULL_TRANSITIVE = "FULL_TRANSITIVE"
+    NONE = "NONE"
+
+    @property
+    def directions(self) -> tuple[Direction, ...]:
+        """The directions checked, in the order they are checked."""
+        base = self.value.removesuffix("_TRANSITIVE")
+        if base == "NONE":
+            return ()
+        if base == "FULL":
+            return (Direction.BACKWARD, Direction.FORWARD)
+        return (Direction(base.lower()),)
+
+    @property
+    def transitive(self) -> bool:
+        """Whether a change is checked against every stored version."""
+        return self.value.endswith("_TRANSITIVE")
+
+
+#: The mode of a topic that names none: the rulebook's check.
+DEFAULT = Mode.BACKWARD
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A violation found against one stored version, in one direction.
+
+    Attributes:
+        violation: What the engine reported; its ``pointer`` points into the
+            proposed schema (backward) or into version ``version`` (forward).
+        version: The stored version it was found against.
+        direction: The direction of the check that found it.
+    """
+
+    violation: Violation
+    version: int
+    direction: Direction
+
+    def __str__(self) -> str:
+        # Backward keeps the rulebook's wording; forward says which way the
+        # engine's words read, and where its pointer points.
+        v = self.version
+        if self.direction is Direction.BACKWARD:
+            return f"incompatible with version {v}: {self.violation}"
+        return (
+            f"incompatible with version {v} forward (version {v} must accept "
+            f"every message the new schema accepts; read as a change from the "
+            f"new schema to version {v}, at places in version {v}): "
+            f"{self.violation}"
+        )
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a check found.
+
+    Attributes:
+        findings: The violations, version by version (latest first), each
+            version's backward ones before its forward ones.
+        checked: The versions checked, in the order checked.
+        truncated: The report was cut at :data:`MAX_REPORTED` violations or
+            :data:`MAX_REPORT_BYTES` bytes: more may exist, in the last version
+            checked or in versions not checked.
+    """
+
+    findings: tuple[Finding, ...] = ()
+    checked: tuple[int, ...] = ()
+    truncated: bool = False
+
+    @property
+    def compatible(self) -> bool:
+        """Whether the check found nothing (a cut report never is)."""
+        return not self.findings
+
+
+def check(
+    new: Any,
+    new_draft: Draft,
+    against: Iterable[tuple[int, Any, Draft]],
+    *,
+    directions: tuple[Direction, ...],
+    rules: Mapping[str, Rule],
+    first: bool,
+) -> Report:
+    """Check the proposed schema ``new`` against stored versions.
+
+    Args:
+        new: The proposed schema, parsed.
+        new_draft: Its draft.
+        against: ``(version, document, draft)`` of the versions to check
+            against, parsed, in the order to check them (latest first); an
+            iterator is consumed only as far as the check goes, so it may
+            parse each one when its turn comes.
+        directions: The directions to check each version in (a
+            :attr:`Mode.directions`).
+        rules: Keyword to rule, as merged from ``narad_compatibility_rules``.
+        first: Stop at the first violation (a PATCH); else report every
+            violation of each version checked, within the report's bounds.
+
+    Returns:
+        The report.
+    """
+    if not directions:
+        return Report()
+    findings: list[Finding] = []
+    checked: list[int] = []
+    size = 0
+    for version, old, old_draft in against:
+        checked.append(version)
+        for direction in directions:
+            if direction is Direction.BACKWARD:
+                found = compatibility.check(
+                    old,
+                    new,
+                    old_draft=old_draft,
+                    new_draft=new_draft,
+                    rules=rules,
+                    first=first,
+                )
+            else:
+                found = compatibility.check(
+                    new,
+                    old,
+                    old_draft=new_draft,
+                    new_draft=old_draft,
+                    rules=rules,
+                    first=first,
+                )
+            for violation in found:
+                size += len(violation.pointer) + len(violation.message)
+                if findings and (
+                    len(findings) >= MAX_REPORTED or size > MAX_REPORT_BYTES
+                ):
+                    return Report(tuple(findings), tuple(checked), truncated=True)
+                findings.append(Finding(violation, version, direction))
+                if first:
+                    return Report(tuple(findings), tuple(checked))
+    return Report(tuple(findings), tuple(checked))
