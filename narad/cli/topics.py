@@ -385,15 +385,9 @@ def schema_check(
         click.echo(f"compatible ({report['mode']})")
     else:
         print_table(
-            ["against", "direction", "pointer", "keyword", "message"],
+            ["against", "pointer", "keyword", "message"],
             (
-                (
-                    v.get("against_version"),
-                    v.get("direction"),
-                    v["pointer"],
-                    v["keyword"],
-                    v["message"],
-                )
+                (v.get("against_version"), v["pointer"], v["keyword"], v["message"])
                 for v in report["violations"]
             ),
             title=f"not compatible ({report['mode']})",

@@ -214,6 +214,23 @@ def test_schema_commands(narad, topic, tmp_path):
     assert narad("schema", "set", topic, '{"not json')[0] == 2
 
 
+def test_schema_check_reads_as_a_table_or_json(narad):
+    topic = "checked"  # short: the table is 80 columns wide
+    v1 = '{"type": "object", "properties": {"id": {"type": "integer"}}}'
+    narad("topic", "create", topic, "--schema", v1, "--compatibility", "full")
+    narrower = '{"type": "object", "properties": {"id": {"type": "string"}}}'
+    code, out, err = narad("schema", "check", topic, narrower, "--table")
+    assert code == 1
+    assert "not compatible (FULL)" in out and "/properties/id" in out
+    assert "forward" in out  # both directions checked
+    assert err.startswith("narad: not compatible: 2 violations")
+    code, out, _ = narad("schema", "check", topic, v1, "--against", "1", "--table")
+    assert (code, out.strip()) == (0, "compatible (FULL)")
+    code, out, _ = narad("schema", "check", topic, narrower, "--mode", "none")
+    assert (code, json.loads(out)["compatible"]) == (0, True)
+    assert narad("schema", "check", topic, v1, "--against", "soon")[0] == 1
+
+
 def test_children_commands(narad, topic):
     parent, child = f"{topic}-p", f"{topic}-c"
     narad("topic", "create", parent)
