@@ -165,10 +165,24 @@ def _read_pid(fd: int) -> int:
     return int(text) if text.isdigit() else 0
 
 
+_PLAIN = re.compile(r'[^\s"\'\\]+')
+
+
 def _quoted(path: Path) -> str:
-    """``path`` as one argument of a Valkey configuration line, whatever it
-    holds (a space would otherwise split it)."""
-    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """``path`` as one argument of a Valkey configuration line: as it is, or
+    quoted when it holds a space, a quote or a backslash (which would
+    otherwise split or change it)."""
+    text = str(path)
+    if _PLAIN.fullmatch(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _unquoted(value: str) -> str:
+    """The argument :func:`_quoted` wrote."""
+    if value.startswith('"') and value.endswith('"') and len(value) > 1:
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
 
 
 class EmbeddedValkey:
@@ -379,5 +393,5 @@ def socket_path(data_dir: Path) -> Path | None:
     for line in lines:
         name, _, value = line.partition(" ")
         if name == "unixsocket":
-            return Path(value)
+            return Path(_unquoted(value))
     return None

@@ -185,6 +185,7 @@ def test_a_data_path_with_spaces_and_quotes_starts(tmp_path):
         client = redis.Redis(unix_socket_path=str(server.socket_path))
         assert client.ping()
         assert client.config_get("dir")["dir"] == str(data)
+        assert socket_path(data) == server.socket_path
         client.close()
     finally:
         server.stop()
