@@ -10,7 +10,8 @@ unless marked "first", which stops at the first violation as a schema change
 
 The dry run is timed end to end in-process, with security on (Basic auth of
 the root admin, request body read, registration,
-the stored version fetched from fakeredis and parsed, the report, the
+the stored version fetched from an embedded Valkey (append-only, fsync
+always, as ``narad serve`` runs it) and parsed, the report, the
 response), beside a PATCH of the same change through the same app as its
 baseline. The transitive figures check a proposed schema against 100 stored
 versions, each equivalent to it (so every pair is walked in full, both
@@ -20,10 +21,16 @@ directions), beside the same check against the latest version only.
 from __future__ import annotations
 
 import json
+import logging
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
+
+import falcon.testing
 
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
@@ -168,12 +175,30 @@ def _best(run: Callable[[], Any], runs: int = 5) -> tuple[float, Any]:
 
 def dry_runs() -> None:
     """The dry run of a 256 KiB change, end to end in-process, beside a PATCH."""
+    from narad.embedded import EmbeddedValkey
     from narad.testing import client
     from narad.testing import make_config
 
-    # Security on, as shipped: every request carries the root admin's
-    # credentials, the PATCH baseline's as well.
-    http = client(make_config(security__enabled=True))
+    directory = tempfile.mkdtemp(prefix="narad-bench-compat-")
+    valkey = EmbeddedValkey(Path(directory) / "data")
+    try:
+        # Security on, as shipped: every request carries the root admin's
+        # credentials, the PATCH baseline's as well.
+        config = make_config(
+            directory,
+            security__enabled=True,
+            storage__url=valkey.start(),
+            storage__durability="strict",
+        )
+        _dry_runs(client(config))
+    finally:
+        # The app's listeners outlive it: their storage going away is expected.
+        logging.getLogger("narad.broker.notifications").setLevel(logging.ERROR)
+        valkey.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _dry_runs(http: falcon.testing.TestClient) -> None:
     cases = [
         ("every property widened", wide(every_leaf)),
         ("every property narrowed", wide(every_leaf_narrowed)),
@@ -194,14 +219,14 @@ def dry_runs() -> None:
             cut = ", cut" if "narad-report-truncated" in resp.headers else ""
             found = f"{len(report['violations'])} reported{cut}"
             label = f"dry run {mode}, 256 KiB pair, {what}"
-            print(f"{label:<58} {len(body) / 1024:>10.0f} KiB {ms:9.2f} ms  {found}")
+            print(f"{label:<64} {len(body) / 1024:>10.0f} KiB {ms:9.2f} ms  {found}")
         if what.endswith("narrowed"):
             # The baseline: the same change as a PATCH, refused at the first.
             patch = partial(http.simulate_patch, f"/v1/topics/t{n}-BACKWARD", body=body)
             ms, resp = _best(patch)
             assert resp.status_code == 400
             label = f"PATCH BACKWARD, 256 KiB pair, {what} (refused)"
-            print(f"{label:<58} {len(body) / 1024:>10.0f} KiB {ms:9.2f} ms")
+            print(f"{label:<64} {len(body) / 1024:>10.0f} KiB {ms:9.2f} ms")
 
 
 def history(count: int, size: int) -> tuple[list[bytes], bytes]:
@@ -261,7 +286,7 @@ def transitive(count: int, size: int) -> None:
         parsing = " (parsing each)" if parse_each else ""
         label = f"{mode.value} over {count} versions of {size // 1024} KiB{parsing}"
         kib = f"{total if mode.transitive else total / count:.0f} KiB"
-        print(f"{label:<58} {kib:>14} {ms:9.2f} ms  0 refused")
+        print(f"{label:<64} {kib:>14} {ms:9.2f} ms  0 refused")
 
 
 def transitive_worst() -> None:
@@ -304,7 +329,7 @@ def transitive_worst() -> None:
         f"BACKWARD_TRANSITIVE, {len(proposed_text) // 1024} KiB proposal "
         f"over {len(stored)} versions"
     )
-    print(f"{label:<58} {total / 1024:>10.0f} KiB {ms:9.2f} ms  0 refused")
+    print(f"{label:<64} {total / 1024:>10.0f} KiB {ms:9.2f} ms  0 refused")
 
 
 def main() -> None:

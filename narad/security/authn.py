@@ -56,6 +56,7 @@ from narad.security.limiter import address_key
 from narad.security.passwords import MAX_PASSWORD
 from narad.security.passwords import Scrypt
 from narad.security.passwords import hash_password
+from narad.security.passwords import return_hash_memory
 from narad.security.passwords import verify_password
 from narad.storage import Event
 from narad.storage import Storage
@@ -109,6 +110,7 @@ class Hasher:
     worker, off the event loop."""
 
     def __init__(self, params: Scrypt) -> None:
+        return_hash_memory()
         self.params = params
         self._slots = threading.BoundedSemaphore(CHECK_SLOTS)
         self._waiting = 0

@@ -16,6 +16,9 @@ never on the event loop, and bounds how many run at once.
 from __future__ import annotations
 
 import base64
+import ctypes
+import ctypes.util
+import functools
 import hashlib
 import hmac
 import secrets
@@ -30,6 +33,26 @@ DEFAULT_LOG2_N = 14
 # a worker allocate without bound.
 MAX_LOG2_N, MAX_R, MAX_P = 20, 16, 16
 MIN_PASSWORD, MAX_PASSWORD = 8, 1024  # characters
+# glibc's mallopt(M_MMAP_THRESHOLD, bytes); allocations this large or larger
+# are mapped on their own and unmapped when freed.
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD = 4 << 20
+
+
+@functools.cache
+def return_hash_memory() -> bool:
+    """Make each hash's memory go back to the system when the hash is done.
+
+    glibc raises its mmap threshold once a large mapped block is freed, so
+    the next scrypt block comes from the arena of whichever thread runs it
+    and stays there: a worker grows by 16 MiB for every thread that ever
+    hashed (32 MiB more per worker within minutes under churn). A fixed
+    threshold keeps blocks of 4 MiB and more mapped. Whether it applied
+    (``False`` where the C library has no ``mallopt``).
+    """
+    name = ctypes.util.find_library("c")
+    mallopt = getattr(ctypes.CDLL(name), "mallopt", None) if name else None
+    return bool(mallopt and mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD))
 
 
 @dataclass(frozen=True)

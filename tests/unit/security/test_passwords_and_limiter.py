@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from narad.security.limiter import FailureLimiter
 from narad.security.limiter import address_key
 from narad.security.passwords import Scrypt
 from narad.security.passwords import hash_password
+from narad.security.passwords import return_hash_memory
 from narad.security.passwords import verify_password
 
 CHEAP = Scrypt(log2_n=10)
@@ -19,6 +22,29 @@ def test_a_hash_says_how_it_was_made_and_is_salted():
     assert verify_password("correct horse", first, CHEAP)
     assert verify_password("correct horse", second, CHEAP)
     assert not verify_password("correct horsE", first, CHEAP)
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 / 2**20
+
+
+def test_hashes_on_many_threads_give_their_memory_back():
+    # Each default hash fills 16 MiB; without return_hash_memory every
+    # thread that ever hashed would keep its block (a worker's offload pool
+    # has many).
+    assert return_hash_memory()
+    hash_password("a password")  # after one, glibc would keep the next ones
+    before = _rss_mib()
+    # At once, as the pool runs them: each thread hashes in its own arena.
+    threads = [
+        threading.Thread(target=hash_password, args=("a password",)) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert _rss_mib() - before < 16
 
 
 def test_a_hash_of_another_cost_still_verifies():
