@@ -26,15 +26,17 @@ The node runs as shipped, with security on: every request carries the root
 admin's HTTP Basic credentials (its password set by the bench through
 ``NARAD_ADMIN_PASSWORD``). First, two fresh nodes alike but for
 ``security.enabled`` take single produce in alternating turns (the target:
-on >= 90% of off), and are stopped before the other phases.
+on >= 90% of off), and are stopped before the other phases; then two alike
+but for ``metrics.requests`` (request counts and latencies as shipped vs
+none: on >= 97% of off).
 
-Phases: security on vs off; floor; single produce (with the prober: the
-no-waiter figures); batch produce; five runs each of consume+ack (one
-message at a time, from the batch phase's backlog) and single produce,
-alternating, compared by their medians; the full flow in batches
-(connections producing batches of 100 while others consume batches of up to
-100 and ack each batch in one request, counting acked messages); latency;
-then N idle consumers long-polling
+Phases: security on vs off; request metrics on vs off; floor; single
+produce (with the prober: the no-waiter figures); batch produce; five runs
+each of consume+ack (one message at a time, from the batch phase's backlog)
+and single produce, alternating, compared by their medians; the full flow in
+batches (connections producing batches of 100 while others consume batches
+of up to 100 and ack each batch in one request, counting acked messages);
+latency; then N idle consumers long-polling
 ``wait=10s`` (memory per waiter measured once they all wait) while single
 produce, the prober and the latency phase run again; then, once their last
 polls ran out, the slowloris connections while single produce and the
@@ -609,35 +611,45 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             probes = prober.stop()
         return result, probes
 
-    # -- security on vs off: two fresh nodes alike but for security, the same
-    # load on each in turns, stopped before the other phases -----------------
-    before = len(servers.processes)
-    pair = {
-        "on": servers.spawn_node("secure"),
-        "off": servers.spawn_node("open", NARAD_SECURITY_ENABLED="false"),
-    }
-    rates = {"on": 0.0, "off": 0.0}
-    for side, (node_port, _) in pair.items():
-        create_topic(node_port, f"bench-{side}")
-        # Uncounted: each worker's first check of the credentials (a scrypt
-        # hash) happens here, not in a measured turn.
-        body = request("POST", f"/v1/topics/bench-{side}/produce", BODY)
-        run_load(node_port, CLIENTS, 1.0, constant(body, 202, 1))
-    for turn in range(COMPARE_ROUNDS):
-        for side in ("on", "off") if turn % 2 == 0 else ("off", "on"):
-            node_port, groups = pair[side]
+    def on_vs_off(what: str, **off_env: str) -> tuple[float, float]:
+        """Single produce on two fresh nodes alike but for ``off_env``, the
+        same load on each in alternating turns (stopped afterwards): the
+        mean rate of each, (on, off)."""
+        before = len(servers.processes)
+        slug = what.replace(" ", "-")  # its data directory's name
+        pair = {
+            "on": servers.spawn_node(f"{slug}-on"),
+            "off": servers.spawn_node(f"{slug}-off", **off_env),
+        }
+        rates = {"on": 0.0, "off": 0.0}
+        for side, (node_port, _) in pair.items():
+            create_topic(node_port, f"bench-{side}")
+            # Uncounted: each worker's first check of the credentials (a
+            # scrypt hash) happens here, not in a measured turn.
             body = request("POST", f"/v1/topics/bench-{side}/produce", BODY)
-            rate, st = phase(
-                f"produce, security {side}",
-                groups,
-                lambda p=node_port, b=body: run_load(
-                    p, CLIENTS, seconds / 2, constant(b, 202, 1)
-                ),
-            )
-            check(st, {202})
-            rates[side] += rate / COMPARE_ROUNDS
-    servers.stop(servers.processes[before:])
-    secure_rate, open_rate = rates["on"], rates["off"]
+            run_load(node_port, CLIENTS, 1.0, constant(body, 202, 1))
+        for turn in range(COMPARE_ROUNDS):
+            for side in ("on", "off") if turn % 2 == 0 else ("off", "on"):
+                node_port, groups = pair[side]
+                body = request("POST", f"/v1/topics/bench-{side}/produce", BODY)
+                rate, st = phase(
+                    f"produce, {what} {side}",
+                    groups,
+                    lambda p=node_port, b=body: run_load(
+                        p, CLIENTS, seconds / 2, constant(b, 202, 1)
+                    ),
+                )
+                check(st, {202})
+                rates[side] += rate / COMPARE_ROUNDS
+        servers.stop(servers.processes[before:])
+        return rates["on"], rates["off"]
+
+    secure_rate, open_rate = on_vs_off("security", NARAD_SECURITY_ENABLED="false")
+    # The request metrics as shipped (counted and timed per request) against
+    # none at all: what the middleware costs a produce.
+    counted_rate, uncounted_rate = on_vs_off(
+        "request metrics", NARAD_METRICS_REQUESTS="false"
+    )
 
     floor_rate, st = phase(
         "floor",
@@ -801,6 +813,14 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             "turns each)",
         ),
         ("  security off", f"{open_rate:9,.0f} msgs/s", ""),
+        (
+            "  request metrics on (as shipped)",
+            f"{counted_rate:9,.0f} msgs/s",
+            f">= 97% of off: {100 * counted_rate / uncounted_rate:.0f}% "
+            f"{verdict(counted_rate >= 0.97 * uncounted_rate)} (fresh nodes, "
+            f"{COMPARE_ROUNDS} turns each)",
+        ),
+        ("  request metrics off", f"{uncounted_rate:9,.0f} msgs/s", ""),
         (
             f"batch produce ({BATCH}/req, {BATCH_CLIENTS} conns)",
             f"{batch:9,.0f} msgs/s",

@@ -16,10 +16,12 @@ from urllib.parse import urlsplit
 
 import falcon
 
+from narad import metrics
 from narad.broker.children import ChildrenService
 from narad.broker.messages import MessageService
 from narad.broker.notifications import Listener
 from narad.broker.records import TopicRecords
+from narad.broker.stats import TopicMetrics
 from narad.broker.topics import TopicService
 from narad.broker.waiters import Waiters
 from narad.caches import Caches
@@ -46,6 +48,7 @@ from narad.http.children import Children
 from narad.http.health import Health
 from narad.http.health import Metrics
 from narad.http.health import Ready
+from narad.http.health import RequestMetrics
 from narad.http.health import WriteGuard
 from narad.http.messages import Ack
 from narad.http.messages import Consume
@@ -58,6 +61,7 @@ from narad.http.topics import TopicCollection
 from narad.http.topics import TopicItem
 from narad.http.users import UserCollection
 from narad.http.users import UserItem
+from narad.logs import Episode
 from narad.plugins import Plugins
 from narad.plugins import load_plugins
 from narad.schema import patterns
@@ -76,6 +80,9 @@ from narad.storage import IdempotencyLimits
 from narad.storage import Storage
 
 log = logging.getLogger(__name__)
+
+#: Requests failing for the storage, logged when they start and stop.
+STORAGE_TROUBLE = Episode(log, "requests fail for the storage")
 
 #: The HTTP status of every refusal, by error family: a named error
 #: (``TopicBudgetExceeded``) answers with its family's (``Conflict``) status.
@@ -230,6 +237,15 @@ def create_app(
     )
     caches = worker_caches(config, records, schemas, messages, waiters)
     listener.on_tick(caches.tick)
+    # An idle worker writes out what it counted within a second or so.
+    listener.on_tick(metrics.TALLY.maybe_flush)
+    metrics.start_worker(schemas.capacity.slots)
+    topic_metrics = TopicMetrics(
+        storage,
+        max_topics=config.get("metrics.max_topics"),
+        ttl_s=config.get("metrics.topic_stats_ttl_s"),
+        wait_s=config.get("metrics.topic_stats_wait_ms") / 1000,
+    )
 
     hasher = Hasher(Scrypt(log2_n=config.get("security.scrypt_log2_n")))
     users = UserService(storage, hasher)
@@ -244,6 +260,7 @@ def create_app(
         media_type=falcon.MEDIA_JSON,
         middleware=[
             RequestLog(config.get("server.access_log")),
+            RequestMetrics(STORAGE_TROUBLE, count=config.get("metrics.requests")),
             authenticate,
             WriteGuard(guard),
         ],
@@ -283,7 +300,7 @@ def create_app(
     app.add_sink(authenticate.unknown_route)  # after every route
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))
-    app.add_route("/metrics", Metrics(guard, caches))
+    app.add_route("/metrics", Metrics(guard, caches, topic_metrics))
     return app
 
 
@@ -302,17 +319,26 @@ def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
     if isinstance(exc, StorageFull):
         # The gauges narad_storage_memory_* show it; no log line per refused write.
         message = "storage full: nothing was stored"
+        _storage_error("full")
     elif isinstance(exc, StorageError):
-        # The details are the operator's business, not the client's.
-        log.warning("storage error: %s", exc)
+        # The details are the operator's business, not the client's: logged
+        # once per run of failures, counted each time.
+        STORAGE_TROUBLE.failed(exc)
         message = "storage unavailable, retry"
         if isinstance(exc, StorageUncertain):
             message += ": the write may have been applied"
+            _storage_error("uncertain")
+        else:
+            _storage_error("unavailable")
     else:
         message = exc.message
         for name, value in exc.headers.items():
             resp.set_header(name, value)
     _json_error(resp, status_of(exc), message)
+
+
+def _storage_error(kind: str) -> None:
+    metrics.TALLY.inc(metrics.STORAGE_ERRORS, (kind,))
 
 
 def _http_error(req, resp, exc: falcon.HTTPError, params) -> None:

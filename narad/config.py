@@ -354,6 +354,51 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),
     *_section(
+        "metrics",
+        Setting(
+            "requests",
+            True,
+            boolean,
+            "count and time every HTTP request (narad_http_requests_total, "
+            "narad_http_request_duration_seconds); false drops both",
+        ),
+        Setting(
+            "max_topics",
+            1000,
+            integer(0, 1_000_000),
+            "topics /metrics shows per-topic series for (the first in name "
+            "order); past it narad_topic_metrics_truncated is 1",
+        ),
+        Setting(
+            "topic_stats_ttl_s",
+            10,
+            integer(0, 3600),
+            "seconds one read of the per-topic figures serves scrapes for",
+        ),
+        Setting(
+            "topic_stats_wait_ms",
+            2000,
+            integer(0, 600_000),
+            "how long a scrape waits for that read before answering with the "
+            "previous one",
+        ),
+    ),
+    *_section(
+        "log",
+        Setting(
+            "format",
+            "text",
+            _choice("text", "json"),
+            "log lines on standard error: text, or json (one JSON object a line)",
+        ),
+        Setting(
+            "level",
+            "info",
+            _choice("debug", "info", "warning", "error"),
+            "least severe level logged",
+        ),
+    ),
+    *_section(
         "security",
         Setting(
             "enabled",

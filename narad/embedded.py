@@ -165,6 +165,26 @@ def _read_pid(fd: int) -> int:
     return int(text) if text.isdigit() else 0
 
 
+_PLAIN = re.compile(r'[^\s"\'\\]+')
+
+
+def _quoted(path: Path) -> str:
+    """``path`` as one argument of a Valkey configuration line: as it is, or
+    quoted when it holds a space, a quote or a backslash (which would
+    otherwise split or change it)."""
+    text = str(path)
+    if _PLAIN.fullmatch(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _unquoted(value: str) -> str:
+    """The argument :func:`_quoted` wrote."""
+    if value.startswith('"') and value.endswith('"') and len(value) > 1:
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
+
+
 class EmbeddedValkey:
     """Start, wait for, and stop one private Valkey server.
 
@@ -194,9 +214,9 @@ class EmbeddedValkey:
     def config_lines(self) -> list[str]:
         return [
             "port 0",  # no TCP listener
-            f"unixsocket {self.socket_path}",
+            f"unixsocket {_quoted(self.socket_path)}",
             "unixsocketperm 700",
-            f"dir {self.data_dir}",
+            f"dir {_quoted(self.data_dir)}",
             "appendonly yes",
             "appendfsync always",
             'save ""',
@@ -373,5 +393,5 @@ def socket_path(data_dir: Path) -> Path | None:
     for line in lines:
         name, _, value = line.partition(" ")
         if name == "unixsocket":
-            return Path(value)
+            return Path(_unquoted(value))
     return None

@@ -1,18 +1,37 @@
 """Running the app under gunicorn with Narad's settings.
 
 ``narad serve`` and ``conf/gunicorn.conf.py`` both take their settings from
-:func:`gunicorn_settings`, so the CLI and a hand-run gunicorn behave alike.
+:func:`gunicorn_settings`, so the CLI and a hand-run gunicorn behave alike:
+the same workers, logging (:mod:`narad.logs`) and readiness notice to
+systemd.
+
+**Readiness under systemd** (``Type=notify``, ``NotifyAccess=all``): gunicorn
+itself says ``READY=1`` as soon as its master has started, before any worker
+exists (with ``reuse_port`` each worker opens its own listening socket). The
+master therefore takes ``NOTIFY_SOCKET`` out of the environment at start
+(gunicorn's notice goes nowhere) and hands it to the workers as
+:data:`NOTIFY_ENV`; the first worker that has built the app and listens says
+``READY=1``, so ``systemctl start`` returns once the node answers. Outside
+systemd there is no socket and nothing is sent.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
+import socket
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from narad import logs
 from narad.config import Config
+
+log = logging.getLogger(__name__)
+
+#: Where the master keeps systemd's notification socket for the workers.
+NOTIFY_ENV = "NARAD_NOTIFY_SOCKET"
 
 
 def raise_open_files_limit() -> int:
@@ -33,8 +52,53 @@ def child_exit(server: Any, worker: Any) -> None:
     mark_process_dead(worker.pid)
 
 
+def worker_exit(server: Any, worker: Any) -> None:
+    """In the worker, as it ends: write out what it counted."""
+    from narad.metrics import TALLY
+
+    TALLY.flush()
+
+
+def sd_notify(state: str, address: str | None = None) -> bool:
+    """Send ``state`` (``READY=1``...) to systemd's notification socket
+    (``address``, default ``$NOTIFY_SOCKET``); False when there is none."""
+    address = address or os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    if address.startswith("@"):  # an abstract socket
+        address = "\0" + address[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(address)
+            sock.sendall(state.encode())
+        except OSError as exc:
+            log.warning("cannot notify systemd at %s: %s", address, exc)
+            return False
+    return True
+
+
+def take_notify_socket() -> None:
+    """In the master, before gunicorn's own (premature) notice: keep the
+    socket for the workers (see the module docstring)."""
+    address = os.environ.pop("NOTIFY_SOCKET", None)
+    if address:
+        os.environ[NOTIFY_ENV] = address
+
+
+def post_worker_init(worker: Any) -> None:
+    """In a worker whose app is built and whose socket listens: tell systemd
+    the node is ready (the first such worker counts; later ones change
+    nothing)."""
+    address = os.environ.get(NOTIFY_ENV)
+    if address:
+        sd_notify(
+            f"READY=1\nSTATUS=serving (worker {worker.pid} ready)", address=address
+        )
+
+
 def gunicorn_settings(config: Config) -> dict[str, Any]:
     def on_starting(server: Any) -> None:
+        take_notify_socket()
         raise_open_files_limit()
         # Imported here: metrics must not load before the CLI has set
         # PROMETHEUS_MULTIPROC_DIR.
@@ -63,7 +127,11 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # stops the node here (see narad.guard).
         "on_starting": on_starting,
         "child_exit": child_exit,
+        "worker_exit": worker_exit,
+        "post_worker_init": post_worker_init,
         "accesslog": None,
+        "loglevel": config.get("log.level"),
+        "logconfig_dict": logs.dict_config(config),
         "proc_name": "narad",
     }
 

@@ -94,6 +94,7 @@ __all__ = (
     "Storage",
     "TopicChanges",
     "TopicMeta",
+    "TopicStats",
     "UserRecord",
 )
 
@@ -264,6 +265,38 @@ class PartitionStats:
     oldest_offset: int
     next_offset: int
     in_flight: int
+
+
+@dataclass(frozen=True)
+class TopicStats:
+    """A topic's message counts, summed over its partitions, for metrics.
+
+    Positions only grow (until the topic is deleted), so the first three are
+    counters. Retention moves them too: a message it drops before anyone
+    took (or acked) it counts as delivered (or acked) from then on.
+
+    Attributes:
+        produced: Messages ever appended, copies from a parent included (the
+            sum of the partitions' next offsets).
+        delivered: Messages delivered at least once (the sum of the
+            partitions' delivery cursors); redeliveries do not count again.
+        acked: Messages acked (every offset below a partition's lowest
+            unacked one, plus those acked above it).
+        backlog: Retained messages never delivered, due or not.
+        in_flight: Messages delivered and not acked (:attr:`PartitionStats.
+            in_flight` summed).
+        oldest_unacked_ms: The timestamp of the oldest message not acked:
+            the earliest, across partitions, of the message at each
+            partition's lowest unacked offset that is still retained; None
+            when every retained message is acked.
+    """
+
+    produced: int = 0
+    delivered: int = 0
+    acked: int = 0
+    backlog: int = 0
+    in_flight: int = 0
+    oldest_unacked_ms: int | None = None
 
 
 class PayloadKind(Enum):
@@ -602,9 +635,14 @@ class Capabilities:
         notifications: :meth:`Storage.notifications` delivers events from
             every worker of every node. Without it, long polls look for
             messages in short slices and caches are dropped only by epoch.
+        topic_stats: :meth:`Storage.topic_stats` is offered. Without it the
+            node's metrics leave out the per-topic message counts (a backend
+            written before the method existed declares nothing and still
+            conforms).
     """
 
     notifications: bool = True
+    topic_stats: bool = False
 
 
 # -- the interface ------------------------------------------------------------
@@ -836,6 +874,17 @@ class Storage(Protocol):
         timestamp after ``now_ms``: the copies a delay child holds that are
         not due yet. A read, in a bounded number of round trips however many
         topics."""
+        ...
+
+    def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
+        """A :class:`TopicStats` per topic, in order, for the metrics.
+
+        A read in one round trip however many topics (the caller bounds the
+        batch), that neither trims nor checks epochs: a topic gone since
+        ``metas`` were read counts as empty. It must work while the storage
+        refuses writes for lack of memory. Only called when
+        ``capabilities.topic_stats`` is true.
+        """
         ...
 
     # -- schemas -------------------------------------------------------------

@@ -3,13 +3,17 @@ storage cannot keep them."""
 
 from __future__ import annotations
 
+import time
+
 import falcon
 
 from narad import metrics
+from narad.broker.stats import TopicMetrics
 from narad.caches import Caches
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
 from narad.http import dumps
+from narad.logs import Episode
 from narad.storage import Storage
 
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -47,16 +51,45 @@ class Ready:
 
 
 class Metrics:
-    def __init__(self, guard: StorageGuard, caches: Caches) -> None:
+    def __init__(
+        self, guard: StorageGuard, caches: Caches, topics: TopicMetrics
+    ) -> None:
         self.guard = guard
         self.caches = caches
+        self.topics = topics
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.guard.status()  # the storage gauges, fresh for this scrape
         self.caches.publish()  # this worker's; the others publish every few s
-        resp.data, resp.content_type = metrics.render()
+        # Per-topic series: read from the storage now (cached, bounded).
+        resp.data, resp.content_type = metrics.render([self.topics])
 
     on_head = on_get
+
+
+class RequestMetrics:
+    """Middleware: counts every request by route template, method and
+    status, and times it (``narad_http_*``, through :data:`metrics.TALLY`)
+    unless ``count`` is false (``metrics.requests``); a request under ``/v1``
+    answered below 500 ends ``trouble``, a run of storage failures. It runs
+    after :class:`narad.http.middleware.RequestLog`, which notes when the
+    request arrived."""
+
+    def __init__(self, trouble: Episode, *, count: bool = True) -> None:
+        self.trouble = trouble
+        self.count = count
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource, req_succeeded
+    ) -> None:
+        status = resp.status_code
+        route = req.uri_template
+        if self.count:
+            metrics.record_request(
+                route, req.method, status, time.perf_counter() - req.context.started
+            )
+        if self.trouble.active and status < 500 and route and route.startswith("/v1"):
+            self.trouble.recovered()
 
 
 class WriteGuard:

@@ -2,11 +2,14 @@
 
 :class:`RequestLog` gives each request an id (the client's ``X-Request-ID``
 when it sends a usable one, else a fresh one), echoes it on the response,
-and writes one access-log line per request. :class:`Authenticate` puts the
-request's :class:`~narad.security.authn.Principal` and the node's
+puts it on every log line written while the request is served
+(:data:`narad.logs.REQUEST_ID`), notes when the request arrived
+(``req.context.started``) and writes one access-log line per request.
+:class:`Authenticate` puts the request's
+:class:`~narad.security.authn.Principal` and the node's
 :class:`~narad.security.access.Gate` on ``req.context`` for
-:func:`narad.security.access.authorize`, after routing, so the log line names
-the route; an unknown path (its sink, :meth:`Authenticate.unknown_route`)
+:func:`narad.security.access.authorize`, after routing, so the log line
+names the route; an unknown path (its sink, :meth:`Authenticate.unknown_route`)
 needs credentials as much as a known one.
 """
 
@@ -23,6 +26,7 @@ import falcon
 
 from narad.http import encode
 from narad.http import new_request_id
+from narad.logs import REQUEST_ID
 from narad.security.access import Gate
 from narad.security.authn import OPEN
 from narad.security.authn import Authenticator
@@ -60,6 +64,8 @@ class RequestLog:
         if given is None or not _REQUEST_ID.fullmatch(given):
             given = new_request_id()
         req.context.request_id = given
+        # Every log line written while serving the request carries its id.
+        req.context.log_token = REQUEST_ID.set(given)
         req.context.principal = None
         resp.set_header("X-Request-ID", given)
 
@@ -70,6 +76,7 @@ class RequestLog:
         resource: object,
         req_succeeded: bool,
     ) -> None:
+        REQUEST_ID.reset(req.context.log_token)
         if self.fmt == "off":
             return
         elapsed_ms = (time.perf_counter() - req.context.started) * 1000
@@ -86,7 +93,19 @@ class RequestLog:
             "request_id": req.context.request_id,
         }
         if self.fmt == "json":
-            access_log.info(encode(fields))
+            # Like every other JSON line of the node (narad.logs): level,
+            # logger and message, so one query reads them all.
+            message = f"{req.method} {req.uri_template} {resp.status_code}"
+            access_log.info(
+                encode(
+                    {
+                        "level": "INFO",
+                        "logger": access_log.name,
+                        "message": message,
+                        **fields,
+                    }
+                )
+            )
         else:
             access_log.info(
                 " ".join(

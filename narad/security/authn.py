@@ -207,12 +207,12 @@ class Authenticator:
             CredentialChecksBusy: this worker is busy checking others (503).
         """
         if header is None:
-            metrics.AUTH_FAILURES.labels("missing").inc()
+            metrics.TALLY.inc(metrics.AUTH_FAILURES, ("missing",))
             raise AuthenticationRequired()
         try:
             name, password, raw = parse_basic(header)
         except MalformedCredentials:
-            metrics.AUTH_FAILURES.labels("malformed").inc()
+            metrics.TALLY.inc(metrics.AUTH_FAILURES, ("malformed",))
             raise
         self._listener.start()
         where = address_key(address)
@@ -228,7 +228,7 @@ class Authenticator:
         principal = self._shared(key, lambda: self._check(key, name, password, entry))
         if principal is None:
             self._fail(who, where)
-            metrics.AUTH_FAILURES.labels("wrong").inc()
+            metrics.TALLY.inc(metrics.AUTH_FAILURES, ("wrong",))
             raise BadCredentials()
         return principal
 
@@ -253,7 +253,7 @@ class Authenticator:
             if not wait:
                 return
             self._fail(who, where)
-        metrics.AUTH_FAILURES.labels("rate_limited").inc()
+        metrics.TALLY.inc(metrics.AUTH_FAILURES, ("rate_limited",))
         raise TooManyFailures(max(1, math.ceil(wait)))
 
     def _fail(self, who: str | None, where: str) -> None:

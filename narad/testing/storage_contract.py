@@ -61,6 +61,7 @@ from narad.storage import Status
 from narad.storage import Storage
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
+from narad.storage import TopicStats
 from narad.storage import UserRecord
 
 __all__ = ("StorageContract", "requires")
@@ -513,6 +514,78 @@ class StorageContract:
         assert (none.status, none.message) == (Status.OK, None)
         [stats] = storage.partition_stats(meta, now_ms=1_000 + HOUR)
         assert (stats.oldest_offset, stats.next_offset) == (1, 1)
+
+    # -- topic stats ---------------------------------------------------------
+
+    @requires("topic_stats")
+    def test_topic_stats_follow_positions(self, storage):
+        meta = self.topic(storage, partitions=2, max_acked_ahead_per_partition=10)
+        empty = self.topic(storage)
+        assert storage.topic_stats([meta, empty]) == [TopicStats(), TopicStats()]
+        for i in range(3):
+            self.put(storage, meta, b"p0-%d" % i, now=100 + i, partition=0)
+        self.put(storage, meta, b"p1", now=50, partition=1)
+        # Partition 0: offsets 0 and 1 delivered, 1 acked (ahead of 0).
+        first = storage.reserve(meta, [0], nonce=nonce(1), now_ms=200).message
+        second = storage.reserve(meta, [0], nonce=nonce(2), now_ms=200).message
+        assert (first.offset, second.offset) == (0, 1)
+        ack = storage.settle(meta, 0, 1, nonce(2), action=Settle.ACK, now_ms=201)
+        assert ack is Status.OK
+        [stats] = storage.topic_stats([meta])
+        assert stats == TopicStats(
+            produced=4,
+            delivered=2,
+            acked=1,
+            backlog=2,
+            in_flight=1,
+            oldest_unacked_ms=50,  # partition 1's, never delivered
+        )
+        # Everything acked: nothing unacked is left.
+        storage.settle(meta, 0, 0, nonce(1), action=Settle.ACK, now_ms=202)
+        got = storage.reserve_batch(
+            meta, [0, 1], nonces=[nonce(3), nonce(4)], now_ms=203
+        ).messages
+        leases = [Lease(m.partition, m.offset, m.nonce) for m in got]
+        assert storage.settle_batch(meta, leases, action=Settle.ACK, now_ms=204) == [
+            Status.OK,
+            Status.OK,
+        ]
+        assert storage.topic_stats([meta]) == [
+            TopicStats(produced=4, delivered=4, acked=4)
+        ]
+
+    @requires("topic_stats")
+    def test_topic_stats_of_a_deleted_topic_are_empty(self, storage):
+        meta = self.topic(storage)
+        self.put(storage, meta, b"m", now=1)
+        assert storage.delete_topic(meta) is Status.OK
+        assert storage.topic_stats([meta]) == [TopicStats()]
+        assert storage.topic_stats([]) == []
+
+    @requires("topic_stats")
+    def test_topic_stats_of_many_topics_in_order(self, storage):
+        metas = [self.topic(storage, partitions=108) for _ in range(6)]
+        for count, meta in enumerate(metas):
+            for i in range(count):
+                self.put(storage, meta, b"m", now=10 + count, partition=i)
+        stats = storage.topic_stats(metas)
+        assert [s.produced for s in stats] == list(range(6))
+        assert [s.oldest_unacked_ms for s in stats] == [None, 11, 12, 13, 14, 15]
+
+    @requires("topic_stats")
+    def test_topic_stats_count_a_lapsed_or_given_back_lease_in_flight(self, storage):
+        meta = self.topic(storage, visibility_timeout_ms=100)
+        self.put(storage, meta, b"a", now=0)
+        self.put(storage, meta, b"b", now=0)
+        lapsing = storage.reserve(meta, [0], nonce=nonce(1), now_ms=1).message
+        given = storage.reserve(meta, [0], nonce=nonce(2), now_ms=1).message
+        storage.settle(
+            meta, 0, given.offset, given.nonce, action=Settle.RELEASE, now_ms=2
+        )
+        assert lapsing.offset == 0
+        [stats] = storage.topic_stats([meta])
+        assert (stats.delivered, stats.backlog, stats.in_flight) == (2, 0, 2)
+        assert stats.oldest_unacked_ms == 0
 
     def test_retention_zero_keeps_forever(self, storage):
         meta = self.topic(storage, retention_ms=0)

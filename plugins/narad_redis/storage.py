@@ -69,6 +69,7 @@ from typing import Any
 
 import redis
 
+from narad import metrics
 from narad.errors import StorageError
 from narad.storage import DEFAULT_COMPATIBILITY
 from narad.storage import DEFAULT_IDEMPOTENCY
@@ -98,6 +99,7 @@ from narad.storage import Settle
 from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
+from narad.storage import TopicStats
 from narad.storage import UserRecord
 from narad_redis.client import RetryingClient
 from narad_redis.client import detached
@@ -112,6 +114,10 @@ from narad_redis.client import detached
 #: had not happened (a give-back: "lapsed"): the client raises
 #: StorageUncertain instead (503, "the write may have been applied").
 REPLAYABLE = frozenset({"reserve"})
+
+#: Partitions whose positions one script call reads at most (a call of
+#: :meth:`RedisStorage.topic_stats`): the server runs each call alone.
+STATS_PARTITIONS_PER_CALL = 512
 
 #: Silence on the subscription before it is checked with a PING, and how long
 #: the answer may take before the subscription counts as lost.
@@ -141,7 +147,7 @@ class RedisStorage:
     ADMINS = "narad:{@users}:admins"
     EVENTS = "narad:events"
     USER_EVENTS = "narad:events:users"
-    capabilities = Capabilities(notifications=True)
+    capabilities = Capabilities(notifications=True, topic_stats=True)
 
     def __init__(self, client: RetryingClient) -> None:
         self.client = client
@@ -153,6 +159,8 @@ class RedisStorage:
             for item in folder.iterdir()
             if item.name.endswith(".lua")
         }
+        for name in self.scripts:  # every series from the start
+            metrics.STORAGE_SCRIPT_SECONDS.labels(name)
 
     # -- keys ---------------------------------------------------------------
 
@@ -187,9 +195,17 @@ class RedisStorage:
         fn = self.scripts[script]
         if replayable is None:
             replayable = script in REPLAYABLE
-        return self.client.call(
-            lambda r: fn(keys=keys, args=args, client=r), replayable=replayable
-        )
+        started = time.perf_counter()
+        try:
+            return self.client.call(
+                lambda r: fn(keys=keys, args=args, client=r), replayable=replayable
+            )
+        finally:
+            metrics.TALLY.observe(
+                metrics.STORAGE_SCRIPT_SECONDS,
+                (script,),
+                time.perf_counter() - started,
+            )
 
     # -- health -------------------------------------------------------------
 
@@ -390,6 +406,56 @@ class RedisStorage:
             (nxt, oldest), in_flight = replies[2 * index], replies[2 * index + 1]
             stats.append(
                 PartitionStats(index, int(oldest or 0), int(nxt or 0), in_flight)
+            )
+        return stats
+
+    def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
+        # A read-only script (the oldest unacked message's timestamp without
+        # its payload), in calls of a bounded partition count, one pipeline.
+        if not metas:
+            return []
+        calls: list[list[str]] = [[]]
+        for meta in metas:
+            for index in range(meta.partitions):
+                if len(calls[-1]) >= 4 * STATS_PARTITIONS_PER_CALL:
+                    calls.append([])
+                state, log, lease, _, acked = self._partition_keys(meta.name, index)
+                calls[-1] += [state, log, lease, acked]
+        script = self.scripts["topic_stats"]
+
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for keys in calls:
+                script(keys=keys, args=[], client=pipe)
+            return pipe.execute()
+
+        started = time.perf_counter()
+        try:
+            replies = [x for reply in self.client.call(read) for x in reply]
+        finally:
+            metrics.TALLY.observe(
+                metrics.STORAGE_SCRIPT_SECONDS,
+                ("topic_stats",),
+                time.perf_counter() - started,
+            )
+        stats, at = [], 0
+        for meta in metas:
+            produced = delivered = acked = backlog = in_flight = 0
+            oldest_unacked: int | None = None
+            for _ in range(meta.partitions):
+                nxt, cursor, floor, leased, ahead, ts = replies[at : at + 6]
+                at += 6
+                produced += nxt
+                delivered += cursor
+                acked += floor + ahead
+                backlog += nxt - cursor
+                in_flight += leased
+                if ts >= 0 and (oldest_unacked is None or ts < oldest_unacked):
+                    oldest_unacked = ts
+            stats.append(
+                TopicStats(
+                    produced, delivered, acked, backlog, in_flight, oldest_unacked
+                )
             )
         return stats
 

@@ -48,6 +48,7 @@ from narad.storage import Settle
 from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
+from narad.storage import TopicStats
 from narad.storage import UserRecord
 
 TRIM_BUDGET = 1000
@@ -171,8 +172,10 @@ class _Topic:
 
 
 class MemoryStorage:
-    def __init__(self, *, notifications: bool = True) -> None:
-        self.capabilities = Capabilities(notifications=notifications)
+    def __init__(self, *, notifications: bool = True, topic_stats: bool = True) -> None:
+        self.capabilities = Capabilities(
+            notifications=notifications, topic_stats=topic_stats
+        )
         self._lock = threading.Lock()
         self._topics: dict[str, _Topic] = {}
         self._users: dict[str, UserRecord] = {}
@@ -425,6 +428,27 @@ class MemoryStorage:
                 PartitionStats(i, p.oldest, p.next, len(p.leases))
                 for i, p in enumerate(parts)
             ]
+
+    def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
+        with self._lock:
+            return [self._stats(self._topics.get(meta.name)) for meta in metas]
+
+    @staticmethod
+    def _stats(topic: _Topic | None) -> TopicStats:
+        parts = topic.partitions if topic else []
+        unacked = [
+            p.log[p.floor].timestamp
+            for p in parts
+            if p.floor < p.next and p.floor in p.log
+        ]
+        return TopicStats(
+            produced=sum(p.next for p in parts),
+            delivered=sum(p.cursor for p in parts),
+            acked=sum(p.floor + len(p.acked) for p in parts),
+            backlog=sum(p.next - p.cursor for p in parts),
+            in_flight=sum(len(p.leases) for p in parts),
+            oldest_unacked_ms=min(unacked, default=None),
+        )
 
     # -- fan-out -------------------------------------------------------------
 

@@ -25,7 +25,12 @@ from tests.redisraft import redisraft_dir
 CONFIG = Config.load(env={})
 
 
+REDIS = Capabilities(topic_stats=True)
+
+
 class TestFakeRedis(StorageContract):
+    capabilities = REDIS
+
     @pytest.fixture
     def storage(self):
         backend = fakeredis.connect(f"fakeredis://{uuid.uuid4().hex}", CONFIG)
@@ -40,6 +45,8 @@ def flushed(url: str):
 
 
 class TestValkey(StorageContract):
+    capabilities = REDIS
+
     # The suite's own database: the session's nodes keep their users in 0.
     @pytest.fixture
     def storage(self, valkey):
@@ -57,6 +64,8 @@ class TestValkey(StorageContract):
 if redisraft_dir() is not None:
 
     class TestRedisRaft(StorageContract):
+        capabilities = REDIS
+
         @pytest.fixture
         def storage(self, redisraft):
             url = f"redis://127.0.0.1:{redisraft.follower()}/0"
@@ -75,6 +84,8 @@ if redisraft_dir() is not None:
 
 
 class TestMemory(StorageContract):
+    capabilities = Capabilities(topic_stats=True)
+
     @pytest.fixture
     def storage(self):
         return MemoryStorage()
@@ -85,10 +96,11 @@ class TestMemoryWithoutNotifications(StorageContract):
 
     @pytest.fixture
     def storage(self):
-        return MemoryStorage(notifications=False)
+        return MemoryStorage(notifications=False, topic_stats=False)
 
 
 def test_a_backend_without_notifications_leaves_their_tests_out():
     assert TestMemory.test_notifications_idle_with_none is not None
     assert TestMemoryWithoutNotifications.test_notifications_idle_with_none is None
     assert TestMemoryWithoutNotifications.test_give_back_and_extend is not None
+    assert TestMemoryWithoutNotifications.test_topic_stats_follow_positions is None

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from narad.embedded import EmbeddedValkey
 from narad.embedded import socket_path
 from tests.nodes import Node
 
@@ -173,3 +174,19 @@ def test_a_long_data_path_keeps_the_socket_private_and_tidy(open_dir):
         again.stop()
     assert again.process.returncode == 0
     assert not moved.parent.exists()  # a clean stop removes it too
+
+
+def test_a_data_path_with_spaces_and_quotes_starts(tmp_path):
+    """Its configuration quotes the paths: a space no longer splits them."""
+    data = tmp_path / 'my "narad" data'
+    server = EmbeddedValkey(data, max_memory=64 << 20)
+    url = server.start()
+    try:
+        client = redis.Redis(unix_socket_path=str(server.socket_path))
+        assert client.ping()
+        assert client.config_get("dir")["dir"] == str(data)
+        assert socket_path(data) == server.socket_path
+        client.close()
+    finally:
+        server.stop()
+    assert url.startswith("unix://")

@@ -92,6 +92,9 @@ def test_access_log_lines_in_json(tmp_path):
         access_log.removeHandler(handler)
     produced, refused = json.loads(lines[1]), json.loads(lines[2])
     assert set(produced) == {
+        "level",
+        "logger",
+        "message",
         "time",
         "client",
         "user",
@@ -103,6 +106,7 @@ def test_access_log_lines_in_json(tmp_path):
         "request_id",
     }
     assert produced["user"] == "admin"
+    assert produced["message"] == "POST /v1/topics/{name}/produce 202"
     assert produced["route"] == "/v1/topics/{name}/produce"
     assert (produced["topic"], produced["status"]) == ("logged", 202)
     assert produced["request_id"] == "abc-123"

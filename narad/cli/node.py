@@ -1,17 +1,19 @@
-"""The ``narad`` command."""
+"""``narad serve``, ``narad config``, ``narad plugins``: a node on this machine."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import asdict
 
-from narad import __version__
+import click
+
+from narad import logs
+from narad.cli.base import Usage
+from narad.cli.base import cli
 from narad.config import Config
 from narad.errors import InvalidConfiguration
 from narad.errors import PluginError
@@ -21,45 +23,71 @@ from narad.plugins import load_plugins
 
 log = logging.getLogger("narad")
 
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="TOML file (default: $NARAD_CONFIG).",
+)
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="narad", description=__doc__)
-    parser.add_argument("--version", action="version", version=__version__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run a node (gunicorn workers)")
-    serve.add_argument("--config", help="TOML file (default: $NARAD_CONFIG)")
-    serve.add_argument("--bind", help="HOST:PORT (server.bind)")
-    serve.add_argument("--workers", type=int, help="worker processes (server.workers)")
-    show = commands.add_parser("config", help="print the resolved settings")
-    show.add_argument("--config", help="TOML file (default: $NARAD_CONFIG)")
-    listing = commands.add_parser(
-        "plugins", help="list the plugins a node loads and what each claims"
-    )
-    listing.add_argument("--config", help="TOML file (default: $NARAD_CONFIG)")
-    listing.add_argument("--json", action="store_true", help="one JSON document")
-    args = parser.parse_args(argv)
+
+def _load(config_path: str | None, **overrides: object) -> Config:
+    try:
+        return Config.load(
+            config_path, overrides={k: v for k, v in overrides.items() if v}
+        )
+    except InvalidConfiguration as exc:
+        raise Usage(str(exc)) from exc
+
+
+def _plugins(config: Config) -> tuple[Plugins, Config]:
+    try:
+        plugins = load_plugins(config)
+        return plugins, plugins.configure(config)
+    except (InvalidConfiguration, PluginError) as exc:
+        raise Usage(str(exc)) from exc
+
+
+@cli.command()
+@config_option
+@click.option("--bind", help="HOST:PORT (server.bind).")
+@click.option("--workers", type=int, help="Worker processes (server.workers).")
+@click.pass_context
+def serve(
+    ctx: click.Context, config_path: str | None, bind: str | None, workers: int | None
+) -> int:
+    """Run a node (gunicorn workers; the embedded Valkey unless storage.url)."""
+    config = _load(config_path, **{"server.bind": bind, "server.workers": workers})
+    logs.configure(config)
+    try:
+        status = serve_forever(config)
+    except (InvalidConfiguration, PluginError, StorageError) as exc:
+        raise Usage(str(exc)) from exc
+    ctx.exit(status)
+    return status
+
+
+@cli.command("config")
+@config_option
+def show_config(config_path: str | None) -> None:
+    """Print the resolved settings (TOML, each with its description)."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
     )
-    try:
-        overrides = {}
-        if getattr(args, "bind", None):
-            overrides["server.bind"] = args.bind
-        if getattr(args, "workers", None):
-            overrides["server.workers"] = args.workers
-        config = Config.load(args.config, overrides=overrides)
-        if args.command == "serve":
-            return serve_forever(config)
-        plugins = load_plugins(config)
-        config = plugins.configure(config)
-        if args.command == "config":
-            print_config(config)
-        else:
-            print_plugins(plugins, as_json=args.json)
-        return 0
-    except (InvalidConfiguration, PluginError, StorageError) as exc:
-        print(f"narad: {exc}", file=sys.stderr)
-        return 2
+    _, config = _plugins(_load(config_path))
+    print_config(config)
+
+
+@cli.command("plugins")
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON document.")
+def list_plugins(config_path: str | None, as_json: bool) -> None:
+    """List the plugins a node loads and what each claims."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    plugins, _ = _plugins(_load(config_path))
+    print_plugins(plugins, as_json=as_json)
 
 
 def print_config(config: Config) -> None:
@@ -118,7 +146,7 @@ def serve_forever(config: Config) -> int:
             except BaseException:
                 embedded.stop()
                 raise
-            logging.info(
+            log.info(
                 "embedded Valkey on %s (data in %s, maxmemory %d MiB)",
                 url,
                 embedded.data_dir,
@@ -147,7 +175,3 @@ def serve_forever(config: Config) -> int:
             if lock is not None:
                 lock.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

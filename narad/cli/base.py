@@ -1,0 +1,171 @@
+"""The root command group, the session every client command gets, and errors."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+import click
+import httpx
+
+from narad import __version__
+from narad.cli.contexts import ContextFile
+from narad.cli.contexts import Target
+from narad.cli.contexts import resolve
+from narad.client import Client
+from narad.client import ClientError
+from narad.client import Unavailable as NodeUnavailable
+
+#: Exit statuses scripts can rely on.
+OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+
+
+class CommandError(click.ClickException):
+    """A command that failed, shown as ``narad: <message>``."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"narad: {self.format_message()}", err=True)
+
+
+class Refused(CommandError):
+    """The node refused (a 4xx), or a check found the answer is no."""
+
+    exit_code = REFUSED
+
+
+class Unavailable(CommandError):
+    """No answer, or a node that cannot serve now (a 5xx)."""
+
+    exit_code = UNAVAILABLE
+
+
+class Usage(CommandError):
+    """Arguments or settings that cannot work, found past click's parsing."""
+
+    exit_code = USAGE
+
+
+def cli_error(exc: ClientError) -> CommandError:
+    """The CLI's error for a failed API call, with the server's message."""
+    message = exc.message
+    if exc.status == 401:
+        message += (
+            " (give credentials: `narad context add NAME --url URL --user USER`, "
+            "or NARAD_USER and NARAD_PASSWORD)"
+        )
+    if isinstance(exc, NodeUnavailable):
+        return Unavailable(message)
+    return Refused(message)
+
+
+class NaradGroup(click.Group):
+    """A group whose API errors end the command with the server's message."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ClientError as exc:
+            raise cli_error(exc) from exc
+
+
+class Session:
+    """What the global options say, and the client built from them on first use."""
+
+    def __init__(
+        self,
+        *,
+        context: str | None = None,
+        url: str | None = None,
+        user: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.context = context
+        self.url = url
+        self.user = user
+        self.contexts = ContextFile()
+        # Tests drive an app in-process (httpx.WSGITransport).
+        self.transport = transport
+        self._client: Client | None = None
+
+    def target(self) -> Target:
+        try:
+            return resolve(
+                self.contexts, context=self.context, url=self.url, user=self.user
+            )
+        except (LookupError, ValueError) as exc:
+            raise Usage(str(exc)) from exc
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            target = self.target()
+            password = target.password
+            if target.user and password is None and sys.stdin.isatty():
+                password = click.prompt(
+                    f"password of {target.user} at {target.url}",
+                    hide_input=True,
+                    err=True,
+                )
+            self._client = Client(
+                target.url,
+                user=target.user,
+                password=password,
+                transport=self.transport,
+            )
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+pass_session = click.make_pass_decorator(Session)
+
+
+@click.group(cls=NaradGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="narad")
+@click.option(
+    "--context",
+    "-c",
+    envvar="NARAD_CONTEXT",
+    help="Context to use (narad context ls); default: the current one.",
+)
+@click.option("--url", help="Node URL (overrides NARAD_URL and the context).")
+@click.option("--user", help="User name (overrides NARAD_USER and the context).")
+@click.pass_context
+def cli(ctx: click.Context, context: str | None, url: str | None, user: str | None):
+    """Narad: run a node (serve, config, plugins) and drive one over HTTP.
+
+    Exit status: 0 done, 1 refused (the node said no), 2 usage, 3 unavailable
+    (no answer, or a 5xx).
+    """
+    # A test may hand in a session (with an in-process transport).
+    session = ctx.obj if isinstance(ctx.obj, Session) else Session()
+    session.context = context or session.context
+    session.url = url or session.url
+    session.user = user or session.user
+    ctx.obj = session
+    ctx.call_on_close(session.close)
+
+
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)?")
+_UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class Duration(click.ParamType):
+    """Milliseconds, written ``500ms``, ``30s``, ``5m``, ``1h``, ``7d`` or as a
+    bare number of milliseconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        match = _DURATION.fullmatch(str(value).strip())
+        if match is None:
+            self.fail(f"{value!r} is not a duration such as 500ms, 30s, 1h or 7d")
+        return int(match[1]) * _UNIT_MS[match[2]]
+
+
+DURATION = Duration()

@@ -1,0 +1,345 @@
+"""The ``narad`` CLI in-process: click's CliRunner over an app served through
+httpx's WSGI transport (fakeredis storage). tests/integration/test_operator_http.py
+drives a real node."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from narad import testing
+from narad.cli import cli
+from narad.cli import main
+from narad.cli.base import Session
+from narad.cli.contexts import ContextFile
+from narad.cli.contexts import resolve
+from narad.client import Client
+from narad.client import Refused
+from narad.client import Unavailable
+from narad.client import encode_body
+from narad.client import raw_elements
+
+
+@pytest.fixture
+def app(tmp_path):
+    return testing.make_app(testing.make_config(tmp_path))
+
+
+@pytest.fixture(autouse=True)
+def contexts_file(tmp_path, monkeypatch):
+    path = tmp_path / "cli" / "contexts.json"
+    monkeypatch.setenv("NARAD_CLI_CONFIG", str(path))
+    for name in ("NARAD_URL", "NARAD_USER", "NARAD_PASSWORD", "NARAD_CONTEXT"):
+        monkeypatch.delenv(name, raising=False)
+    return path
+
+
+@pytest.fixture
+def narad(app):
+    """Run ``narad ARGS`` against the in-process app: (exit code, stdout, stderr)."""
+    runner = CliRunner()
+
+    def run(*args: str, input: str | bytes | None = None):
+        session = Session(transport=httpx.WSGITransport(app=app))
+        result = runner.invoke(cli, list(args), obj=session, input=input)
+        if result.exception and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return result.exit_code, result.stdout, result.stderr
+
+    return run
+
+
+def test_topic_lifecycle_with_json_when_piped(narad, topic):
+    code, out, _ = narad(
+        "topic",
+        "create",
+        topic,
+        "--partitions",
+        "2",
+        "--retention",
+        "2h",
+        "--visibility-timeout",
+        "45s",
+    )
+    assert code == 0
+    record = json.loads(out)
+    assert (record["partitions"], record["retention_ms"]) == (2, 7_200_000)
+    assert record["visibility_timeout_ms"] == 45_000
+    code, out, _ = narad("topic", "ls")
+    assert topic in [r["name"] for r in json.loads(out)]
+    code, out, _ = narad("topic", "alter", topic, "--max-in-flight", "7")
+    assert json.loads(out)["max_in_flight_per_partition"] == 7
+    code, out, _ = narad("topic", "info", topic)
+    assert [p["index"] for p in json.loads(out)["partition_stats"]] == [0, 1]
+    assert narad("topic", "rm", topic, "--yes")[0] == 0
+    code, _, err = narad("topic", "info", topic)
+    assert code == 1
+    assert err.strip() == f"narad: topic {topic} not found"
+
+
+def test_tables_for_a_person(narad):
+    topic = "tables"  # short: a table 80 columns wide wraps long names
+    narad("topic", "create", topic)
+    code, out, _ = narad("topic", "info", topic, "--table")
+    assert code == 0
+    assert "retention" in out and "7d" in out and "next offset" in out
+    code, out, _ = narad("topic", "ls", "--table")
+    assert topic in out and "partitions" in out
+
+
+def test_exit_statuses(narad, topic, app):
+    assert narad("topic", "info", "no-such-topic")[0] == 1  # refused (404)
+    assert narad("topic", "create", topic, "--retention", "soon")[0] == 2  # usage
+    assert narad("topic", "alter", topic)[0] == 2  # nothing to change
+    assert narad("topic", "rm", topic)[0] == 2  # no terminal, no --yes
+    runner = CliRunner()
+    gone = runner.invoke(cli, ["--url", "http://127.0.0.1:9", "topic", "ls"])
+    assert gone.exit_code == 3  # unavailable
+    assert gone.stderr.startswith("narad: cannot reach http://127.0.0.1:9")
+
+
+def test_produce_lines_in_batches_and_name_the_refused_line(narad, topic, tmp_path):
+    schema = '{"type": "object", "required": ["id"]}'
+    narad("topic", "create", topic, "--partitions", "1", "--schema", schema)
+    lines = tmp_path / "lines.txt"
+    body = [json.dumps({"id": i}) for i in range(250)]
+    body[7] = ""  # skipped
+    lines.write_text("\n".join(body) + "\n")
+    code, out, _ = narad("produce", topic, "-f", str(lines), "--batch-size", "100")
+    assert code == 0
+    assert json.loads(out) == {"topic": topic, "accepted": 249, "duplicates": 0}
+    bad = tmp_path / "bad.txt"
+    bad.write_text('{"id": 1}\n{"id": 2}\n{"nope": 3}\n')
+    code, _, err = narad("produce", topic, "-f", str(bad), "--batch-size", "2")
+    assert code == 1
+    assert "line 3: " in err and "missing property 'id'" in err
+    assert "(2 messages stored before line 3; none from line 3 on)" in err
+
+
+def test_produce_with_an_idempotency_key_stores_each_line_once(narad, topic):
+    narad("topic", "create", topic)
+    lines = "a\nb\nc\n"
+    first = narad("produce", topic, "--idempotency-key", "run-1", input=lines)
+    again = narad("produce", topic, "--idempotency-key", "run-1", input=lines)
+    assert json.loads(first[1])["duplicates"] == 0
+    assert json.loads(again[1]) == {"topic": topic, "accepted": 3, "duplicates": 3}
+    single = narad("produce", topic, "one body", "--idempotency-key", "k")
+    repeat = narad("produce", topic, "one body", "--idempotency-key", "k")
+    assert json.loads(single[1])["duplicates"] == 0
+    assert json.loads(repeat[1])["duplicates"] == 1
+
+
+def test_produce_with_key_and_partition(narad, topic):
+    narad("topic", "create", topic, "--partitions", "3")
+    narad("produce", topic, "x", "--partition", "2")
+    narad("produce", topic, "--key", "k1", input="y\nz\n")
+    _, out, _ = narad("replay", topic, "--partition", "2")
+    assert json.loads(out.splitlines()[0])["payload"] == "x"
+    _, out, _ = narad("consume", topic)
+    keys = {json.loads(line)["key"] for line in out.splitlines()}
+    assert keys == {None, "k1"}
+
+
+def test_consume_prints_json_lines_and_acks(narad, topic):
+    narad("topic", "create", topic, "--partitions", "1")
+    narad(
+        "produce", topic, input="".join(f'{{"n": {i}, "f": 1.50}}\n' for i in range(5))
+    )
+    code, out, _ = narad("consume", topic, "--max", "3", "--batch-size", "2")
+    assert code == 0
+    printed = out.splitlines()
+    assert [json.loads(line)["payload"]["n"] for line in printed] == [0, 1, 2]
+    assert '"f": 1.50' in printed[0]  # the payload as produced, not re-encoded
+    _, out, _ = narad("consume", topic)  # the rest; the first three were acked
+    assert [json.loads(line)["payload"]["n"] for line in out.splitlines()] == [3, 4]
+    _, out, _ = narad("topic", "info", topic)
+    assert json.loads(out)["partition_stats"][0]["in_flight"] == 0
+
+
+def test_consume_without_ack_gives_the_messages_back(narad, topic):
+    narad("topic", "create", topic, "--partitions", "1")
+    narad("produce", topic, input="a\nb\n")
+    first = narad("consume", topic, "--no-ack")[1].splitlines()
+    again = narad("consume", topic)[1].splitlines()
+    assert [json.loads(m)["offset"] for m in first] == [0, 1]
+    assert [json.loads(m)["offset"] for m in again] == [0, 1]
+
+
+def test_replay_reads_a_range_without_leasing(narad, topic):
+    narad("topic", "create", topic, "--partitions", "1")
+    narad("produce", topic, input="".join(f"m{i}\n" for i in range(10)))
+    _, out, _ = narad("replay", topic, "-p", "0", "--from", "3", "--max", "4")
+    assert [json.loads(m)["offset"] for m in out.splitlines()] == [3, 4, 5, 6]
+    assert all("receipt_handle" not in json.loads(m) for m in out.splitlines())
+    _, out, _ = narad("replay", topic, "-p", "0", "--from", "8", "--to", "20")
+    assert [json.loads(m)["payload"] for m in out.splitlines()] == ["m8", "m9"]
+    assert narad("replay", topic, "-p", "5")[0] == 1
+
+
+def test_progress_bar_goes_to_standard_error(narad, topic):
+    narad("topic", "create", topic)
+    code, out, err = narad("produce", topic, "--progress", input="a\nb\n")
+    assert code == 0
+    assert json.loads(out)["accepted"] == 2
+    assert "producing" in err
+
+
+def test_schema_commands(narad, topic, tmp_path):
+    v1 = '{"type": "object", "properties": {"id": {"type": "integer"}}}'
+    narad("topic", "create", topic, "--schema", v1)
+    v2 = tmp_path / "v2.json"
+    v2.write_text(
+        '{"type": "object", "properties": {"id": {"type": "integer"}, '
+        '"n": {"maximum": 1e3}}}'
+    )
+    code, out, _ = narad("schema", "set", topic, str(v2))
+    assert (code, json.loads(out)["schema_version"]) == (0, 2)
+    code, out, err = narad("schema", "get", topic)
+    # Stored as sent: the node compacts it but keeps the number as written.
+    assert out.strip() == (
+        '{"type":"object","properties":{"id":{"type":"integer"},"n":{"maximum":1e3}}}'
+    )
+    assert "version 2" in err
+    assert json.loads(narad("schema", "get", topic, "1")[1]) == json.loads(v1)
+    _, out, _ = narad("schema", "ls", topic)
+    assert [v["version"] for v in json.loads(out)["versions"]] == [1, 2]
+    code, _, err = narad("schema", "set", topic, '{"type": "string"}')
+    assert code == 1 and "narad: " in err
+    assert narad("schema", "set", topic, "missing.json")[0] == 2
+    assert narad("schema", "set", topic, '{"not json')[0] == 2
+
+
+def test_schema_check_reads_as_a_table_or_json(narad):
+    topic = "checked"  # short: the table is 80 columns wide
+    v1 = '{"type": "object", "properties": {"id": {"type": "integer"}}}'
+    narad("topic", "create", topic, "--schema", v1, "--compatibility", "full")
+    narrower = '{"type": "object", "properties": {"id": {"type": "string"}}}'
+    code, out, err = narad("schema", "check", topic, narrower, "--table")
+    assert code == 1
+    assert "not compatible (FULL)" in out and "/properties/id" in out
+    assert "forward" in out  # both directions checked
+    assert err.startswith("narad: not compatible: 2 violations")
+    code, out, _ = narad("schema", "check", topic, v1, "--against", "1", "--table")
+    assert (code, out.strip()) == (0, "compatible (FULL)")
+    code, out, _ = narad("schema", "check", topic, narrower, "--mode", "none")
+    assert (code, json.loads(out)["compatible"]) == (0, True)
+    assert narad("schema", "check", topic, v1, "--against", "soon")[0] == 1
+
+
+def test_children_commands(narad, topic):
+    parent, child = f"{topic}-p", f"{topic}-c"
+    narad("topic", "create", parent)
+    narad("topic", "create", child)
+    assert narad("topic", "attach", parent, child, "--delay", "1h")[0] == 0
+    _, out, _ = narad("topic", "children", parent)
+    assert json.loads(out)["children"][0]["delay_ms"] == 3_600_000
+    assert narad("topic", "detach", parent, child)[0] == 0
+    assert json.loads(narad("topic", "children", parent)[1])["children"] == []
+
+
+def test_contexts_are_stored_privately_and_chosen(narad, contexts_file, monkeypatch):
+    code, _, err = narad(
+        "context",
+        "add",
+        "prod",
+        "--url",
+        "http://10.0.0.5:7942",
+        "--user",
+        "ops",
+        "--password-stdin",
+        input="s3cret\n",
+    )
+    assert code == 0, err
+    assert stat.S_IMODE(contexts_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(contexts_file.parent.stat().st_mode) == 0o700
+    narad("context", "add", "dev", "--url", "http://127.0.0.1:7942", "--no-use")
+    _, out, _ = narad("context", "ls")
+    listed = {c["name"]: c for c in json.loads(out)}
+    assert listed["prod"]["current"] and listed["prod"]["password_stored"]
+    assert "s3cret" not in out
+    target = resolve(ContextFile(), context=None, url=None, user=None)
+    assert (target.url, target.user, target.password) == (
+        "http://10.0.0.5:7942",
+        "ops",
+        "s3cret",
+    )
+    # The environment overrides the context; a stored password belongs to
+    # the context's own user only.
+    env = {"NARAD_URL": "http://elsewhere:1", "NARAD_USER": "bob"}
+    target = resolve(ContextFile(), context=None, url=None, user=None, env=env)
+    assert (target.url, target.user, target.password) == (
+        "http://elsewhere:1",
+        "bob",
+        None,
+    )
+    target = resolve(ContextFile(), context="dev", url=None, user=None, env={})
+    assert (target.url, target.user) == ("http://127.0.0.1:7942", None)
+    assert narad("context", "use", "dev")[0] == 0
+    assert narad("context", "use", "nope")[0] == 2
+    assert narad("--context", "nope", "topic", "ls")[0] == 2
+    assert narad("context", "rm", "prod")[0] == 0
+    assert "prod" not in contexts_file.read_text()
+
+
+def test_a_context_with_a_user_needs_a_password_source(narad):
+    code, _, err = narad("context", "add", "x", "--url", "http://h:1", "--user", "u")
+    assert code == 2 and "--password-stdin" in err
+
+
+def test_user_grants_parse():
+    from narad.cli.users import parse_grant
+
+    assert parse_grant("produce:orders.*,billing") == {
+        "action": "produce",
+        "patterns": ["orders.*", "billing"],
+    }
+    for bad in ("produce", "fly:x", "consume:"):
+        with pytest.raises(Exception, match="ACTION:PATTERN"):
+            parse_grant(bad)
+
+
+def test_main_returns_exit_statuses(capsys):
+    assert main(["--version"]) == 0
+    assert main(["topic", "info"]) == 2  # missing argument
+    assert main(["--url", "http://127.0.0.1:9", "topic", "ls"]) == 3
+    assert "narad: cannot reach" in capsys.readouterr().err
+
+
+# -- the client library ------------------------------------------------------
+
+
+def test_client_errors_carry_the_servers_message(app):
+    with Client(transport=httpx.WSGITransport(app=app)) as client:
+        with pytest.raises(Refused) as refused:
+            client.topic("nope")
+        assert (refused.value.status, refused.value.message) == (
+            404,
+            "topic nope not found",
+        )
+    with Client("http://127.0.0.1:9") as client, pytest.raises(Unavailable):
+        client.topic("x")
+
+
+def test_raw_json_members_are_sent_as_written():
+    body = encode_body({"name": "t", "schema": b'{"b": 1e1,  "a": 1}'})
+    assert body == b'{"name": "t", "schema": {"b": 1e1,  "a": 1}}'
+    assert encode_body({"x": 1}) == b'{"x": 1}'
+
+
+def test_raw_elements_split_a_batch_as_written():
+    document = b'{"messages":[{"a":"x,]}\\"","p":[1,2]},{"b":1e400}]}\n'
+    assert raw_elements(document) == [b'{"a":"x,]}\\"","p":[1,2]}', b'{"b":1e400}']
+    assert raw_elements(b'{"messages":[]}') == []
+
+
+def test_contexts_file_is_replaced_atomically(tmp_path):
+    path = tmp_path / "c.json"
+    contexts = ContextFile(path)
+    contexts.save(None, {})
+    assert json.loads(path.read_text()) == {"current": None, "contexts": {}}
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".contexts-")]
