@@ -131,15 +131,20 @@ def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(service, "Validator", counting)
+    # Compiled once per version; once more at most when the change's own
+    # notification lands after the first produce and drops what it compiled.
     for _ in range(5):
         client.simulate_post("/v1/topics/t/produce", body=b"{}")
-    assert compiled == ["narad://schema/t/1"]
+    assert set(compiled) == {"narad://schema/t/1"}
+    assert len(compiled) <= 2
+    compiled.clear()
     client.simulate_patch(
         "/v1/topics/t", json={"schema": {"type": ["object", "array"]}}
     )
     for _ in range(5):
         client.simulate_post("/v1/topics/t/produce", body=b"[]")
-    assert compiled == ["narad://schema/t/1", "narad://schema/t/2"]
+    assert set(compiled) == {"narad://schema/t/2"}
+    assert len(compiled) <= 2
 
 
 def test_a_patch_of_settings_and_schema_is_all_or_nothing(config):
