@@ -24,6 +24,7 @@ import socket
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger
 
 from narad import logs
 from narad.config import Config
@@ -96,6 +97,18 @@ def post_worker_init(worker: Any) -> None:
         )
 
 
+class GunicornLogger(Logger):
+    """gunicorn's logger without gunicorn's access log: Narad writes its own
+    (:class:`narad.http.middleware.RequestLog`). With ``logconfig_dict`` set,
+    gunicorn's would build every request's atoms only to drop the line (some
+    7% of a single produce's CPU)."""
+
+    access_log_enabled = False
+
+    def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
+        """Nothing: see the class doc."""
+
+
 def gunicorn_settings(config: Config) -> dict[str, Any]:
     def on_starting(server: Any) -> None:
         take_notify_socket()
@@ -130,6 +143,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "worker_exit": worker_exit,
         "post_worker_init": post_worker_init,
         "accesslog": None,
+        "logger_class": GunicornLogger,
         "loglevel": config.get("log.level"),
         "logconfig_dict": logs.dict_config(config),
         "proc_name": "narad",
