@@ -39,10 +39,11 @@ COMPATIBILITY = click.Choice(
 def read_schema(source: str) -> bytes:
     """A schema document from a file, ``-`` (standard input) or inline JSON,
     as its bytes: the node stores the text as written."""
+    path = Path(source)
     if source == "-":
         text = sys.stdin.buffer.read()
-    elif Path(source).is_file():
-        text = Path(source).read_bytes()
+    elif path.exists() and not path.is_dir():  # a pipe too: <(generate-schema)
+        text = path.read_bytes()
     elif source.lstrip()[:1] in ("{", "[") or source.strip() in ("true", "false"):
         text = source.encode()
     else:

@@ -343,3 +343,20 @@ def test_contexts_file_is_replaced_atomically(tmp_path):
     contexts.save(None, {})
     assert json.loads(path.read_text()) == {"current": None, "contexts": {}}
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".contexts-")]
+
+
+def test_a_schema_comes_from_a_file_a_pipe_or_inline(tmp_path):
+    from narad.cli.topics import read_schema
+
+    document = b'{"type": "object"}'
+    (tmp_path / "s.json").write_bytes(document)
+    assert read_schema(str(tmp_path / "s.json")) == document
+    assert read_schema('{"type": "object"}') == document
+    # As bash's <(...) passes it: a pipe under /dev/fd.
+    reader, writer = os.pipe()
+    os.write(writer, document)
+    os.close(writer)
+    try:
+        assert read_schema(f"/dev/fd/{reader}") == document
+    finally:
+        os.close(reader)
