@@ -30,7 +30,8 @@ on >= 90% of off), and are stopped before the other phases; then two alike
 but for ``metrics.requests`` (request counts and latencies as shipped vs
 none: on >= 97% of off).
 
-Phases: security on vs off; request metrics on vs off; floor; single
+Phases: security on vs off; request metrics on vs off; security, access log
+and request metrics all on vs all off; floor; single
 produce (with the prober: the no-waiter figures); batch produce; five runs
 each of consume+ack (one message at a time, from the batch phase's backlog)
 and single produce, alternating, compared by their medians; the full flow in
@@ -650,6 +651,14 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     counted_rate, uncounted_rate = on_vs_off(
         "request metrics", NARAD_METRICS_REQUESTS="false"
     )
+    # What the per-request extras cost together, beside the floor: the gap
+    # left once they are all off is the produce itself.
+    full_rate, bare_rate = on_vs_off(
+        "security, access log, request metrics",
+        NARAD_SECURITY_ENABLED="false",
+        NARAD_SERVER_ACCESS_LOG="off",
+        NARAD_METRICS_REQUESTS="false",
+    )
 
     floor_rate, st = phase(
         "floor",
@@ -821,6 +830,17 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             f"{COMPARE_ROUNDS} turns each)",
         ),
         ("  request metrics off", f"{uncounted_rate:9,.0f} msgs/s", ""),
+        (
+            "  as shipped",
+            f"{full_rate:9,.0f} msgs/s",
+            f"{100 * full_rate / bare_rate:.0f}% of all three off "
+            f"(fresh nodes, {COMPARE_ROUNDS} turns each)",
+        ),
+        (
+            "  security, access log, metrics off",
+            f"{bare_rate:9,.0f} msgs/s",
+            f"{100 * bare_rate / floor_rate:.0f}% of floor",
+        ),
         (
             f"batch produce ({BATCH}/req, {BATCH_CLIENTS} conns)",
             f"{batch:9,.0f} msgs/s",
