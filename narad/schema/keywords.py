@@ -165,9 +165,14 @@ def union(a: Marks, b: Marks) -> Marks:
 def complete(marks: Marks, x: Any) -> bool:
     """Whether ``marks`` holds every property (or index) of ``x`` (they only
     ever hold ``x``'s own); always, for a value that has none."""
-    if marks is ALL or not isinstance(x, dict | list):
+    if marks is ALL or type(x) not in _CONTAINERS:
         return True
     return len(marks) >= len(x)  # type: ignore[arg-type]
+
+
+# Exact types: the parser makes only these (a dict | list union in
+# isinstance would be built again on every call of a hot path).
+_CONTAINERS = frozenset((dict, list))
 
 
 def both(a: Marks | None, b: Marks | None) -> Marks | None:
@@ -874,14 +879,25 @@ class anyOf(allOf):
 
     def evaluate(self, x: Any) -> Marks | None:
         # Each branch that passes adds what it evaluated, until nothing of x
-        # is left to add.
+        # is left to add: into a set of this call's own, grown in place (a
+        # new set per branch costs quadratic copying in wide unions).
         marks: Marks | None = None
+        gathered: set[Any] | None = None
+        size = len(x) if type(x) in _CONTAINERS else 0
         for node in self.nodes:
             found = node.evaluate(x)
-            if found is not None:
-                marks = found if marks is None else union(marks, found)
-                if complete(marks, x):
-                    break
+            if found is None:
+                continue
+            if found is ALL:
+                return ALL
+            if marks is None:
+                marks = found
+            elif found:
+                if gathered is None:
+                    marks = gathered = set(marks)  # type: ignore[arg-type]
+                gathered |= found
+            if len(marks) >= size:  # type: ignore[arg-type]
+                break
         return marks
 
     def report(self, x: Any, path: Path, out: Report) -> Marks | None:
