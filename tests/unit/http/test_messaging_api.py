@@ -4,26 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import pytest
-
-import narad.broker.messages as messages_module
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = int(time.time() * 1000)
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch) -> Clock:
-    clock = Clock()
-    monkeypatch.setattr(messages_module, "now_ms", clock)
-    return clock
 
 
 def make(client, name="t", **settings):
