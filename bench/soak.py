@@ -44,7 +44,6 @@ what the workers' RSS cannot tell apart, a leak from fragmentation.
 from __future__ import annotations
 
 import argparse
-import base64
 import ctypes
 import gc
 import http.client
@@ -52,9 +51,7 @@ import itertools
 import json
 import os
 import re
-import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -67,17 +64,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
+sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(ROOT / "bench")]
 
 import redis  # noqa: E402
+from messaging import ADMIN_PASSWORD  # noqa: E402
+from messaging import HEADERS  # noqa: E402
+from messaging import call  # noqa: E402
+from messaging import comm  # noqa: E402
+from messaging import free_port  # noqa: E402
 
 from narad.embedded import socket_path  # noqa: E402
-
-ADMIN_PASSWORD = secrets.token_urlsafe(16)
-HEADERS = {
-    "Authorization": "Basic "
-    + base64.b64encode(f"admin:{ADMIN_PASSWORD}".encode()).decode()
-}
 
 MIB = 1024 * 1024
 TARGET_MIB_PER_10K = 5.0
@@ -167,19 +163,6 @@ TYPICAL_PAYLOAD = json.dumps(
 
 
 # -- the node -----------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except FileNotFoundError:
-        return ""
 
 
 def rss_mib(pid: int) -> float:
@@ -273,16 +256,6 @@ class Node:
             entry = out.setdefault(int(pid), {}).setdefault(cache, [0, 0])
             entry[kind == "bytes"] = int(float(value))
         return {pid: {c: (e[0], e[1]) for c, e in v.items()} for pid, v in out.items()}
-
-
-def call(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request(method, path, body=body, headers=HEADERS)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
 
 
 # -- clients ------------------------------------------------------------------
