@@ -702,12 +702,17 @@ class properties(Keyword):
         return True
 
     def evaluate(self, x: Any) -> Marks | None:
-        names = set()
+        # No set of its own until a name matches: in a wide union most
+        # branches evaluate nothing of a given object.
+        names: Marks = EMPTY
         for name, node in self.nodes:
             if name in x:
                 if not node.valid(x[name]):
                     return None
-                names.add(name)
+                if names is EMPTY:
+                    names = {name}
+                else:
+                    names.add(name)  # type: ignore[union-attr]
         return names
 
     def report(self, x: Any, path: Path, out: Report) -> Marks | None:
