@@ -212,10 +212,8 @@ class Servers:
             log,
         )
         wait_ready(self.floor_port, "/", self.floor, log)
-        children = child_pids(self.narad.pid)
-        self.valkey = [p for p in children if comm(p).startswith("valkey")]
-        self.narad_workers = [p for p in children if p not in self.valkey]
-        self.floor_workers = child_pids(self.floor.pid)
+        self.valkey, self.narad_workers = self._processes(self.narad.pid)
+        _, self.floor_workers = self._processes(self.floor.pid)
 
     def spawn_node(self, name: str, **extra: str) -> tuple[int, dict[str, list[int]]]:
         """Another ``narad serve`` on its own embedded Valkey: (port, its
@@ -225,10 +223,21 @@ class Servers:
         env = self.node_env(port, name, **extra)
         process = self._spawn([sys.executable, "-m", "narad.cli", "serve"], log, env)
         wait_ready(port, "/readyz", process, log)
-        children = child_pids(process.pid)
-        valkey = [p for p in children if comm(p).startswith("valkey")]
-        workers = [p for p in children if p not in valkey]
+        valkey, workers = self._processes(process.pid)
         return port, {"gunicorn workers": workers, "valkey": valkey}
+
+    def _processes(self, arbiter: int) -> tuple[list[int], list[int]]:
+        """A node's (Valkey, gunicorn workers), once every worker is up: the
+        first one answers ready before the others have forked, and a worker
+        missed here would count as "other processes" in every phase."""
+        deadline = time.monotonic() + 30
+        while True:
+            children = child_pids(arbiter)
+            valkey = [p for p in children if comm(p).startswith("valkey")]
+            workers = [p for p in children if p not in valkey]
+            if len(workers) >= self.workers or time.monotonic() > deadline:
+                return valkey, workers
+            time.sleep(0.1)
 
     def stop(self, processes: list[subprocess.Popen] | None = None) -> None:
         for process in reversed(self.processes if processes is None else processes):
