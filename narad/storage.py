@@ -639,7 +639,9 @@ class Capabilities:
     Attributes:
         notifications: :meth:`Storage.notifications` delivers events from
             every worker of every node. Without it, long polls look for
-            messages in short slices and caches are dropped only by epoch.
+            messages in short slices (and mark no topic: see
+            :meth:`Storage.mark_waiting`) and caches are dropped only by
+            epoch.
         topic_stats: :meth:`Storage.topic_stats` is offered. Without it the
             node's metrics leave out the per-topic message counts (a backend
             written before the method existed declares nothing and still
