@@ -190,15 +190,24 @@ def authenticator_for(
 
 
 class NaradApp(falcon.App):
-    """The falcon app, plus the hook the worker calls when it starts to stop."""
+    """The falcon app, plus the hooks for when it stops serving."""
 
-    def __init__(self, waiters: Waiters, **options: Any) -> None:
+    def __init__(self, waiters: Waiters, listener: Listener, **options: Any) -> None:
         super().__init__(**options)
         self._waiters = waiters
+        self._listener = listener
 
     def drain(self) -> None:
         """Answer every waiting consumer now (204): the worker is stopping."""
         self._waiters.stop()
+
+    def close(self) -> None:
+        """Drain, and end the notification listener within about a second:
+        for an app that serves no more in a process that goes on (tests,
+        an embedding). Its ticks write process-wide metrics, so a listener
+        left behind would keep publishing an old app's cache sizes."""
+        self.drain()
+        self._listener.stop()
 
 
 def create_app(
@@ -257,6 +266,7 @@ def create_app(
     authenticate = Authenticate(authenticator, Gate(records))
     app = NaradApp(
         waiters,
+        listener,
         media_type=falcon.MEDIA_JSON,
         middleware=[
             RequestLog(config.get("server.access_log")),

@@ -19,6 +19,13 @@ from tests.redisraft import redisraft_dir
 pytest.register_assert_rewrite("narad.testing.storage_contract")
 
 
+@pytest.fixture(autouse=True)
+def _close_apps():
+    """Each test's in-process apps stop their listener threads after it."""
+    yield
+    testing.close_apps()
+
+
 @pytest.fixture
 def config(tmp_path) -> Config:
     """Settings over a private fakeredis server, files under ``tmp_path``."""

@@ -14,6 +14,9 @@ Public and covered by the README's compatibility promise, like
           http = client(plugins={"my_plugin": my_plugin})
           http.simulate_post("/v1/topics", json={"name": "t", "schema": {...}})
 
+  Each app runs a listener thread; :func:`close_apps` (after each test, in
+  an autouse fixture) ends those of every app made so far.
+
 - :func:`load_plugins`: the checked plugin set (built-ins, the fakeredis
   backend, yours) without whatever else is installed.
 - :func:`make_config`: a :class:`~narad.config.Config` for tests. Security
@@ -36,8 +39,10 @@ import base64
 import shutil
 import tempfile
 import uuid
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import falcon
@@ -48,10 +53,14 @@ from narad.plugins import Plugins
 from narad.plugins import load_plugins as _load_plugins
 from narad.testing import fakeredis
 
+if TYPE_CHECKING:
+    from narad.app import NaradApp
+
 __all__ = (
     "ADMIN_PASSWORD",
     "basic_auth",
     "client",
+    "close_apps",
     "load_plugins",
     "make_app",
     "make_config",
@@ -59,6 +68,9 @@ __all__ = (
 
 #: The root admin's password in a test app with security on.
 ADMIN_PASSWORD = "narad-test-admin"
+
+# Apps made here and not closed yet (see close_apps).
+_open_apps: weakref.WeakSet[NaradApp] = weakref.WeakSet()
 
 
 def load_plugins(
@@ -117,7 +129,7 @@ def make_config(directory: str | Path | None = None, **settings: Any) -> Config:
 
 def make_app(
     config: Config | None = None, *, plugins: Mapping[str, object] | None = None
-) -> falcon.App:
+) -> NaradApp:
     """The Narad WSGI app over ``config`` (:func:`make_config` by default),
     with the built-in plugins, the fakeredis backend and ``plugins``. With
     security on, the root admin exists, with :data:`ADMIN_PASSWORD`."""
@@ -136,7 +148,18 @@ def make_app(
         seed_root_admin(
             storage, config, ADMIN_PASSWORD, lambda p: hash_password(p, params)
         )
-    return create_app(config, plugins=loaded, storage=storage)
+    app = create_app(config, plugins=loaded, storage=storage)
+    _open_apps.add(app)
+    return app
+
+
+def close_apps() -> None:
+    """Close every app :func:`make_app` (or :func:`client`) made so far:
+    their listener threads end within about a second, and stop writing
+    their cache sizes into the process-wide metrics that a later test's app
+    reports. Call it after each test (an autouse fixture)."""
+    while _open_apps:
+        _open_apps.pop().close()
 
 
 def basic_auth(user: str, password: str) -> dict[str, str]:

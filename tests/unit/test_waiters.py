@@ -274,3 +274,21 @@ def test_a_remembered_mark_goes_with_the_topic_s_state():
     waiters.marked("t", "e", 10**12)
     waiters.generation("other")  # past the bound: t is forgotten
     assert waiters.mark_until("t", "e", 0, 0) is not None
+
+
+def test_close_ends_the_listener_thread_and_close_apps_closes_every_app():
+    def listeners() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "narad-notifications"]
+
+    before = set(listeners())
+    clients = [testing.client() for _ in range(2)]
+    for client in clients:
+        # The listener starts with the first topic record a worker keeps.
+        assert client.simulate_post("/v1/topics", json={"name": "t"}).status_code == 201
+    started = set(listeners()) - before
+    assert len(started) == 2
+    testing.close_apps()
+    deadline = time.monotonic() + 10
+    while any(t.is_alive() for t in started):
+        assert time.monotonic() < deadline, "a listener outlived its app's close"
+        time.sleep(0.05)

