@@ -12,9 +12,10 @@ with 0 children is the plain produce, the baseline each row is compared with.
 Children are immediate, created under their parent (so with its 3
 partitions); every copy is made in the parent's append script, so the figures
 are the cost of the whole fan-out, with the workers' notification listeners
-running (they start with a worker's first long poll, as consumers make them:
-each append wakes the parent's and every child's long polls). After each
-phase the copies are counted
+running (they start with a worker's first long poll) and every topic marked
+as waited on (a short long poll on each before its phase, as consumers make
+them), so each append publishes the wake-up of the parent's and every
+child's long polls, the costlier case. After each phase the copies are counted
 (each child must hold every message its parent took) and the topics deleted,
 so earlier phases' copies do not fill the storage.
 """
@@ -93,6 +94,9 @@ def measure(
     """(messages/s, statuses, CPU text) of one phase, copies checked."""
     port = node.port
     topics = family(port, name, children)
+    for topic in topics:  # waited on: each append publishes its wake-up
+        status, data = call(port, "GET", f"/v1/topics/{topic}/consume?wait=1ms")
+        assert status == 204, data
     if batch:
         body = json.dumps({"messages": [{"value": BODY.decode()}] * BATCH}).encode()
         path = f"/v1/topics/{name}/produce/batch"

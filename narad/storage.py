@@ -601,7 +601,12 @@ class Event(Enum):
     consumer treats it as "anything may have changed"."""
 
     MESSAGES = "messages"
-    """The topic may have a message to reserve: an append or a give-back."""
+    """The topic may have a message to reserve: an append or a give-back.
+
+    Published only while some consumer may be waiting on the topic: for
+    every append and give-back made while a :meth:`Storage.mark_waiting`
+    mark of the topic is live. A backend may publish it more often (always,
+    say), never less."""
 
     TOPIC_CHANGED = "topic_changed"
     """The topic's record changed: created, settings or schema altered, or
@@ -634,7 +639,9 @@ class Capabilities:
     Attributes:
         notifications: :meth:`Storage.notifications` delivers events from
             every worker of every node. Without it, long polls look for
-            messages in short slices and caches are dropped only by epoch.
+            messages in short slices (and mark no topic: see
+            :meth:`Storage.mark_waiting`) and caches are dropped only by
+            epoch.
         topic_stats: :meth:`Storage.topic_stats` is offered. Without it the
             node's metrics leave out the per-topic message counts (a backend
             written before the method existed declares nothing and still
@@ -789,11 +796,12 @@ class Storage(Protocol):
 
         Checks: ``meta.epoch`` is the topic's (NO_TOPIC); its parent and
         children are ``meta.parent`` and ``meta.children`` (STALE_CHILDREN).
-        Changes, in one step: removes everything the topic holds, takes its
-        history's bytes off the cluster total, unlists it, detaches it from
-        its parent or detaches its children (who keep their messages and
-        history), and publishes :attr:`Event.TOPIC_CHANGED` for it and for
-        each topic it was linked to. The name is free at once.
+        Changes, in one step: removes everything the topic holds (its
+        :meth:`mark_waiting` mark too), takes its history's bytes off the
+        cluster total, unlists it, detaches it from its parent or detaches
+        its children (who keep their messages and history), and publishes
+        :attr:`Event.TOPIC_CHANGED` for it and for each topic it was linked
+        to. The name is free at once.
 
         Returns:
             OK, NO_TOPIC or STALE_CHILDREN.
@@ -984,7 +992,9 @@ class Storage(Protocol):
         plus its topic's ``retention_ms`` is at or before ``now_ms`` (with
         their leases and acks; it may stop after a bounded number and leave
         the rest to later writes); and, when it stored anything, publishes
-        :attr:`Event.MESSAGES` for the topic and each child. Forgetting
+        :attr:`Event.MESSAGES` for the topic and each child, at least when
+        one of their marks is live at ``now_ms`` (see :meth:`mark_waiting`;
+        one event naming them all may be published then). Forgetting
         expired keys is bounded per call the same way; a key past its
         window counts as forgotten whether or not it was dropped yet.
 
@@ -1079,7 +1089,8 @@ class Storage(Protocol):
         message; the fact is kept until retention drops the message);
         EXTEND moves the deadline to ``now_ms + visibility_timeout_ms``;
         RELEASE makes the message available to the next reserve at once and
-        publishes :attr:`Event.MESSAGES`.
+        publishes :attr:`Event.MESSAGES` (at least while the topic's mark is
+        live at ``now_ms``, see :meth:`mark_waiting`).
 
         Returns:
             OK, REPEATED, GONE, ACKED_AHEAD_FULL or NO_TOPIC.
@@ -1101,10 +1112,32 @@ class Storage(Protocol):
         before the acked-ahead cap is reached): its status is one
         :meth:`settle` would return. Every ``lease.partition`` is a
         partition of the topic. RELEASE publishes :attr:`Event.MESSAGES`
-        once if anything was given back.
+        once if anything was given back (as :meth:`settle` does).
 
         Returns:
             One status per lease; every one NO_TOPIC when the epoch is stale.
+        """
+        ...
+
+    def mark_waiting(self, meta: TopicMeta, until_ms: int) -> Status:
+        """Say that consumers may wait on the topic until ``until_ms``.
+
+        The topic keeps one mark: the latest ``until_ms`` any caller gave.
+        While it is live for a writer (``until_ms`` at or after the
+        writer's ``now_ms``), every :meth:`append` to the topic (or to its
+        parent: the copies) and every give-back publishes
+        :attr:`Event.MESSAGES` for it; once it ran out they may publish
+        nothing, which spares every worker of every node an event per
+        message when nobody waits. A consumer that may wait therefore
+        marks the topic before it looks for a message: a write committed
+        after the look is then published. The mark goes with the topic
+        (a topic created again starts without one) and needs no cleanup.
+
+        Checks: ``meta.epoch`` is the topic's (NO_TOPIC).
+        Changes, in one step: the mark becomes ``max(mark, until_ms)``.
+
+        Returns:
+            OK or NO_TOPIC.
         """
         ...
 

@@ -172,6 +172,9 @@ class MessageService:
         )
         records.attach(self.round_robin, _same_epoch, kept_on_change=True)
         self._consume_start = itertools.count()
+        # Without a notification stream nothing is published to wait for:
+        # waits are cut to slices, and marks would be writes for nobody.
+        self._marks = storage.capabilities.notifications
 
     # -- produce -------------------------------------------------------------
 
@@ -320,6 +323,12 @@ class MessageService:
         deadline = time.monotonic() + wait_ms / 1000
         waiters = self.waiters
         while True:
+            if wait_ms and self._marks:
+                left_ms = max(round((deadline - time.monotonic()) * 1000), 0)
+                marked = self._mark_waiting(meta, left_ms)
+                if marked is not meta:
+                    meta = marked
+                    self._check_partition(meta, partition)
             # Single and batch consumes share the note: both find the same
             # messages, so an empty look by either serves both.
             key = (topic, meta.epoch, partition)
@@ -366,6 +375,26 @@ class MessageService:
                 and (expiry is None or now_ms() < expiry)
             ):
                 return []  # nothing was published and no lease fell due
+
+    def _mark_waiting(self, meta: TopicMeta, wait_ms: int) -> TopicMeta:
+        """Make sure ``meta``'s topic is marked as waited on for ``wait_ms``
+        from now (or the topic as it is now, if recreated); its record.
+
+        Called before every look of a consume that may wait, and the write
+        completes before the look: an append committed after the look then
+        sees the mark and publishes (the consumer's snapshot of the
+        generation, taken before the look, moves on), and one committed
+        before it is found by the look. A failed write fails the consume.
+        """
+        for _ in range(WRITE_ATTEMPTS):
+            until = self.waiters.mark_until(meta.name, meta.epoch, now_ms(), wait_ms)
+            if until is None:
+                return meta
+            if self.storage.mark_waiting(meta, until) is Status.OK:
+                self.waiters.marked(meta.name, meta.epoch, until)
+                return meta
+            meta = self.records.refresh(meta.name)  # recreated, or gone: 404
+        raise TopicKeptChanging(meta.name)
 
     def _look(
         self, meta: TopicMeta, partition: int | None, count: int

@@ -1,12 +1,26 @@
 """Wake long-polling consumers as soon as their topic may have a message.
 
-Every append and every give-back publishes ``MESSAGES`` for its topic (see
+Appends and give-backs publish ``MESSAGES`` for their topic (see
 :class:`narad.storage.Event`); the worker's :class:`Listener` hands it here,
 and each topic's generation counter moves on. A consumer snapshots the
 counter before it looks for a message and sleeps only until the counter
 moves, so a message produced between its look and its sleep still wakes it.
 While the notification stream is down (or the backend has none), waits are
 cut to short slices: the consumer looks again instead of trusting a wake-up.
+
+``MESSAGES`` is published only for topics marked as waited on
+(:meth:`narad.storage.Storage.mark_waiting`), so that a produce nobody
+waits for costs no worker anything. A consumer that may wait makes sure,
+before its first look, that the topic's mark lasts past its wait by
+:data:`MARK_SLACK_MS`; the write completes before the look, so an append
+committed after the look finds the mark live and publishes, and one
+committed before it is found by the look. Each worker remembers the mark it
+last wrote per topic (:meth:`Waiters.mark_until`, :meth:`Waiters.marked`)
+and writes again only when it would run out within half the slack after the
+wait: a topic in steady use costs a mark write per worker every ~30 s.
+Messages that become available without a write (a lease lapsing, a copy in
+a delay child falling due) never relied on a publish: a look reports when
+the next one may, and the consumer's sleep ends by then.
 
 The same counters let a worker skip storage round trips while a topic stays
 empty, which is what thousands of idle long polls mostly see: a look that
@@ -17,14 +31,15 @@ note is a second old, the next consume looks again while the others keep
 waiting on it, so a change a notification could not carry is noticed within
 a second, at the cost of one look a second, however many consumers poll.
 
-What a worker keeps per topic (its generation, its condition while
-consumers wait on it, its empty notes) is bounded: topics nobody waits on go
-least recently used first beyond ``[cache] topics``, and a topic's state
-goes when ``TOPIC_CHANGED`` says it changed (deleted, recreated), waking its
-consumers. Generations are drawn from one counter and never reused, so a
-consumer whose topic was forgotten and seen again reads it as moved on and
-looks again: forgetting costs a look, never a missed message. A
-``MESSAGES`` event for a topic nobody here waits on costs nothing.
+What a worker keeps per topic (its generation, its condition while consumers
+wait on it, its empty notes, its last mark) is bounded: topics nobody waits
+on go least recently used first beyond ``[cache] topics``, and a topic's
+state goes when ``TOPIC_CHANGED`` says it changed (deleted, recreated),
+waking its consumers. Generations are drawn from one counter and never
+reused, so a consumer whose topic was forgotten and seen again reads it as
+moved on and looks again: forgetting costs a look (and a mark write), never
+a missed message. A ``MESSAGES`` event for a topic nobody here waits on
+costs little: another worker or node may wait on it.
 
 In a gevent worker (``narad.workers``) ``threading`` is monkey-patched: the
 listener is a greenlet and a waiting consumer costs a greenlet, not a thread.
@@ -50,12 +65,19 @@ EMPTY_NOTE_MS = 1000
 # Notes per topic: one per partition (and one for "any"), per epoch.
 EMPTY_NOTES_PER_TOPIC = 256
 MAX_TOPICS = 10_000
+# A wait mark lasts this much past the wait it was written for. Marks carry
+# the waiting worker's clock and appends compare them with the producing
+# worker's, so the slack absorbs clock skew between nodes; a worker writes
+# again only once its mark would end within half of it after a wait (up to
+# 30 s of skew tolerated), so a topic in steady use costs one mark write
+# per worker every ~30 s, not one per consume.
+MARK_SLACK_MS = 60_000
 
 
 class _Topic:
     """What this worker keeps about one topic its consumers look at."""
 
-    __slots__ = ("cond", "generation", "notes", "waiting")
+    __slots__ = ("cond", "generation", "mark", "notes", "waiting")
 
     def __init__(self, generation: int) -> None:
         self.generation = generation
@@ -64,6 +86,8 @@ class _Topic:
         self.waiting = 0
         # key -> (lease expiry ms or None, noted at ms), at this generation.
         self.notes: dict[Hashable, tuple[int | None, int]] = {}
+        # (epoch, until ms) of the last wait mark this worker wrote.
+        self.mark: tuple[str, int] | None = None
 
 
 class Waiters:
@@ -142,6 +166,31 @@ class Waiters:
                 return None
             self._topics.move_to_end(topic)
             return state.generation, expiry_ms
+
+    def mark_until(
+        self, topic: str, epoch: str, now_ms: int, wait_ms: int
+    ) -> int | None:
+        """The mark to write on ``topic`` (at ``epoch``) before a look that
+        may be followed by a wait of ``wait_ms``; None when the last one this
+        worker wrote still lasts long enough."""
+        with self._lock:
+            state = self._topics.get(topic)
+            mark = state.mark if state is not None else None
+            if (
+                mark is not None
+                and mark[0] == epoch
+                and mark[1] >= now_ms + wait_ms + MARK_SLACK_MS // 2
+            ):
+                return None
+        return now_ms + wait_ms + MARK_SLACK_MS
+
+    def marked(self, topic: str, epoch: str, until_ms: int) -> None:
+        """Remember that the mark ``until_ms`` is stored for ``topic`` at
+        ``epoch``; it goes with the topic's other state here."""
+        with self._lock:
+            state = self._state(topic)
+            if state.mark is None or state.mark[0] != epoch or state.mark[1] < until_ms:
+                state.mark = (epoch, until_ms)
 
     def forget_empty(self, key: Hashable, topic: str) -> None:
         """Drop the note on ``key``: a look found a message or no topic."""

@@ -1734,6 +1734,8 @@ class StorageContract:
         stream = self.listening(storage)
         try:
             parent, child = self.attach(storage, parent, child, delay_ms=5)
+            for meta in (parent, child):
+                assert storage.mark_waiting(meta, HOUR) is Status.OK
             self.expect(
                 stream,
                 [
@@ -1786,6 +1788,7 @@ class StorageContract:
     @requires("notifications")
     def test_notifications_say_when_a_topic_may_have_a_message(self, storage):
         meta = self.topic(storage)
+        assert storage.mark_waiting(meta, HOUR) is Status.OK
         stream = self.listening(storage)
         try:
             self.put(storage, meta, b"m", now=0)
@@ -1797,6 +1800,65 @@ class StorageContract:
             back = Lease(0, 0, lease.nonce)
             storage.settle_batch(meta, [back], action=Settle.RELEASE, now_ms=0)
             self.expect(stream, [Notification(Event.MESSAGES, meta.name)])
+        finally:
+            stream.close()
+
+    def test_mark_waiting_checks_the_epoch(self, storage):
+        meta = self.topic(storage)
+        assert storage.mark_waiting(meta, HOUR) is Status.OK
+        stale = replace(meta, epoch="0123456789abcdef")
+        assert storage.mark_waiting(stale, HOUR) is Status.NO_TOPIC
+        assert storage.delete_topic(meta) is Status.OK
+        assert storage.mark_waiting(meta, HOUR) is Status.NO_TOPIC
+        assert storage.get_topic(meta.name) is None  # the mark made no topic
+
+    @requires("notifications")
+    def test_a_live_mark_publishes_every_append_and_give_back(self, storage):
+        meta = self.topic(storage, partitions=2)
+        assert storage.mark_waiting(meta, 100) is Status.OK
+        ready = Notification(Event.MESSAGES, meta.name)
+        stream = self.listening(storage)
+        try:
+            self.put(storage, meta, b"m", now=10)
+            self.expect(stream, [ready])
+            both = [Entry(p, b"", b"b", PayloadKind.TEXT, None) for p in (0, 1)]
+            result = storage.append(meta, both, schema_version=0, now_ms=20)
+            assert result.status is Status.OK
+            self.expect(stream, [ready])
+            lease = storage.reserve(meta, [0], nonce=nonce(1), now_ms=30).message
+            status = storage.settle(
+                meta, 0, lease.offset, lease.nonce, action=Settle.RELEASE, now_ms=40
+            )
+            assert status is Status.OK
+            self.expect(stream, [ready])
+            lease = storage.reserve(meta, [1], nonce=nonce(2), now_ms=50).message
+            back = Lease(1, lease.offset, lease.nonce)
+            storage.settle_batch(meta, [back], action=Settle.RELEASE, now_ms=100)
+            self.expect(stream, [ready])  # live up to its until, inclusive
+        finally:
+            stream.close()
+
+    @requires("notifications")
+    def test_a_mark_keeps_the_latest_until(self, storage):
+        meta = self.topic(storage)
+        assert storage.mark_waiting(meta, 1000) is Status.OK
+        assert storage.mark_waiting(meta, 500) is Status.OK  # changes nothing
+        stream = self.listening(storage)
+        try:
+            self.put(storage, meta, b"m", now=900)
+            self.expect(stream, [Notification(Event.MESSAGES, meta.name)])
+        finally:
+            stream.close()
+
+    @requires("notifications")
+    def test_a_mark_on_a_child_publishes_its_copies(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        parent, child = self.attach(storage, parent, child, delay_ms=5)
+        assert storage.mark_waiting(child, 100) is Status.OK
+        stream = self.listening(storage)
+        try:
+            self.put(storage, parent, b"m", now=50)
+            self.expect(stream, [Notification(Event.MESSAGES, child.name)])
         finally:
             stream.close()
 

@@ -18,6 +18,7 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
     narad:{<t>}:idem                  hash   idempotency key -> digest
     narad:{<t>}:idem:at               zset   idempotency keys, scored by when stored
     narad:{<t>}:idem:bytes            string bytes the remembered keys count
+    narad:{<t>}:waited                string until when consumers may wait (ms)
     narad:{@users}                    zset   user names, for keyset listing
     narad:{@users}:admins             set    users holding admin on every topic
     narad:{@users}:u:<name>           hash   the user record
@@ -54,7 +55,11 @@ so a worker that only watches users is not sent an event per message. Each
 message is ``<event> <topic or user>``, the event being a
 :class:`narad.storage.Event` value, or ``<event> <topic> <topic> ...`` for
 several topics at once (an append to a parent and its children: one message
-however many children, not one per child to every subscriber).
+however many children, not one per child to every subscriber). ``messages``
+is published only while a consumer may wait: each topic's ``waited`` mark
+(:meth:`RedisStorage.mark_waiting`) is read by the scripts that append or
+give back, one GET per topic (and per child for a parent's copies), and
+nothing is published when every mark ran out.
 """
 
 from __future__ import annotations
@@ -106,14 +111,15 @@ from narad_redis.client import detached
 
 #: Scripts the client may always send again after the link failed mid-call:
 #: a second reserve leases other messages, and those the first run leased
-#: come back when their leases lapse. Others are replayable per call: an
+#: come back when their leases lapse; a second wait mark sets the same
+#: max(mark, until) again. Others are replayable per call: an
 #: append whose every entry is guarded by an idempotency key (the rerun finds
 #: the keys and stores nothing), an ack (a rerun answers "repeated") or an
 #: extend (it extends from now again). The rest could apply a write twice
 #: (an unguarded append, a schema change) or answer as though the first run
 #: had not happened (a give-back: "lapsed"): the client raises
 #: StorageUncertain instead (503, "the write may have been applied").
-REPLAYABLE = frozenset({"reserve"})
+REPLAYABLE = frozenset({"reserve", "mark_waiting"})
 
 #: Partitions whose positions one script call reads at most (a call of
 #: :meth:`RedisStorage.topic_stats`): the server runs each call alone.
@@ -363,6 +369,9 @@ class RedisStorage:
         reply = self._run("alter_topic", keys, args)
         return Status(reply.decode())
 
+    def _waited(self, name: str) -> str:
+        return self._topic(name) + ":waited"
+
     def _idempotency_keys(self, name: str) -> list[str]:
         idem = self._topic(name) + ":idem"
         return [idem, idem + ":at", idem + ":bytes"]
@@ -372,7 +381,7 @@ class RedisStorage:
         linked = [meta.parent] if meta.parent else [c.name for c in meta.children]
         keys = [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta"]
         keys += [self._topic(name) + ":meta" for name in linked]
-        keys.append(topic + ":schemas")
+        keys += [topic + ":schemas", self._waited(meta.name)]
         keys += self._idempotency_keys(meta.name)
         for index in range(meta.partitions):
             keys += self._partition_keys(meta.name, index)
@@ -640,6 +649,7 @@ class RedisStorage:
         keys = [
             self._topic(meta.name) + ":meta",
             *self._idempotency_keys(meta.name),
+            self._waited(meta.name),
         ]
         slot_of: dict[int, int] = {}
         records: list[Any] = []
@@ -685,7 +695,7 @@ class RedisStorage:
         for child in meta.children:
             # The child's partitions the copies go to, in slot order.
             targets = list(dict.fromkeys(route % child.partitions for route in routes))
-            keys.append(self._topic(child.name) + ":meta")
+            keys += [self._topic(child.name) + ":meta", self._waited(child.name)]
             for index in targets:
                 keys += self._partition_keys(child.name, index)
             args += [child.delay_ms, child.partitions, len(targets), *targets]
@@ -770,7 +780,7 @@ class RedisStorage:
         action: Settle,
         now_ms: int,
     ) -> list[Status]:
-        keys = [self._topic(meta.name) + ":meta"]
+        keys = [self._topic(meta.name) + ":meta", self._waited(meta.name)]
         args: list[Any] = [
             meta.epoch,
             action.value,
@@ -789,6 +799,11 @@ class RedisStorage:
         if reply == [b"no_topic"]:
             return [Status.NO_TOPIC] * len(leases)
         return [_STATUSES[r] for r in reply]
+
+    def mark_waiting(self, meta: TopicMeta, until_ms: int) -> Status:
+        keys = [self._topic(meta.name) + ":meta", self._waited(meta.name)]
+        reply = self._run("mark_waiting", keys, [meta.epoch, until_ms])
+        return Status(reply.decode())
 
     def read(
         self, meta: TopicMeta, partition: int, offset: int, *, now_ms: int

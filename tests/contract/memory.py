@@ -169,6 +169,10 @@ class _Topic:
     partitions: list[_Partition]
     schemas: dict[int, SchemaVersion] = field(default_factory=dict)
     keys: _Keys = field(default_factory=_Keys)
+    waited_until: int = 0  # the latest mark_waiting until (ms)
+
+    def waited(self, now_ms: int) -> bool:
+        return self.waited_until >= now_ms
 
 
 class MemoryStorage:
@@ -656,7 +660,8 @@ class MemoryStorage:
             stamps.append(part.put(message, now_ms))
         for part in touched.values():
             part.trim(topic.meta.retention_ms, now_ms, budget)
-        self._publish(Event.MESSAGES, topic.meta.name)
+        if topic.waited(now_ms):
+            self._publish(Event.MESSAGES, topic.meta.name)
         for listed in children:
             child = self._topics[listed.name]
             touched = {}
@@ -668,7 +673,8 @@ class MemoryStorage:
                 part.put(message, stamp + listed.delay_ms)
             for part in touched.values():
                 part.trim(child.meta.retention_ms, now_ms, budget)
-            self._publish(Event.MESSAGES, listed.name)
+            if child.waited(now_ms):
+                self._publish(Event.MESSAGES, listed.name)
 
     def reserve(
         self,
@@ -757,9 +763,18 @@ class MemoryStorage:
             if topic is None:
                 return [Status.NO_TOPIC] * len(leases)
             results = [self._settle(topic, lease, action, now_ms) for lease in leases]
-            if action is Settle.RELEASE and Status.OK in results:
+            released = action is Settle.RELEASE and Status.OK in results
+            if released and topic.waited(now_ms):
                 self._publish(Event.MESSAGES, meta.name)
             return results
+
+    def mark_waiting(self, meta: TopicMeta, until_ms: int) -> Status:
+        with self._lock:
+            topic = self._live(meta)
+            if topic is None:
+                return Status.NO_TOPIC
+            topic.waited_until = max(topic.waited_until, until_ms)
+            return Status.OK
 
     @staticmethod
     def _settle(topic: _Topic, lease: Lease, action: Settle, now_ms: int) -> Status:

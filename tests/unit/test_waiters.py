@@ -9,6 +9,7 @@ import pytest
 
 from narad import testing
 from narad.broker.waiters import EMPTY_NOTE_MS
+from narad.broker.waiters import MARK_SLACK_MS
 from narad.broker.waiters import Waiters
 from narad.storage import Event
 
@@ -246,6 +247,33 @@ def test_a_changed_topic_loses_its_state_and_wakes_its_consumers():
     assert not waiting.is_alive()
     assert len(waiters) == 0
     assert waiters.known_empty("k", "t", 1000) is None
+
+
+def test_a_remembered_mark_spares_writes_until_it_would_run_out():
+    waiters = Waiters(Events())
+    until = waiters.mark_until("t", "e1", 1000, 5000)
+    assert until == 1000 + 5000 + MARK_SLACK_MS
+    waiters.marked("t", "e1", until)
+    assert waiters.mark_until("t", "e1", 1000, 5000) is None
+    # Still more than half the slack past the wait: no write.
+    later = until - 5000 - MARK_SLACK_MS // 2
+    assert waiters.mark_until("t", "e1", later, 5000) is None
+    due = waiters.mark_until("t", "e1", later + 1, 5000)
+    assert due == later + 1 + 5000 + MARK_SLACK_MS
+    assert waiters.mark_until("t", "e2", 1000, 5000) is not None  # recreated
+    waiters.marked("t", "e1", 10)  # an older mark does not replace a later one
+    assert waiters.mark_until("t", "e1", 1000, 5000) is None
+
+
+def test_a_remembered_mark_goes_with_the_topic_s_state():
+    events = Events()
+    waiters = Waiters(events, max_topics=1)
+    waiters.marked("t", "e", 10**12)
+    events.publish(Event.TOPIC_CHANGED, "t")
+    assert waiters.mark_until("t", "e", 0, 0) is not None
+    waiters.marked("t", "e", 10**12)
+    waiters.generation("other")  # past the bound: t is forgotten
+    assert waiters.mark_until("t", "e", 0, 0) is not None
 
 
 def test_close_ends_the_listener_thread_and_close_apps_closes_every_app():

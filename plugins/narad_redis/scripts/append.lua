@@ -5,7 +5,9 @@
 -- KEYS[2] = narad:{<topic>}:idem        hash: idempotency key -> digest
 -- KEYS[3] = narad:{<topic>}:idem:at     zset: idempotency key scored by when stored
 -- KEYS[4] = narad:{<topic>}:idem:bytes  string: bytes the remembered keys count
--- KEYS[5+5*(s-1) .. 9+5*(s-1)] = the topic's partition slot s (1..P): state, log,
+-- KEYS[5] = narad:{<topic>}:waited      string: until when consumers may wait
+--   on the topic (ms; see mark_waiting.lua)
+-- KEYS[6+5*(s-1) .. 10+5*(s-1)] = the topic's partition slot s (1..P): state, log,
 --   lease, nonce, acked
 --   state = narad:{<topic>}:p<i>        hash: next, oldest, cursor, floor, last_ts
 --   log   = narad:{<topic>}:p<i>:log    hash: offset -> "<ts>,<record>"
@@ -14,13 +16,15 @@
 --                                       reservation (kept once acked: a retried
 --                                       ack with that nonce is recognised)
 --   acked = narad:{<topic>}:p<i>:acked  zset: offsets acked above the floor
--- then, for each child in the order of ARGV: narad:{<child>}:meta, followed by
---   the 5 keys of each of the child's partition slots (as above, in slot order)
+-- then, for each child in the order of ARGV: narad:{<child>}:meta,
+--   narad:{<child>}:waited, and the 5 keys of each of the child's partition
+--   slots (as above, in slot order)
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = schema version the payloads were validated against ("0": none)
 -- ARGV[3] = now, in milliseconds (the commit timestamp)
 -- ARGV[4] = events channel; ARGV[5] = the "messages" event for this topic and
---   each child, in one message
+--   each child, in one message, published when the topic's or a child's
+--   mark is at or after now (nobody waits otherwise: no worker needs it)
 -- ARGV[6] = the topic's "children" field as the caller read it ("" for none)
 -- ARGV[7] = P, the number of the topic's partition slots
 -- ARGV[8] = N, the number of entries
@@ -38,6 +42,7 @@
 --         | {"stale_schema", current_version} | {"stale_children"}
 local meta = KEYS[1]
 local idem, idem_at, idem_bytes = KEYS[2], KEYS[3], KEYS[4]
+local waited = KEYS[5]
 local m = redis.call('HMGET', meta, 'epoch', 'schema_version', 'retention_ms',
   'fanout_delay_ms', 'children')
 if m[1] ~= ARGV[1] then
@@ -55,6 +60,7 @@ local guards = tonumber(ARGV[13])
 local GUARDS = 14
 local ENTRIES = GUARDS + 4 * guards
 local SLOTS = 5
+local FIRST_SLOT = 6
 
 local function int(n)
   return string.format('%d', n)
@@ -228,6 +234,7 @@ local function plan_fan_out(key_at)
   local plan, at = {}, ENTRIES + 3 * n
   while at <= #ARGV do
     local child = {
+      waited = KEYS[key_at + 1],
       delay = tonumber(ARGV[at]),
       retention = tonumber(redis.call('HGET', KEYS[key_at], 'retention_ms') or '0'),
       slots = {}, target = {},
@@ -235,7 +242,7 @@ local function plan_fan_out(key_at)
     local partitions, count = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
     local by_partition = {}
     for s = 1, count do
-      local st = load(key_at + 1 + SLOTS * (s - 1))
+      local st = load(key_at + 2 + SLOTS * (s - 1))
       child.slots[s] = st
       by_partition[tonumber(ARGV[at + 2 + s])] = st
     end
@@ -247,7 +254,7 @@ local function plan_fan_out(key_at)
       end
     end
     plan[#plan + 1] = child
-    key_at = key_at + 1 + SLOTS * count
+    key_at = key_at + 2 + SLOTS * count
     at = at + 3 + count
   end
   return plan
@@ -269,11 +276,30 @@ local function fan_out(plan, stamps, skip)
   end
 end
 
+-- Whether a consumer may wait on the topic or a child: their marks, the
+-- topic's read first (the one read when it has no children or is waited on).
+local function marked(key)
+  return tonumber(redis.call('GET', key) or '0') >= now
+end
+
+local function anyone_waits(plan)
+  if marked(waited) then
+    return true
+  end
+  for _, child in ipairs(plan) do
+    if marked(child.waited) then
+      return true
+    end
+  end
+  return false
+end
+
 local skip, repeated, fresh = check_keys()
 if not skip then
   return {'key_reused', repeated}
 end
 local stored = n - repeated
+local plan = {}
 if stored > 0 then
   if (m[2] or '0') ~= ARGV[2] then
     return {'stale_schema', m[2] or '0'}
@@ -286,9 +312,9 @@ if stored > 0 then
   end
   local parts = {}
   for s = 1, nslots do
-    parts[s] = load(5 + SLOTS * (s - 1))
+    parts[s] = load(FIRST_SLOT + SLOTS * (s - 1))
   end
-  local plan = plan_fan_out(5 + SLOTS * nslots)
+  plan = plan_fan_out(FIRST_SLOT + SLOTS * nslots)
   if not plan then
     return redis.error_reply('append: an entry routed to a child partition with no slot')
   end
@@ -304,7 +330,7 @@ if stored > 0 then
   fan_out(plan, stamps, skip)
 end
 local evicted = remember(fresh)
-if stored > 0 then
+if stored > 0 and anyone_waits(plan) then
   redis.call('PUBLISH', ARGV[4], ARGV[5])
 end
 return {'ok', stored, repeated, evicted}

@@ -1,12 +1,14 @@
 -- Settle leases: ack them, extend them from now, or give the messages back. Each
 -- lease is judged on its own, in the order given (one lease is a single ack).
 -- KEYS[1] = narad:{<topic>}:meta
--- KEYS[2+5*(s-1) .. 6+5*(s-1)] = partition slot s: state, log, lease, nonce, acked
+-- KEYS[2] = narad:{<topic>}:waited (read by "release": see mark_waiting.lua)
+-- KEYS[3+5*(s-1) .. 7+5*(s-1)] = partition slot s: state, log, lease, nonce, acked
 --   (layout as in append.lua; the log is not touched)
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = "ack" | "extend" | "release"
 -- ARGV[3] = now, in milliseconds
--- ARGV[4] = events channel; ARGV[5] = the "messages" event (published by "release")
+-- ARGV[4] = events channel; ARGV[5] = the "messages" event, published by a
+--   "release" that gave anything back while the topic's mark is at or after now
 -- ARGV[6..] = slot, offset, nonce (from the receipt handle), one triple per lease
 -- returns {"no_topic"} | one status per lease: "ok" | "repeated" (acked before
 --         under that nonce: a retried ack) | "gone" (lapsed, settled or unknown)
@@ -31,7 +33,7 @@ local slots, order = {}, {}
 local function slot_state(s)
   local st = slots[s]
   if not st then
-    local base = 2 + 5 * (s - 1)
+    local base = 3 + 5 * (s - 1)
     st = {
       state = KEYS[base], lease = KEYS[base + 2], nonce = KEYS[base + 3],
       acked = KEYS[base + 4], offsets = {}, deadline = {}, holder = {},
@@ -177,7 +179,7 @@ for _, s in ipairs(order) do
     redis.call('HSET', st.state, 'floor', int(st.floor))
   end
 end
-if released then
+if released and tonumber(redis.call('GET', KEYS[2]) or '0') >= now then
   redis.call('PUBLISH', ARGV[4], ARGV[5])
 end
 return results
