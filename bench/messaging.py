@@ -32,7 +32,7 @@ none: on >= 97% of off).
 
 Phases: security on vs off; request metrics on vs off; security, access log
 and request metrics all on vs all off; the floor and single produce in
-alternating turns (three each: the machine's speed drifts over minutes);
+alternating turns (``COMPARE_ROUNDS`` each: the machine's speed drifts over minutes);
 single produce with the prober (the no-waiter /healthz figures); batch
 produce; five runs each of consume+ack (one message at a time, from the
 batch phase's backlog) and single produce, alternating, compared by their
@@ -89,7 +89,10 @@ _LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
 ADMIN_PASSWORD = secrets.token_urlsafe(16)
 AUTHORIZATION = "Basic " + base64.b64encode(f"admin:{ADMIN_PASSWORD}".encode()).decode()
 HEADERS = {"Authorization": AUTHORIZATION}
-COMPARE_ROUNDS = 3
+# Turns per side when two figures are compared in alternation: a turn's rate
+# moves by up to a sixth with the machine, and five turns a side average
+# most of that out.
+COMPARE_ROUNDS = 5
 _HANDLE = re.compile(rb'"receipt_handle":"([^"]+)"')
 
 # A driver gets the previous response (status, body), or None to open, and
