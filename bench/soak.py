@@ -693,8 +693,9 @@ def listener_cost(node: Node, events: int, workers: int) -> None:
         f"\nhearing the storage's events: {per_event * 1e6:.1f} us of a worker's CPU "
         f"per event ({len(got) - 1:,} heard); a produce of a typical event "
         f"costs {per_produce * 1e6:.0f} us in the worker serving it (in-process, "
-        f"without HTTP); with {workers} workers hearing each produce: "
-        f"+{100 * workers * per_event / per_produce:.0f}% of a produce's CPU"
+        f"without HTTP); with {workers} workers hearing each produce to a "
+        f"topic a consumer waits on: +{100 * workers * per_event / per_produce:.0f}% "
+        "of a produce's CPU (a topic nobody waits on publishes nothing)"
     )
 
 
