@@ -199,15 +199,20 @@ class Client:
             "GET", "/v1/topics", params=_params(limit=limit, page_token=page_token)
         )
 
-    def iter_topics(self, *, page_size: int = 1000) -> Iterator[dict[str, Any]]:
-        """Every topic record, page after page."""
+    def _pages(self, path: str, key: str, size: int) -> Iterator[dict[str, Any]]:
+        """Every item of a keyset-paginated list (``{key: [...],
+        "next_page_token": ...}``), one request per page."""
         token = None
         while True:
-            page = self.list_topics(limit=page_size, page_token=token)
-            yield from page["topics"]
+            page = self._json("GET", path, params=_params(limit=size, page_token=token))
+            yield from page[key]
             token = page.get("next_page_token")
             if not token:
                 return
+
+    def iter_topics(self, *, page_size: int = 1000) -> Iterator[dict[str, Any]]:
+        """Every topic record, page after page."""
+        return self._pages("/v1/topics", "topics", page_size)
 
     def topic(self, name: str) -> dict[str, Any]:
         """The topic's record with its ``partition_stats``."""
@@ -432,15 +437,7 @@ class Client:
 
     def users(self) -> Iterator[dict[str, Any]]:
         """Every user (no password material), page after page."""
-        token = None
-        while True:
-            page = self._json(
-                "GET", "/v1/users", params=_params(limit=1000, page_token=token)
-            )
-            yield from page["users"]
-            token = page.get("next_page_token")
-            if not token:
-                return
+        return self._pages("/v1/users", "users", 1000)
 
     def get_user(self, name: str) -> dict[str, Any]:
         """A user's record: ``{"username", "grants", "created_at_ms"}``."""

@@ -22,6 +22,8 @@ from narad.cli.output import print_json
 from narad.cli.output import print_table
 from narad.cli.output import wants_json
 
+# The node's compatibility modes (narad.schema.modes.Mode, kept equal by a
+# test), listed here so that the CLI does not import the schema engine.
 COMPATIBILITY = click.Choice(
     [
         "BACKWARD",

@@ -9,6 +9,8 @@ substring the refusal's message must contain (None when accepted).
 
 from __future__ import annotations
 
+from narad.schema.modes import Mode
+
 D04 = '"$schema":"http://json-schema.org/draft-04/schema#",'
 D06 = '"$schema":"http://json-schema.org/draft-06/schema#",'
 D07 = '"$schema":"http://json-schema.org/draft-07/schema#",'
@@ -1458,15 +1460,7 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
 
 # -- compatibility modes ------------------------------------------------------
 
-MODES = (
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-    "NONE",
-)
+MODES = tuple(mode.value for mode in Mode)
 FORWARD_MODES = ("FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 BACKWARD_MODES = ("BACKWARD", "BACKWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 

@@ -360,3 +360,11 @@ def test_a_schema_comes_from_a_file_a_pipe_or_inline(tmp_path):
         assert read_schema(f"/dev/fd/{reader}") == document
     finally:
         os.close(reader)
+
+
+def test_the_cli_offers_every_compatibility_mode_the_node_knows():
+    # The CLI lists them itself so as not to import the schema engine.
+    from narad.cli.topics import COMPATIBILITY
+    from narad.schema.modes import Mode
+
+    assert list(COMPATIBILITY.choices) == [mode.value for mode in Mode]
