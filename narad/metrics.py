@@ -248,7 +248,7 @@ class Tally:
             counts, self._counts = self._counts, {}
             observed, self._observed = self._observed, {}
         for (counter, labels), amount in counts.items():
-            counter.labels(*labels).inc(amount)
+            (counter.labels(*labels) if labels else counter).inc(amount)
         for (histogram, labels), slots in observed.items():
             _add_observations(histogram.labels(*labels), slots)
 

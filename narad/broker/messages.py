@@ -59,6 +59,7 @@ from narad.metrics import MESSAGES_CONSUMED
 from narad.metrics import MESSAGES_DEDUPLICATED
 from narad.metrics import MESSAGES_PRODUCED
 from narad.metrics import MESSAGES_REFUSED
+from narad.metrics import TALLY
 from narad.schema.service import SchemaService
 from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import Entry
@@ -210,7 +211,7 @@ class MessageService:
                     meta.epoch,
                     meta.schema_version,
                 ):
-                    MESSAGES_REFUSED.inc()
+                    TALLY.inc(MESSAGES_REFUSED, ())
                     raise
                 meta = fresh
                 continue
@@ -223,13 +224,13 @@ class MessageService:
                 limits=self.idempotency,
             )
             if result.status is Status.OK:
-                MESSAGES_PRODUCED.inc(result.count)
+                TALLY.inc(MESSAGES_PRODUCED, (), result.count)
                 if meta.children:
-                    FANOUT_COPIES.inc(result.count * len(meta.children))
+                    TALLY.inc(FANOUT_COPIES, (), result.count * len(meta.children))
                 if result.repeated:
-                    MESSAGES_DEDUPLICATED.inc(result.repeated)
+                    TALLY.inc(MESSAGES_DEDUPLICATED, (), result.repeated)
                 if result.evicted:
-                    IDEMPOTENCY_KEYS_EVICTED.inc(result.evicted)
+                    TALLY.inc(IDEMPOTENCY_KEYS_EVICTED, (), result.evicted)
                 return Produced(result.count, result.repeated)
             if result.status is Status.KEY_REUSED:
                 guard = guards[result.key_index]
@@ -347,7 +348,7 @@ class MessageService:
                     continue
                 if messages:
                     waiters.forget_empty(key, topic)
-                    MESSAGES_CONSUMED.inc(len(messages))
+                    TALLY.inc(MESSAGES_CONSUMED, (), len(messages))
                     return [
                         Delivery(
                             topic,
@@ -451,10 +452,10 @@ class MessageService:
             )
             if status is Status.OK:
                 if action is Settle.ACK:
-                    MESSAGES_ACKED.inc()
+                    TALLY.inc(MESSAGES_ACKED, ())
                 return
             if status is Status.REPEATED:
-                ACKS_REPEATED.inc()
+                TALLY.inc(ACKS_REPEATED, ())
                 return
             if status is Status.GONE:
                 raise LeaseGone()
@@ -513,10 +514,10 @@ class MessageService:
                 outcomes[index] = SETTLED[action] if done else _OUTCOMES[status]
             acked = statuses.count(Status.OK) if action is Settle.ACK else 0
             if acked:
-                MESSAGES_ACKED.inc(acked)
+                TALLY.inc(MESSAGES_ACKED, (), acked)
             repeated = statuses.count(Status.REPEATED)
             if repeated:
-                ACKS_REPEATED.inc(repeated)
+                TALLY.inc(ACKS_REPEATED, (), repeated)
             return outcomes
         raise TopicNotFound(topic)
 

@@ -16,6 +16,7 @@ needs credentials as much as a known one.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import time
@@ -37,6 +38,7 @@ PUBLIC = frozenset({"/healthz", "/readyz", "/metrics"})
 _REQUEST_ID = re.compile(r"[!-~]{1,128}")
 
 access_log = logging.getLogger("narad.access")
+_STARTED = time.time()
 
 
 def _setup_access_log() -> None:
@@ -77,41 +79,70 @@ class RequestLog:
         req_succeeded: bool,
     ) -> None:
         REQUEST_ID.reset(req.context.log_token)
-        if self.fmt == "off":
+        if self.fmt == "off" or not access_log.isEnabledFor(logging.INFO):
             return
-        elapsed_ms = (time.perf_counter() - req.context.started) * 1000
+        elapsed_ms = round((time.perf_counter() - req.context.started) * 1000, 3)
         principal = req.context.principal
-        fields = {
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-            "client": req.remote_addr or None,
-            "user": principal.name or None if principal is not None else None,
-            "method": req.method,
-            "route": req.uri_template,
-            "topic": req.context.get("topic"),
-            "status": resp.status_code,
-            "duration_ms": round(elapsed_ms, 3),
-            "request_id": req.context.request_id,
-        }
+        when = datetime.now(UTC).isoformat(timespec="milliseconds")
+        client = req.remote_addr or None
+        user = principal.name or None if principal is not None else None
+        route = req.uri_template
+        topic = req.context.get("topic")
+        status = resp.status_code
+        request_id = req.context.request_id
         if self.fmt == "json":
             # Like every other JSON line of the node (narad.logs): level,
             # logger and message, so one query reads them all.
-            message = f"{req.method} {req.uri_template} {resp.status_code}"
-            access_log.info(
-                encode(
-                    {
-                        "level": "INFO",
-                        "logger": access_log.name,
-                        "message": message,
-                        **fields,
-                    }
-                )
+            line = encode(
+                {
+                    "level": "INFO",
+                    "logger": access_log.name,
+                    "message": f"{req.method} {route} {status}",
+                    "time": when,
+                    "client": client,
+                    "user": user,
+                    "method": req.method,
+                    "route": route,
+                    "topic": topic,
+                    "status": status,
+                    "duration_ms": elapsed_ms,
+                    "request_id": request_id,
+                }
             )
         else:
-            access_log.info(
-                " ".join(
-                    "-" if value is None else str(value) for value in fields.values()
-                )
+            line = (
+                f"{when} {client or '-'} {user or '-'} {req.method} {route or '-'} "
+                f"{topic or '-'} {status} {elapsed_ms} {request_id}"
             )
+        access_log.handle(AccessRecord(line))
+
+
+class AccessRecord(logging.LogRecord):
+    """An access-log line as a log record, for the ``narad.access`` logger's
+    handlers and filters.
+
+    Made without what ``Logger.info`` gathers for a record and no access-log
+    format uses (the caller's file and line, thread and process names),
+    which cost about twice the rest of writing the line: a tenth of a small
+    produce under a gevent worker.
+    """
+
+    def __init__(self, line: str) -> None:
+        now = time.time()
+        self.name = access_log.name
+        self.msg = line
+        self.args = ()
+        self.levelname = "INFO"
+        self.levelno = logging.INFO
+        self.pathname = self.filename = self.module = __name__
+        self.lineno = 0
+        self.funcName = None
+        self.exc_info = self.exc_text = self.stack_info = None
+        self.created = now
+        self.msecs = int((now - int(now)) * 1000) + 0.0
+        self.relativeCreated = (now - _STARTED) * 1000
+        self.thread = self.threadName = self.processName = self.taskName = None
+        self.process = os.getpid()
 
 
 class Authenticate:

@@ -58,17 +58,21 @@ import threading
 import time
 from collections.abc import Callable
 from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from typing import TypeVar
 from urllib.parse import urlsplit
 
 import redis
+from gevent.monkey import get_original
 from redis.backoff import NoBackoff
+from redis.commands.core import Script
 from redis.connection import parse_url
 from redis.exceptions import BusyLoadingError
 from redis.exceptions import ClusterDownError
 from redis.exceptions import MovedError
+from redis.exceptions import NoScriptError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import ReadOnlyError
 from redis.exceptions import TryAgainError
@@ -81,6 +85,10 @@ from narad.errors import StorageUncertain
 from narad.metrics import STORAGE_RETRIES
 
 log = logging.getLogger(__name__)
+
+# The unpatched poll under a gevent worker: gevent's own waits on its hub,
+# which a zero-timeout readiness check does not need.
+_poll, _POLLIN = get_original("select", ["poll", "POLLIN"])
 
 T = TypeVar("T")
 
@@ -187,29 +195,125 @@ class _Unix(_ReplyTracking, redis.UnixDomainSocketConnection):
     pass
 
 
-class _Pool(redis.BlockingConnectionPool):
+class _Pool(redis.ConnectionPool):
     """The bounded pool of one node; once retired (the client moved to
-    another node) it closes each connection as it comes back."""
+    another node) it closes each connection as it comes back.
+
+    Lean where every storage call passes: taking a free connection is a list
+    pop, and the check that it is still clean (no reply left unread, not
+    closed by the server) is one non-blocking poll of its socket. redis-py's
+    own pools spend more than that on observability hooks, a queue and a
+    gevent-patched poll, which under a gevent worker cost a produce about as
+    much as the rest of its storage call. A caller finding all
+    ``max_connections`` taken waits up to ``timeout`` for one, then gets
+    :class:`PoolExhausted`.
+    """
 
     retired = False
 
+    def __init__(self, *, timeout: float, **kwargs: Any) -> None:
+        self.timeout = timeout
+        super().__init__(**kwargs)
+
+    def reset(self) -> None:
+        super().reset()  # also after a fork: the parent's connections are not ours
+        self._freed = threading.Condition(threading.Lock())
+        self._waiting = 0
+
     def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        self._checkpid()
         try:
-            return super().get_connection(*args, **kwargs)
-        except redis.ConnectionError as exc:
-            # redis-py raises this exact error when its queue stayed empty.
-            if str(exc) == "No connection available.":
-                raise PoolExhausted(str(exc)) from exc
+            connection = self._available_connections.pop()
+        except IndexError:
+            connection = self._new_or_freed()
+        self._in_use_connections.add(connection)
+        try:
+            if connection._sock is None:
+                connection.connect()
+            elif _unclean(connection):
+                connection.disconnect()
+                connection.connect()
+        except BaseException:
+            self.release(connection)
             raise
+        return connection
+
+    def _new_or_freed(self) -> Any:
+        """A new connection while fewer than ``max_connections`` exist, else
+        the first one released within ``timeout``."""
+        deadline = time.monotonic() + self.timeout
+        with self._freed:
+            self._waiting += 1
+            try:
+                while True:
+                    if self._available_connections:
+                        return self._available_connections.pop()
+                    if self._created_connections < self.max_connections:
+                        return self.make_connection()
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise PoolExhausted("No connection available.")
+                    self._freed.wait(left)
+            finally:
+                self._waiting -= 1
 
     def release(self, connection: Any) -> None:
-        if self.retired:
+        self._checkpid()
+        try:
+            self._in_use_connections.remove(connection)
+        except KeyError:
+            return  # not handed out by this pool (or before a fork)
+        if self.retired or connection.should_reconnect():
             connection.disconnect()
-        super().release(connection)
+        self._available_connections.append(connection)
+        if self._waiting:
+            with self._freed:
+                self._freed.notify()
 
     def retire(self) -> None:
         self.retired = True
         self.disconnect(inuse_connections=False)
+
+
+def _unclean(connection: Any) -> bool:
+    """Whether a pooled connection has bytes waiting (a reply left unread by
+    a call cut short) or was closed by the server."""
+    sock = connection._sock
+    if getattr(sock, "pending", None) is not None and sock.pending():
+        return True  # TLS: decrypted bytes above the socket
+    poller = _poll()
+    poller.register(sock.fileno(), _POLLIN)
+    return bool(poller.poll(0))
+
+
+def run_script(
+    script: Script, keys: Sequence[Any], args: Sequence[Any], client: redis.Redis
+) -> Any:
+    """``EVALSHA`` of ``script`` on one pooled connection of ``client``,
+    loading the script first if the server does not know it (a restarted
+    server, a new leader).
+
+    The same commands as redis-py's ``Script.__call__``, without the
+    client's per-command layers (a retry wrapper, observability records)
+    that a Narad storage call does not use; the connection's own error
+    handling is unchanged (it closes itself on any error mid-command).
+    """
+    pool = client.connection_pool
+    if not isinstance(pool, _Pool):  # a client given ready-made (tests)
+        return script(keys=keys, args=args, client=client)
+    connection = pool.get_connection()
+    try:
+        connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            return connection.read_response()
+        except NoScriptError:
+            # Refused, not run: load it and send the call again.
+            connection.send_command("SCRIPT", "LOAD", script.script)
+            connection.read_response()
+            connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            return connection.read_response()
+    finally:
+        pool.release(connection)
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,7 @@ from narad.storage import TopicStats
 from narad.storage import UserRecord
 from narad_redis.client import RetryingClient
 from narad_redis.client import detached
+from narad_redis.client import run_script
 
 #: Scripts the client may always send again after the link failed mid-call:
 #: a second reserve leases other messages, and those the first run leased
@@ -204,7 +205,7 @@ class RedisStorage:
         started = time.perf_counter()
         try:
             return self.client.call(
-                lambda r: fn(keys=keys, args=args, client=r), replayable=replayable
+                lambda r: run_script(fn, keys, args, r), replayable=replayable
             )
         finally:
             metrics.TALLY.observe(

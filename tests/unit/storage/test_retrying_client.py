@@ -240,7 +240,8 @@ def test_moving_on_closes_the_old_nodes_idle_connections(servers):
     old = client.redis.connection_pool
     assert get(client) == b"x"
     assert old.retired
-    assert all(c._sock is None for c in old._connections)
+    assert old._available_connections
+    assert all(c._sock is None for c in old._available_connections)
 
 
 # -- seeds ----------------------------------------------------------------------
