@@ -46,6 +46,7 @@ def test_a_reply_left_unread_is_not_read_by_the_next_caller(client):
     pool = one.redis.connection_pool
     cut_short = pool.get_connection()
     cut_short.send_command("ECHO", "stale")  # its reply is never read
+    assert cut_short.can_read(timeout=5)  # it has arrived: the check can see it
     pool.release(cut_short)
     assert one.call(lambda r: r.get("narad-test:pool")) == b"right"
     assert echo(one, "fresh") == b"fresh"
