@@ -36,8 +36,6 @@ from messaging import BODY
 from messaging import CLIENTS
 from messaging import Usage
 from messaging import call
-from messaging import child_pids
-from messaging import comm
 from messaging import constant
 from messaging import request
 from messaging import run_load
@@ -53,9 +51,7 @@ class Node(messaging.Servers):
         log = self.tmp / "narad.log"
         self.narad = self._spawn([sys.executable, "-m", "narad.cli", "serve"], log)
         wait_ready(self.port, "/readyz", self.narad, log)
-        children = child_pids(self.narad.pid)
-        self.valkey = [p for p in children if comm(p).startswith("valkey")]
-        self.narad_workers = [p for p in children if p not in self.valkey]
+        self.valkey, self.narad_workers = self._processes(self.narad.pid)
 
 
 def post(port: int, path: str, body: dict) -> dict:
