@@ -11,8 +11,8 @@ class, the embedded Valkey: append-only, fsync always) and, for the floor,
 ``bench/floor_app.py`` (a bare falcon endpoint doing one EVALSHA per request)
 under the same gunicorn settings and worker class against the same Valkey.
 Prints each figure beside its target, and where the CPU went in each phase
-(gunicorn workers, Valkey, the load generators), since all share the
-machine's cores.
+(gunicorn workers, Valkey and its AOF rewrites, the load generators), since
+all share the machine's cores.
 
 The produce/consume load generator is this process: one thread,
 non-blocking sockets on an epoll loop, one keep-alive HTTP/1.1 connection per
@@ -131,6 +131,17 @@ def cpu_seconds(pid: int) -> float:
     except FileNotFoundError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def rewrite_seconds(pid: int) -> float:
+    """CPU seconds of Valkey's (``pid``'s) children, reaped and running: its
+    AOF rewrites, forks that write the whole data set out again."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    reaped = (int(fields[13]) + int(fields[14])) / TICKS  # cutime + cstime
+    return reaped + sum(map(cpu_seconds, child_pids(pid)))
 
 
 def machine_busy_seconds() -> float:
@@ -469,6 +480,7 @@ class Usage:
     def __enter__(self) -> Usage:
         self.t0 = time.monotonic()
         self.before = {g: sum(map(cpu_seconds, ps)) for g, ps in self.groups.items()}
+        self.rewrites0 = sum(map(rewrite_seconds, self.groups.get("valkey", ())))
         self.self0 = resource.getrusage(resource.RUSAGE_SELF)
         self.children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.busy0 = machine_busy_seconds()
@@ -492,6 +504,11 @@ class Usage:
         )
         if prober:
             used["prober"] = prober
+        # Valkey rewrites its AOF in a fork whenever the file doubled: a
+        # phase it lands in has that much less of the machine.
+        rewrites = sum(map(rewrite_seconds, self.groups.get("valkey", ())))
+        if rewrites - self.rewrites0 >= 0.005 * wall:
+            used["valkey's AOF rewrite"] = rewrites - self.rewrites0
         # Anything else running on the machine competes for the same cores.
         used["other processes"] = max(
             machine_busy_seconds() - self.busy0 - sum(used.values()), 0.0
