@@ -224,11 +224,18 @@ class Connection:
     request); once one arrives, the head must be complete within ``header``;
     a body (from :meth:`begin_request`) gets ``body`` seconds plus one per
     ``min_rate`` bytes received.
+
+    A response's head (gunicorn sends it on its own) is held and goes out
+    with the body's first bytes: one send, not two. Each send on a TCP socket
+    costs a system call and a pass through the network stack; :meth:`flush`
+    sends a head that no body followed.
     """
 
     __slots__ = (
         "deadline",
         "first",
+        "held",
+        "hold",
         "idle",
         "limits",
         "linger",
@@ -245,6 +252,8 @@ class Connection:
         self.idle = True  # no byte of the next request yet
         self.first = True  # the first request counts from the connection's start
         self.linger = False  # closing with request bytes unread
+        self.hold = False  # the next send is a response head: hold it
+        self.held = b""  # a response head not sent yet
         self.deadline = time.monotonic() + limits.header
 
     def __getattr__(self, name: str) -> Any:
@@ -252,6 +261,7 @@ class Connection:
 
     def begin_request(self, request: Any) -> None:
         self.request = request
+        self.hold = True
         self.deadline = time.monotonic() + self.limits.body
 
     def end_request(self) -> None:
@@ -294,6 +304,13 @@ class Connection:
         )
 
     def sendall(self, data: bytes) -> None:
+        if self.hold:
+            self.hold = False
+            self.held = data
+            return
+        if self.held:
+            data = self.held + data
+            self.held = b""
         self.sock.settimeout(self.limits.body + len(data) / self.limits.min_rate)
         try:
             self.sock.sendall(data)
@@ -302,6 +319,16 @@ class Connection:
             raise BrokenPipeError(
                 errno.EPIPE, "client not taking its response"
             ) from None
+
+    def flush(self) -> None:
+        """Send a held response head; stop holding (the response is over)."""
+        self.hold = False
+        if self.held:
+            self.sendall(b"")
+
+    def sendfile(self, file: Any, offset: int = 0, count: int | None = None) -> int:
+        self.flush()
+        return self.sock.sendfile(file, offset, count)
 
     def refuse(self, status: int, reason: str, message: str) -> None:
         """Answer ``{"error": message}`` and ask to close (before any response)."""
@@ -449,7 +476,10 @@ class NaradWorker(JSONErrors, GeventWorker):
                 raise StopIteration
         sock.begin_request(req)
         try:
-            super().handle_request(listener_name, req, sock, addr)
+            try:
+                super().handle_request(listener_name, req, sock, addr)
+            finally:
+                sock.flush()
             _drain(req)  # still in the body's deadlines
         finally:
             sock.end_request()

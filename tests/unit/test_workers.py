@@ -86,6 +86,59 @@ def test_a_client_not_taking_its_response_is_dropped():
     client.close()
 
 
+class Sends:
+    """A socket that records each send."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.sent: list[bytes] = []
+
+    def settimeout(self, seconds: float) -> None:
+        self.sock.settimeout(seconds)
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(data)
+        self.sock.sendall(data)
+
+
+def test_a_response_head_goes_out_with_the_first_body_bytes(pair):
+    conn, _ = pair
+    conn.sock = sends = Sends(conn.sock)
+    conn.begin_request(Request())
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
+    assert sends.sent == []
+    conn.sendall(b"body")
+    conn.sendall(b"more")
+    conn.flush()
+    assert sends.sent == [b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody", b"more"]
+
+
+def test_a_head_without_a_body_goes_out_at_the_end_of_the_response(pair):
+    conn, client = pair
+    conn.sock = sends = Sends(conn.sock)
+    conn.begin_request(Request())
+    conn.sendall(b"HTTP/1.1 202 Accepted\r\n\r\n")
+    conn.flush()
+    assert sends.sent == [b"HTTP/1.1 202 Accepted\r\n\r\n"]
+    conn.refuse(408, "Request Timeout", "late")  # after the response: not held
+    assert len(sends.sent) == 2
+    assert client.recv(1000).startswith(b"HTTP/1.1 202 Accepted\r\n\r\nHTTP/1.1 408")
+
+
+def test_a_held_head_goes_out_before_a_file_sent_from_disk(pair, tmp_path):
+    conn, client = pair
+    (tmp_path / "f").write_bytes(b"file")
+    conn.begin_request(Request())
+    conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+    with (tmp_path / "f").open("rb") as file:
+        conn.sendfile(file)
+    expected = b"HTTP/1.1 200 OK\r\n\r\nfile"
+    received = b""
+    while len(received) < len(expected):
+        received += client.recv(1000)
+    assert received == expected
+
+
 def test_without_a_pool_work_runs_in_the_caller():
     assert offload.run(sum, [1, 2, 3]) == 6
 
