@@ -279,6 +279,22 @@ def call(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, byt
         conn.close()
 
 
+def counted(port: int, *series: str) -> list[float]:
+    """The node's figures for each of ``series`` (a metric's name and labels,
+    as /metrics prints them), summed over its workers."""
+    _, data = call(port, "GET", "/metrics")
+    lines = data.decode().splitlines()
+    return [
+        sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(name))
+        for name in series
+    ]
+
+
+# A produce's append, and the messages produced: how many produces shared one.
+APPENDS = 'narad_storage_script_duration_seconds_count{script="append"}'
+PRODUCED = "narad_messages_produced_total"
+
+
 def create_topic(port: int, name: str, **settings: int) -> None:
     status, data = call(
         port, "POST", "/v1/topics", json.dumps({"name": name, **settings}).encode()
@@ -725,6 +741,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     create_topic(port, "bench-single")
     floor_body = request("POST", "/floor", BODY)
     floor_rate = single = 0.0
+    appends_before, produced_before = counted(port, APPENDS, PRODUCED)
     for turn in range(COMPARE_ROUNDS):
         for side in ("floor", "narad") if turn % 2 == 0 else ("narad", "floor"):
             if side == "floor":
@@ -747,6 +764,10 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
                 )
                 single += rate / COMPARE_ROUNDS
             check(st, {202})
+    appends_after, produced_after = counted(port, APPENDS, PRODUCED)
+    per_append = (produced_after - produced_before) / max(
+        appends_after - appends_before, 1
+    )
     (_, st), idle_probes = phase(
         "single produce, probed", narad, lambda: probed(produce_load("bench-single"))
     )
@@ -907,7 +928,8 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             "single produce (1 KiB)",
             f"{single:9,.0f} msgs/s",
             f">= 80% of floor: {100 * single / floor_rate:.0f}% "
-            f"{verdict(single >= 0.8 * floor_rate)}",
+            f"{verdict(single >= 0.8 * floor_rate)}; {per_append:.1f} produces "
+            "per append",
         ),
         (
             "  security on (Basic auth)",

@@ -7,6 +7,8 @@ payload validated again, and the append retried. A 202 therefore always means
 the message was stored under the schema version it was checked against, and
 copied to every child the topic had at that moment (children share their
 parent's history, so a copy is never validated against another version).
+Produces to a topic that arrive while one of its appends is in flight share
+the next one (:mod:`narad.broker.group_commit`).
 
 A produce may carry idempotency keys (the ``Idempotency-Key`` header for the
 whole request, or one per batch entry). Each key travels with a digest of
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from narad.broker import now_ms
+from narad.broker.group_commit import GroupCommit
 from narad.broker.receipts import Receipt
 from narad.broker.receipts import decode as decode_receipt
 from narad.broker.receipts import new_nonce
@@ -162,6 +165,7 @@ class MessageService:
         self.waiters = waiters
         self.max_wait_ms = max_wait_ms
         self.idempotency = idempotency
+        self.appends = GroupCommit(storage, idempotency)
         # One counter per topic incarnation (name, epoch): topics produced
         # to in turn do not share ticks, so each spreads over all its
         # partitions, and a new topic starts at partition 0 in every worker.
@@ -215,14 +219,7 @@ class MessageService:
                     raise
                 meta = fresh
                 continue
-            result = self.storage.append(
-                meta,
-                entries,
-                schema_version=meta.schema_version,
-                now_ms=now_ms(),
-                idempotency=guards,
-                limits=self.idempotency,
-            )
+            result = self.appends.append(meta, entries, now_ms(), guards)
             if result.status is Status.OK:
                 TALLY.inc(MESSAGES_PRODUCED, (), result.count)
                 if meta.children:
