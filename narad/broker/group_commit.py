@@ -1,26 +1,29 @@
-"""Group commit: concurrent produces to one topic share one append.
+"""Group commit: concurrent small produces to one topic share one append.
 
 A worker serves many produces at once, and each append is a storage round
 trip whose fixed part (the client's send and receive, the script call, the
 topic's record and partition state read and written) costs a small produce
-more than its message does. So produces to a topic queue up, per worker: the
-one at the front leads, taking with it the produces queued behind it (up to
-:data:`MAX_GROUP_ENTRIES` entries and :data:`MAX_GROUP_BYTES` payload bytes)
-into one :meth:`~narad.storage.Storage.append`, and then hands the lead to
-the next one queued. A produce arriving at an empty queue goes at once; one
-arriving while an append of its topic is in flight waits for it, and goes
-with whatever else arrived meanwhile. A busy topic's appends grow with its
-load; an idle one's add no wait.
+more than its message does. So, per worker and topic, up to
+:data:`IN_FLIGHT` appends go at once, as they come; produces arriving while
+that many are in flight queue, and when one append returns, the produces
+queued go together as the next (up to :data:`MAX_GROUP_ENTRIES` entries and
+:data:`MAX_GROUP_BYTES` payload bytes), led by the first of them. A topic
+with few concurrent producers sees no wait; a busy one's appends grow with
+its load.
+
+Produces of :data:`ALONE_ENTRIES` entries or :data:`ALONE_BYTES` bytes or
+more go alone, at once: their fixed part is already small beside them, and
+waiting for another append would cost them more than sharing saves. So do
+produces with idempotency keys: the script refuses a whole append for one
+reused key, which must not fail the produces beside it.
 
 The script is all or nothing, so a group is stored whole or not at all, and
 each produce in it stays all or nothing, with its own round-robin ticks and
 its own validation already done. Members share the append's outcome: a
 refusal about the topic (recreated, a new schema version, children come or
-gone) is each one's to handle, and an error is raised to each of them.
-Produces with idempotency keys go alone: the script refuses a whole append
-for one reused key, which must not fail the produces beside it. Only members
-holding an equal topic record (same epoch, schema version, children) go
-together, since the script checks one.
+gone) is each one's to handle, and an error is raised to each of them. Only
+produces holding an equal topic record (same epoch, schema version,
+children) go together, since the script checks one.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Sequence
-from itertools import islice
 
+from narad.errors import StorageError
 from narad.errors import StorageUncertain
 from narad.storage import AppendResult
 from narad.storage import Entry
@@ -39,19 +42,24 @@ from narad.storage import Status
 from narad.storage import Storage
 from narad.storage import TopicMeta
 
-#: Most entries one grouped append carries (a produce bigger than this on its
-#: own still goes, alone).
+#: Appends of one topic a worker has in flight before produces queue: a few
+#: producers keep their round trips overlapping, as without grouping.
+IN_FLIGHT = 2
+#: Most entries and payload bytes one grouped append carries.
 MAX_GROUP_ENTRIES = 1000
-#: Most payload bytes one grouped append carries (as above).
 MAX_GROUP_BYTES = 1 << 20
+#: A produce this big (in entries or payload bytes) goes alone.
+ALONE_ENTRIES = 16
+ALONE_BYTES = 64 << 10
 
 
 class _Produce:
-    """One produce in a topic's queue: what it appends, and its outcome."""
+    """One produce: what it appends, and where it is in its topic's queue."""
 
     __slots__ = (
         "entries",
         "error",
+        "group",
         "meta",
         "now_ms",
         "result",
@@ -65,11 +73,22 @@ class _Produce:
         self.entries = entries
         self.now_ms = now_ms
         self.size = sum(len(entry.payload) for entry in entries)
-        # Set when the outcome is in, or when this produce is to lead.
+        # Set once its outcome is in, or once it is to lead ``group``.
         self.woken = threading.Event()
-        self.taken = False  # in a group being appended
+        self.taken = False  # out of the queue, into a group
+        self.group: list[_Produce] | None = None  # the group it leads
         self.result: AppendResult | None = None
         self.error: BaseException | None = None
+
+
+class _Topic:
+    """A topic's appends in flight in this worker, and the produces queued."""
+
+    __slots__ = ("in_flight", "queue")
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.queue: deque[_Produce] = deque()
 
 
 class GroupCommit:
@@ -80,9 +99,9 @@ class GroupCommit:
         self.storage = storage
         self.limits = limits
         self._lock = threading.Lock()
-        # Produces waiting or in flight, per topic; a topic's queue goes when
-        # it empties, so topics produced to once cost nothing later.
-        self._queues: dict[str, deque[_Produce]] = {}
+        # Only topics with an append in flight: a topic produced to once
+        # costs nothing later.
+        self._topics: dict[str, _Topic] = {}
 
     def append(
         self,
@@ -92,36 +111,40 @@ class GroupCommit:
         idempotency: Sequence[IdempotencyKey] = (),
     ) -> AppendResult:
         """Append ``entries`` to ``meta``'s topic under its schema version,
-        with others' when they wait too, at ``now_ms`` (a group's latest);
-        the outcome as :meth:`~narad.storage.Storage.append` gives it,
-        ``count`` being this produce's own entries."""
-        if idempotency:
-            return self._send(meta, entries, now_ms, idempotency)
+        with others' when they queue together, at ``now_ms`` (a group's
+        latest); the outcome as :meth:`~narad.storage.Storage.append` gives
+        it, ``count`` being this produce's own entries."""
         mine = _Produce(meta, entries, now_ms)
+        if idempotency or len(entries) >= ALONE_ENTRIES or mine.size >= ALONE_BYTES:
+            return self._send(meta, entries, now_ms, idempotency)
         with self._lock:
-            queue = self._queues.setdefault(meta.name, deque())
-            queue.append(mine)
-            leading = len(queue) == 1
-        if not leading:
+            topic = self._topics.get(meta.name)
+            if topic is None:
+                topic = self._topics[meta.name] = _Topic()
+            if topic.in_flight < IN_FLIGHT:
+                topic.in_flight += 1
+                mine.taken = True
+                mine.group = [mine]
+            else:
+                topic.queue.append(mine)
+        if mine.group is None:
             try:
                 mine.woken.wait()
             except BaseException:
                 self._abandon(mine)
                 raise
-            if mine.error is not None:
-                raise mine.error
-            if mine.result is not None:
-                return mine.result
-        return self._lead(mine)
+            if mine.group is None:  # another led it: the outcome is in
+                if mine.error is not None:
+                    raise mine.error
+                return mine.result  # type: ignore[return-value]
+        return self._lead(mine.group)
 
-    def _lead(self, mine: _Produce) -> AppendResult:
-        """Append ``mine`` (at its queue's front) with the produces queued
-        behind it that fit, give each its outcome, and pass the lead on."""
-        with self._lock:
-            group = self._take(self._queues[mine.meta.name])
+    def _lead(self, group: list[_Produce]) -> AppendResult:
+        """Append ``group`` as one, and give each member its outcome."""
+        leader = group[0]
         try:
             result = self._send(
-                mine.meta,
+                leader.meta,
                 [entry for member in group for entry in member.entries],
                 max(member.now_ms for member in group),
             )
@@ -130,31 +153,10 @@ class GroupCommit:
             raise
         except BaseException:
             # Cut short (the worker is stopping): the append may have run.
-            self._finish(
-                group, None, StorageUncertain("the grouped append was cut short")
-            )
+            self._finish(group, None, StorageUncertain("grouped append cut short"))
             raise
         self._finish(group, result, None)
-        return mine.result  # type: ignore[return-value]
-
-    @staticmethod
-    def _take(queue: deque[_Produce]) -> list[_Produce]:
-        """The leader (the front) and the produces after it that may go with it."""
-        leader = queue[0]
-        group, count, size = [leader], len(leader.entries), leader.size
-        for member in islice(queue, 1, None):
-            count += len(member.entries)
-            size += member.size
-            if (
-                member.meta != leader.meta
-                or count > MAX_GROUP_ENTRIES
-                or size > MAX_GROUP_BYTES
-            ):
-                break
-            group.append(member)
-        for member in group:
-            member.taken = True
-        return group
+        return leader.result  # type: ignore[return-value]
 
     def _send(
         self,
@@ -178,6 +180,8 @@ class GroupCommit:
         result: AppendResult | None,
         error: BaseException | None,
     ) -> None:
+        """Give ``group``'s members their outcome, and send what queued
+        meanwhile as the next group."""
         for index, member in enumerate(group):
             if error is not None:
                 member.error = error
@@ -192,26 +196,47 @@ class GroupCommit:
                 member.result = result
         name = group[0].meta.name
         with self._lock:
-            queue = self._queues[name]
-            for _ in group:
-                queue.popleft()
-            if queue:
-                queue[0].woken.set()  # the next one leads
+            topic = self._topics[name]
+            if topic.queue:
+                following = self._take(topic.queue)
+                following[0].group = following
             else:
-                del self._queues[name]
+                following = None
+                topic.in_flight -= 1
+                if not topic.in_flight:
+                    del self._topics[name]
         for member in group[1:]:
             member.woken.set()
+        if following is not None:
+            following[0].woken.set()
+
+    @staticmethod
+    def _take(queue: deque[_Produce]) -> list[_Produce]:
+        """The produces at the front of ``queue`` that go together."""
+        first = queue.popleft()
+        group, count, size = [first], len(first.entries), first.size
+        while queue:
+            member = queue[0]
+            count += len(member.entries)
+            size += member.size
+            if (
+                member.meta != first.meta
+                or count > MAX_GROUP_ENTRIES
+                or size > MAX_GROUP_BYTES
+            ):
+                break
+            group.append(queue.popleft())
+        for member in group:
+            member.taken = True
+        return group
 
     def _abandon(self, mine: _Produce) -> None:
-        """``mine`` stopped waiting (its worker is stopping): out of the queue,
-        unless an append already took it, and the lead passed on if it had it."""
+        """``mine`` stopped waiting (its worker is stopping): out of the queue;
+        if it was to lead a group, that group fails unsent."""
         with self._lock:
-            if mine.taken:
+            if not mine.taken:
+                self._topics[mine.meta.name].queue.remove(mine)
                 return
-            queue = self._queues[mine.meta.name]
-            front = queue[0] is mine
-            queue.remove(mine)
-            if not queue:
-                del self._queues[mine.meta.name]
-            elif front:
-                queue[0].woken.set()
+        if mine.group is not None:
+            unsent = StorageError("the worker stopped before the append was sent")
+            self._finish(mine.group, None, unsent)

@@ -7,7 +7,7 @@ payload validated again, and the append retried. A 202 therefore always means
 the message was stored under the schema version it was checked against, and
 copied to every child the topic had at that moment (children share their
 parent's history, so a copy is never validated against another version).
-Produces to a topic that arrive while one of its appends is in flight share
+Small produces to a topic that arrive while its appends are in flight share
 the next one (:mod:`narad.broker.group_commit`).
 
 A produce may carry idempotency keys (the ``Idempotency-Key`` header for the

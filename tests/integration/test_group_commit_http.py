@@ -1,5 +1,5 @@
-"""Group commit over real HTTP and Valkey: produces that arrive while an append
-of their topic is in flight go together in the next one, each answered 202
+"""Group commit over real HTTP and Valkey: produces that arrive while appends
+of their topic are in flight go together in the next one, each answered 202
 and each stored once."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import threading
 
 import redis
 
+from narad.broker.group_commit import IN_FLIGHT
 from tests.integration.test_security_http import metric
 from tests.nodes import Node
 from tests.nodes import start_valkey
@@ -29,8 +30,8 @@ def test_produces_queued_behind_an_append_in_flight_share_the_next(tmp_path):
         assert http.post("/v1/topics/g/produce", b"warm").status == 202
         before = metric(http, APPENDS)
 
-        # Writes stall: the first produce's append waits in Valkey, and the
-        # others queue behind it in the worker.
+        # Writes stall: the first produces' appends wait in Valkey, and the
+        # others queue behind them in the worker.
         redis.Redis.from_url(tcp_url(valkey)).client_pause(PAUSE_MS, all=False)
         statuses: list[int] = []
 
@@ -49,8 +50,8 @@ def test_produces_queued_behind_an_append_in_flight_share_the_next(tmp_path):
             thread.join(30)
 
         assert statuses == [202] * PRODUCES
-        # The one held, then all the others together.
-        assert metric(http, APPENDS) - before == 2
+        # Those held, then all the others together.
+        assert metric(http, APPENDS) - before == IN_FLIGHT + 1
         resp = http.get("/v1/topics/g/consume/batch?max=100")
         stored = [m["payload"] for m in resp.json()["messages"]]
         assert stored[0] == "warm"
