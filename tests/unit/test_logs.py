@@ -6,13 +6,17 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import sys
+from datetime import datetime
+from datetime import timedelta
 
 import pytest
 
 from narad import testing
 from narad.http.health import Health
 from narad.logs import REQUEST_ID
+from narad.logs import AccessLines
 from narad.logs import Episode
 from narad.logs import Formatter
 from narad.logs import dict_config
@@ -98,3 +102,87 @@ def test_lines_written_while_serving_a_request_carry_its_id(tmp_path, monkeypatc
     ]
     assert "RuntimeError: a bug" in lines[0]["traceback"]
     assert REQUEST_ID.get() is None  # reset once the request is answered
+
+
+# -- the access log's handler -------------------------------------------------------
+
+
+def test_the_access_log_writes_through_its_own_handler(tmp_path):
+    built = dict_config(testing.make_config(tmp_path))
+    assert built["handlers"]["access"] == {
+        "()": AccessLines,
+        "stream": "ext://sys.stderr",
+    }
+
+
+class Writes:
+    """A stream that records each write and flush."""
+
+    def __init__(self, line_buffering: bool) -> None:
+        self.line_buffering = line_buffering
+        self.calls: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.calls.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.calls.append("flush")
+
+
+@pytest.mark.parametrize(
+    "line_buffering, calls",
+    [(True, ["a line\n"]), (False, ["a line\n", "flush"])],
+)
+def test_access_lines_are_one_write_each(line_buffering, calls):
+    stream = Writes(line_buffering)
+    AccessLines(stream).write("a line")
+    # Standard error is line-buffered: the write itself reaches the file.
+    assert stream.calls == calls
+
+
+def test_access_lines_write_records_from_elsewhere_and_never_raise(monkeypatch):
+    stream = Writes(True)
+    handler = AccessLines(stream)
+    handler.handle(logging.makeLogRecord({"msg": "from %s", "args": ("elsewhere",)}))
+    assert stream.calls == ["from elsewhere\n"]
+
+    class Broken(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError("disk full")
+
+    reported = []
+    handler = AccessLines(Broken())
+    monkeypatch.setattr(handler, "handleError", reported.append)
+    handler.write("lost")
+    assert [r.getMessage() for r in reported] == ["lost"]
+
+
+def test_access_lines_as_the_middleware_writes_them(tmp_path):
+    access = logging.getLogger("narad.access")
+    stream = Writes(True)
+    saved = access.handlers[:], access.level
+    access.handlers[:] = [AccessLines(stream)]
+    access.setLevel(logging.INFO)
+    try:
+        client = testing.client(
+            testing.make_config(tmp_path, server__access_log="text")
+        )
+        client.simulate_get("/healthz", headers={"X-Request-ID": "req-1"})
+    finally:
+        access.handlers[:] = saved[0]
+        access.setLevel(saved[1])
+    (line,) = stream.calls
+    when, address, user, method, route, topic, status, ms, request_id = line.split()
+    assert datetime.fromisoformat(when).utcoffset() == timedelta(0)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", when)
+    assert (address, user, method, route, topic, status, request_id) == (
+        "127.0.0.1",
+        "-",
+        "GET",
+        "/healthz",
+        "-",
+        "200",
+        "req-1",
+    )
+    assert float(ms) >= 0
