@@ -1,242 +1,203 @@
-"""Group commit: concurrent small produces to one topic share one append.
+"""Group commit: concurrent storage calls of one kind on one topic share one.
 
-A worker serves many produces at once, and each append is a storage round
-trip whose fixed part (the client's send and receive, the script call, the
+A worker serves many requests at once, and each storage call is a round trip
+whose fixed part (the client's send and receive, the script call, the
 topic's record and partition state read and written) costs a small produce
-more than its message does. So, per worker and topic, up to
-:data:`IN_FLIGHT` appends go at once, as they come; produces arriving while
-that many are in flight queue, and when one append returns, the produces
-queued go together as the next (up to :data:`MAX_GROUP_ENTRIES` entries and
-:data:`MAX_GROUP_BYTES` payload bytes), led by the first of them. A topic
-with few concurrent producers sees no wait; a busy one's appends grow with
-its load.
+or ack more than its own message does. So calls under one key (a topic, and
+for settles the action) go up to :data:`IN_FLIGHT` at once per worker, as
+they come; calls arriving while that many are in flight queue, and when one
+returns, those queued go together as the next (up to
+:data:`MAX_GROUP_MESSAGES` messages and :data:`MAX_GROUP_BYTES` payload
+bytes, and only calls that may join the first of them), led by that first
+one. A key with few concurrent callers sees no wait; a busy one's calls grow
+with its load.
 
-Produces of :data:`ALONE_ENTRIES` entries or :data:`ALONE_BYTES` bytes or
-more go alone, at once: their fixed part is already small beside them, and
-waiting for another append would cost them more than sharing saves. So do
-produces with idempotency keys: the script refuses a whole append for one
-reused key, which must not fail the produces beside it.
-
-The script is all or nothing, so a group is stored whole or not at all, and
-each produce in it stays all or nothing, with its own round-robin ticks and
-its own validation already done. Members share the append's outcome: a
-refusal about the topic (recreated, a new schema version, children come or
-gone) is each one's to handle, and an error is raised to each of them. Only
-produces holding an equal topic record (same epoch, schema version,
-children) go together, since the script checks one.
+Members share their call's fate: ``send`` gives each its own result, and an
+error it raises is raised to each of them. The broker's scripts are all or
+nothing, so a member is stored (or settled) with its group or not at all,
+as it would be alone.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
+from collections.abc import Hashable
 from collections.abc import Sequence
+from typing import Generic
+from typing import TypeVar
 
 from narad.errors import StorageError
 from narad.errors import StorageUncertain
-from narad.storage import AppendResult
-from narad.storage import Entry
-from narad.storage import IdempotencyKey
-from narad.storage import IdempotencyLimits
-from narad.storage import Status
-from narad.storage import Storage
-from narad.storage import TopicMeta
 
-#: Appends of one topic a worker has in flight before produces queue: a few
-#: producers keep their round trips overlapping, as without grouping.
+#: Calls under one key a worker has in flight before the next ones queue: a
+#: few concurrent callers keep their round trips overlapping, as without
+#: grouping (with one, two producers on a worker ran a quarter slower).
 IN_FLIGHT = 2
-#: Most entries and payload bytes one grouped append carries.
-MAX_GROUP_ENTRIES = 1000
+#: Most messages and payload bytes one grouped call carries.
+MAX_GROUP_MESSAGES = 1000
 MAX_GROUP_BYTES = 1 << 20
-#: A produce this big (in entries or payload bytes) goes alone.
-ALONE_ENTRIES = 16
-ALONE_BYTES = 64 << 10
+
+T = TypeVar("T")  # what one caller brings
+R = TypeVar("R")  # what it gets back
 
 
-class _Produce:
-    """One produce: what it appends, and where it is in its topic's queue."""
+class _Call(Generic[T, R]):
+    """One caller: what it brings, and where it is in its key's queue."""
 
     __slots__ = (
-        "entries",
+        "bytes",
         "error",
         "group",
-        "meta",
-        "now_ms",
+        "item",
+        "messages",
         "result",
-        "size",
         "taken",
         "woken",
     )
 
-    def __init__(self, meta: TopicMeta, entries: Sequence[Entry], now_ms: int) -> None:
-        self.meta = meta
-        self.entries = entries
-        self.now_ms = now_ms
-        self.size = sum(len(entry.payload) for entry in entries)
-        # Set once its outcome is in, or once it is to lead ``group``.
-        self.woken = threading.Event()
+    def __init__(self, item: T, messages: int, size: int) -> None:
+        self.item = item
+        self.messages = messages
+        self.bytes = size
+        # Only while queued: set once its result is in, or once it is to
+        # lead ``group``.
+        self.woken: threading.Event | None = None
         self.taken = False  # out of the queue, into a group
-        self.group: list[_Produce] | None = None  # the group it leads
-        self.result: AppendResult | None = None
+        self.group: list[_Call[T, R]] | None = None  # the group it leads
+        self.result: R | None = None
         self.error: BaseException | None = None
 
 
-class _Topic:
-    """A topic's appends in flight in this worker, and the produces queued."""
+class _Queue(Generic[T, R]):
+    """A key's calls in flight in this worker, and the callers queued."""
 
-    __slots__ = ("in_flight", "queue")
+    __slots__ = ("calls", "in_flight")
 
     def __init__(self) -> None:
         self.in_flight = 0
-        self.queue: deque[_Produce] = deque()
+        self.calls: deque[_Call[T, R]] = deque()
 
 
-class GroupCommit:
-    """Appends for one worker's :class:`~narad.broker.messages.MessageService`,
-    grouped per topic. Safe to call from many threads or greenlets."""
+class Groups(Generic[T, R]):
+    """One kind of storage call, grouped per key. Safe to call from many
+    threads or greenlets.
 
-    def __init__(self, storage: Storage, limits: IdempotencyLimits) -> None:
-        self.storage = storage
-        self.limits = limits
-        self._lock = threading.Lock()
-        # Only topics with an append in flight: a topic produced to once
-        # costs nothing later.
-        self._topics: dict[str, _Topic] = {}
+    Args:
+        send: Makes one storage call for the items of a group (in order),
+            and gives back each item's result, in the same order.
+        joins: Whether an item may go in a group that ``first`` leads.
+    """
 
-    def append(
+    def __init__(
         self,
-        meta: TopicMeta,
-        entries: Sequence[Entry],
-        now_ms: int,
-        idempotency: Sequence[IdempotencyKey] = (),
-    ) -> AppendResult:
-        """Append ``entries`` to ``meta``'s topic under its schema version,
-        with others' when they queue together, at ``now_ms`` (a group's
-        latest); the outcome as :meth:`~narad.storage.Storage.append` gives
-        it, ``count`` being this produce's own entries."""
-        mine = _Produce(meta, entries, now_ms)
-        if idempotency or len(entries) >= ALONE_ENTRIES or mine.size >= ALONE_BYTES:
-            return self._send(meta, entries, now_ms, idempotency)
+        send: Callable[[list[T]], Sequence[R]],
+        *,
+        joins: Callable[[T, T], bool],
+    ) -> None:
+        self.send = send
+        self.joins = joins
+        self._lock = threading.Lock()
+        # Only keys with a call in flight: a topic used once costs nothing later.
+        self._queues: dict[Hashable, _Queue[T, R]] = {}
+
+    def call(self, key: Hashable, item: T, messages: int = 1, size: int = 0) -> R:
+        """``item``'s result, sent alone or with others queued under ``key``;
+        ``messages`` and ``size`` (payload bytes) count against a group's caps."""
+        mine: _Call[T, R] = _Call(item, messages, size)
         with self._lock:
-            topic = self._topics.get(meta.name)
-            if topic is None:
-                topic = self._topics[meta.name] = _Topic()
-            if topic.in_flight < IN_FLIGHT:
-                topic.in_flight += 1
+            queue = self._queues.get(key)
+            if queue is None:
+                queue = self._queues[key] = _Queue()
+            if queue.in_flight < IN_FLIGHT:
+                queue.in_flight += 1
                 mine.taken = True
                 mine.group = [mine]
             else:
-                topic.queue.append(mine)
-        if mine.group is None:
+                mine.woken = threading.Event()
+                queue.calls.append(mine)
+        if mine.woken is not None:
             try:
                 mine.woken.wait()
             except BaseException:
-                self._abandon(mine)
+                self._abandon(key, mine)
                 raise
-            if mine.group is None:  # another led it: the outcome is in
+            if mine.group is None:  # another led it: the result is in
                 if mine.error is not None:
                     raise mine.error
                 return mine.result  # type: ignore[return-value]
-        return self._lead(mine.group)
+        return self._lead(key, mine.group)
 
-    def _lead(self, group: list[_Produce]) -> AppendResult:
-        """Append ``group`` as one, and give each member its outcome."""
-        leader = group[0]
+    def _lead(self, key: Hashable, group: list[_Call[T, R]]) -> R:
+        """Send ``group`` as one call, and give each member its result."""
         try:
-            result = self._send(
-                leader.meta,
-                [entry for member in group for entry in member.entries],
-                max(member.now_ms for member in group),
-            )
+            results = self.send([member.item for member in group])
         except Exception as exc:
-            self._finish(group, None, exc)
+            self._finish(key, group, None, exc)
             raise
         except BaseException:
-            # Cut short (the worker is stopping): the append may have run.
-            self._finish(group, None, StorageUncertain("grouped append cut short"))
+            # Cut short (the worker is stopping): the call may have run.
+            self._finish(key, group, None, StorageUncertain("grouped call cut short"))
             raise
-        self._finish(group, result, None)
-        return leader.result  # type: ignore[return-value]
-
-    def _send(
-        self,
-        meta: TopicMeta,
-        entries: Sequence[Entry],
-        now_ms: int,
-        idempotency: Sequence[IdempotencyKey] = (),
-    ) -> AppendResult:
-        return self.storage.append(
-            meta,
-            entries,
-            schema_version=meta.schema_version,
-            now_ms=now_ms,
-            idempotency=idempotency,
-            limits=self.limits,
-        )
+        self._finish(key, group, results, None)
+        return group[0].result  # type: ignore[return-value]
 
     def _finish(
         self,
-        group: list[_Produce],
-        result: AppendResult | None,
+        key: Hashable,
+        group: list[_Call[T, R]],
+        results: Sequence[R] | None,
         error: BaseException | None,
     ) -> None:
-        """Give ``group``'s members their outcome, and send what queued
+        """Give ``group``'s members their results, and send what queued
         meanwhile as the next group."""
         for index, member in enumerate(group):
             if error is not None:
                 member.error = error
-            elif result.status is Status.OK:
-                # Keys evicted to make room are counted once, by the leader.
-                member.result = AppendResult(
-                    Status.OK,
-                    count=len(member.entries),
-                    evicted=result.evicted if index == 0 else 0,
-                )
             else:
-                member.result = result
-        name = group[0].meta.name
+                member.result = results[index]  # type: ignore[index]
         with self._lock:
-            topic = self._topics[name]
-            if topic.queue:
-                following = self._take(topic.queue)
+            queue = self._queues[key]
+            if queue.calls:
+                following = self._take(queue.calls)
                 following[0].group = following
             else:
                 following = None
-                topic.in_flight -= 1
-                if not topic.in_flight:
-                    del self._topics[name]
+                queue.in_flight -= 1
+                if not queue.in_flight:
+                    del self._queues[key]
         for member in group[1:]:
-            member.woken.set()
+            member.woken.set()  # type: ignore[union-attr]
         if following is not None:
-            following[0].woken.set()
+            following[0].woken.set()  # type: ignore[union-attr]
 
-    @staticmethod
-    def _take(queue: deque[_Produce]) -> list[_Produce]:
-        """The produces at the front of ``queue`` that go together."""
-        first = queue.popleft()
-        group, count, size = [first], len(first.entries), first.size
-        while queue:
-            member = queue[0]
-            count += len(member.entries)
-            size += member.size
+    def _take(self, calls: deque[_Call[T, R]]) -> list[_Call[T, R]]:
+        """The callers at the front of ``calls`` that go together."""
+        first = calls.popleft()
+        group, messages, size = [first], first.messages, first.bytes
+        while calls:
+            member = calls[0]
+            messages += member.messages
+            size += member.bytes
             if (
-                member.meta != first.meta
-                or count > MAX_GROUP_ENTRIES
+                messages > MAX_GROUP_MESSAGES
                 or size > MAX_GROUP_BYTES
+                or not self.joins(first.item, member.item)
             ):
                 break
-            group.append(queue.popleft())
+            group.append(calls.popleft())
         for member in group:
             member.taken = True
         return group
 
-    def _abandon(self, mine: _Produce) -> None:
+    def _abandon(self, key: Hashable, mine: _Call[T, R]) -> None:
         """``mine`` stopped waiting (its worker is stopping): out of the queue;
         if it was to lead a group, that group fails unsent."""
         with self._lock:
             if not mine.taken:
-                self._topics[mine.meta.name].queue.remove(mine)
+                self._queues[key].calls.remove(mine)
                 return
         if mine.group is not None:
-            unsent = StorageError("the worker stopped before the append was sent")
-            self._finish(mine.group, None, unsent)
+            unsent = StorageError("the worker stopped before the call was sent")
+            self._finish(key, mine.group, None, unsent)

@@ -8,7 +8,13 @@ the message was stored under the schema version it was checked against, and
 copied to every child the topic had at that moment (children share their
 parent's history, so a copy is never validated against another version).
 Small produces to a topic that arrive while its appends are in flight share
-the next one (:mod:`narad.broker.group_commit`).
+the next one, and so do single acks (or extends, or give-backs) of a topic
+(:mod:`narad.broker.group_commit`). Produces of :data:`ALONE_MESSAGES`
+messages or :data:`ALONE_BYTES` bytes or more go alone, at once: their
+round trip's fixed part is already small beside them, and waiting for
+another would cost them more than sharing saves. So do produces with
+idempotency keys: the script refuses a whole append for one reused key,
+which must not fail the produces beside it.
 
 A produce may carry idempotency keys (the ``Idempotency-Key`` header for the
 whole request, or one per batch entry). Each key travels with a digest of
@@ -36,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from narad.broker import now_ms
-from narad.broker.group_commit import GroupCommit
+from narad.broker.group_commit import Groups
 from narad.broker.receipts import Receipt
 from narad.broker.receipts import decode as decode_receipt
 from narad.broker.receipts import new_nonce
@@ -65,6 +71,7 @@ from narad.metrics import MESSAGES_REFUSED
 from narad.metrics import TALLY
 from narad.schema.service import SchemaService
 from narad.storage import DEFAULT_IDEMPOTENCY
+from narad.storage import AppendResult
 from narad.storage import Entry
 from narad.storage import IdempotencyKey
 from narad.storage import IdempotencyLimits
@@ -77,6 +84,9 @@ from narad.storage import Storage
 from narad.storage import TopicMeta
 
 WRITE_ATTEMPTS = 4
+#: A produce this big (in messages or payload bytes) is not grouped.
+ALONE_MESSAGES = 16
+ALONE_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -165,7 +175,12 @@ class MessageService:
         self.waiters = waiters
         self.max_wait_ms = max_wait_ms
         self.idempotency = idempotency
-        self.appends = GroupCommit(storage, idempotency)
+        self._appends: Groups[_Append, AppendResult] = Groups(
+            self._append_together, joins=_same_record
+        )
+        self._settles: Groups[_Settle, Status] = Groups(
+            self._settle_together, joins=_same_record
+        )
         # One counter per topic incarnation (name, epoch): topics produced
         # to in turn do not share ticks, so each spreads over all its
         # partitions, and a new topic starts at partition 0 in every worker.
@@ -219,7 +234,7 @@ class MessageService:
                     raise
                 meta = fresh
                 continue
-            result = self.appends.append(meta, entries, now_ms(), guards)
+            result = self._append(meta, entries, guards)
             if result.status is Status.OK:
                 TALLY.inc(MESSAGES_PRODUCED, (), result.count)
                 if meta.children:
@@ -242,6 +257,48 @@ class MessageService:
             # attached as a delay child.
             meta = self.records.refresh(topic)
         raise TopicKeptChanging(topic)
+
+    def _append(
+        self,
+        meta: TopicMeta,
+        entries: Sequence[Entry],
+        guards: Sequence[IdempotencyKey],
+    ) -> AppendResult:
+        size = sum(len(entry.payload) for entry in entries)
+        if guards or len(entries) >= ALONE_MESSAGES or size >= ALONE_BYTES:
+            return self.storage.append(
+                meta,
+                entries,
+                schema_version=meta.schema_version,
+                now_ms=now_ms(),
+                idempotency=guards,
+                limits=self.idempotency,
+            )
+        append = _Append(meta, entries, now_ms())
+        return self._appends.call(meta.name, append, len(entries), size)
+
+    def _append_together(self, appends: list[_Append]) -> list[AppendResult]:
+        """One append of the produces in ``appends`` (sharing one topic
+        record), at the latest of their clocks; each one's result."""
+        meta = appends[0].meta
+        result = self.storage.append(
+            meta,
+            [entry for append in appends for entry in append.entries],
+            schema_version=meta.schema_version,
+            now_ms=max(append.now_ms for append in appends),
+            limits=self.idempotency,
+        )
+        if result.status is not Status.OK:
+            return [result] * len(appends)  # about the topic: each handles it
+        # Keys evicted to make room are counted once, by the first.
+        return [
+            AppendResult(
+                Status.OK,
+                count=len(append.entries),
+                evicted=result.evicted if index == 0 else 0,
+            )
+            for index, append in enumerate(appends)
+        ]
 
     def _refuse_delay_child(self, meta: TopicMeta) -> TopicMeta:
         """Refuse a produce to a delay child (checking a cached record
@@ -439,13 +496,9 @@ class MessageService:
         for _ in range(2):
             if receipt.partition >= meta.partitions:
                 raise LeaseGone()
-            status = self.storage.settle(
-                meta,
-                receipt.partition,
-                receipt.offset,
-                receipt.nonce,
-                action=action,
-                now_ms=now_ms(),
+            lease = Lease(receipt.partition, receipt.offset, receipt.nonce)
+            status = self._settles.call(
+                (topic, action), _Settle(meta, action, lease, now_ms())
             )
             if status is Status.OK:
                 if action is Settle.ACK:
@@ -517,6 +570,50 @@ class MessageService:
                 TALLY.inc(ACKS_REPEATED, (), repeated)
             return outcomes
         raise TopicNotFound(topic)
+
+    def _settle_together(self, settles: list[_Settle]) -> list[Status]:
+        """One batch settle of the leases in ``settles`` (sharing one topic
+        record and action), at the latest of their clocks; each one's status."""
+        # Ascending offsets per partition, as a batch ack goes.
+        order = sorted(
+            range(len(settles)),
+            key=lambda i: (settles[i].lease.partition, settles[i].lease.offset),
+        )
+        statuses = self.storage.settle_batch(
+            settles[0].meta,
+            [settles[i].lease for i in order],
+            action=settles[0].action,
+            now_ms=max(settle.now_ms for settle in settles),
+        )
+        answers = [Status.OK] * len(settles)
+        for index, status in zip(order, statuses, strict=True):
+            answers[index] = status
+        return answers
+
+
+@dataclass(frozen=True, slots=True)
+class _Append:
+    """A produce's part of a grouped append."""
+
+    meta: TopicMeta
+    entries: Sequence[Entry]
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Settle:
+    """A single settle's part of a grouped batch settle."""
+
+    meta: TopicMeta
+    action: Settle
+    lease: Lease
+    now_ms: int
+
+
+def _same_record(first: _Append | _Settle, other: _Append | _Settle) -> bool:
+    """Whether ``other`` may go with ``first``: the script checks one topic
+    record (epoch, schema version, children) for the whole call."""
+    return other.meta == first.meta
 
 
 _OUTCOMES = {
