@@ -64,6 +64,7 @@ from typing import Any
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+import hiredis
 import redis
 from gevent.monkey import get_original
 from redis.backoff import NoBackoff
@@ -301,19 +302,31 @@ def run_script(
     pool = client.connection_pool
     if not isinstance(pool, _Pool):  # a client given ready-made (tests)
         return script(keys=keys, args=args, client=client)
+    call = ("EVALSHA", script.sha, len(keys), *keys, *args)
     connection = pool.get_connection()
     try:
-        connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        _send(connection, call)
         try:
             return connection.read_response()
         except NoScriptError:
             # Refused, not run: load it and send the call again.
             connection.send_command("SCRIPT", "LOAD", script.script)
             connection.read_response()
-            connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            _send(connection, call)
             return connection.read_response()
     finally:
         pool.release(connection)
+
+
+def _send(connection: Any, command: tuple[Any, ...]) -> None:
+    """Send ``command`` as ``send_command`` would, packed by hiredis in one
+    call: redis-py's packer first looks at every argument in Python, a
+    sizeable part of an append's packing with its dozens of arguments."""
+    try:
+        packed = [hiredis.pack_command(command)]
+    except TypeError:  # a bytearray or memoryview: redis-py converts them
+        packed = connection.pack_command(*command)
+    connection.send_packed_command(packed)
 
 
 @dataclass(frozen=True)

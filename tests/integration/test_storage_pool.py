@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+import redis
 
 from narad.errors import StorageError
 from narad_redis.client import RetryingClient
@@ -28,7 +29,7 @@ def client(storage_url):
         one.close()
 
 
-def echo(client: RetryingClient, value: str) -> bytes:
+def echo(client: RetryingClient, value: object) -> bytes:
     script = client.redis.register_script("return ARGV[1]")
     return client.call(lambda r: run_script(script, [], [value], r), replayable=False)
 
@@ -38,6 +39,27 @@ def test_a_script_the_server_forgot_is_loaded_again(client):
     assert echo(one, "before") == b"before"
     one.call(lambda r: r.script_flush())
     assert echo(one, "after") == b"after"
+
+
+@pytest.mark.parametrize(
+    ("value", "sent"),
+    [
+        ("text", b"text"),
+        (b"\x00\xff", b"\x00\xff"),
+        (42, b"42"),
+        (bytearray(b"array"), b"array"),  # not packed by hiredis: redis-py's way
+        (memoryview(b"view"), b"view"),
+    ],
+)
+def test_script_arguments_arrive_as_redis_py_sends_them(client, value, sent):
+    assert echo(client(), value) == sent
+
+
+def test_an_argument_redis_py_refuses_is_refused_before_sending(client):
+    one = client()
+    with pytest.raises(redis.DataError):
+        echo(one, None)
+    assert echo(one, "after") == b"after"  # the connection is still in step
 
 
 def test_a_reply_left_unread_is_not_read_by_the_next_caller(client):
