@@ -35,7 +35,7 @@ from narad.errors import StorageUncertain
 #: few concurrent callers keep their round trips overlapping, as without
 #: grouping (with one, two producers on a worker ran a quarter slower). With
 #: two, eight producers per worker left the worker idle while its calls were
-#: out: three served them 2-3% faster in two A/Bs (1.9 against 2.3 produces
+#: out: three served them 2-3% faster in two A/Bs (1.7 against 2.3 produces
 #: per append).
 IN_FLIGHT = 3
 #: Most messages and payload bytes one grouped call carries.

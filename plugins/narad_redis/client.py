@@ -324,7 +324,7 @@ def _send(connection: Any, command: tuple[Any, ...]) -> None:
     sizeable part of an append's packing with its dozens of arguments."""
     try:
         packed = [hiredis.pack_command(command)]
-    except TypeError:  # a bytearray or memoryview: redis-py converts them
+    except TypeError:  # a bytearray (redis-py converts it) or a value it refuses
         packed = connection.pack_command(*command)
     connection.send_packed_command(packed)
 
