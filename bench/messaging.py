@@ -186,18 +186,11 @@ class Rewrites:
         started = time.monotonic()
         try:
             self._settled(client)
-            percent = int(
-                client.config_get("auto-aof-rewrite-percentage")[
-                    "auto-aof-rewrite-percentage"
-                ]
-            )
-            floor = int(
-                client.config_get("auto-aof-rewrite-min-size")[
-                    "auto-aof-rewrite-min-size"
-                ]
-            )
+            settings = client.config_get("auto-aof-rewrite-*")
+            percent = int(settings["auto-aof-rewrite-percentage"])
+            least = int(settings["auto-aof-rewrite-min-size"])
             info = client.info("persistence")
-            trigger = max(floor, max(info["aof_base_size"], 1) * (100 + percent) // 100)
+            trigger = max(least, max(info["aof_base_size"], 1) * (100 + percent) // 100)
             if info["aof_current_size"] + self.BYTES_PER_S * seconds < trigger:
                 return
             client.bgrewriteaof()
