@@ -266,27 +266,17 @@ class MessageService:
     ) -> AppendResult:
         size = sum(len(entry.payload) for entry in entries)
         if guards or len(entries) >= ALONE_MESSAGES or size >= ALONE_BYTES:
-            return self.storage.append(
-                meta,
-                entries,
-                schema_version=meta.schema_version,
-                now_ms=now_ms(),
-                idempotency=guards,
-                limits=self.idempotency,
-            )
+            return self._store(meta, entries, now_ms(), guards)
         append = _Append(meta, entries, now_ms())
         return self._appends.call(meta.name, append, len(entries), size)
 
     def _append_together(self, appends: list[_Append]) -> list[AppendResult]:
         """One append of the produces in ``appends`` (sharing one topic
         record), at the latest of their clocks; each one's result."""
-        meta = appends[0].meta
-        result = self.storage.append(
-            meta,
+        result = self._store(
+            appends[0].meta,
             [entry for append in appends for entry in append.entries],
-            schema_version=meta.schema_version,
-            now_ms=max(append.now_ms for append in appends),
-            limits=self.idempotency,
+            max(append.now_ms for append in appends),
         )
         if result.status is not Status.OK:
             return [result] * len(appends)  # about the topic: each handles it
@@ -299,6 +289,23 @@ class MessageService:
             )
             for index, append in enumerate(appends)
         ]
+
+    def _store(
+        self,
+        meta: TopicMeta,
+        entries: Sequence[Entry],
+        now: int,
+        guards: Sequence[IdempotencyKey] = (),
+    ) -> AppendResult:
+        """One append script call, under the record's schema version."""
+        return self.storage.append(
+            meta,
+            entries,
+            schema_version=meta.schema_version,
+            now_ms=now,
+            idempotency=guards,
+            limits=self.idempotency,
+        )
 
     def _refuse_delay_child(self, meta: TopicMeta) -> TopicMeta:
         """Refuse a produce to a delay child (checking a cached record
@@ -537,29 +544,24 @@ class MessageService:
                 continue
         meta = self.records.cached(topic)
         for _ in range(2):
-            # Ascending offsets per partition let the lowest unacked offset
-            # move before acks above it fill the acked-ahead cap.
-            order = sorted(
-                (i for i, r in receipts.items() if r.partition < meta.partitions),
-                key=lambda i: (receipts[i].partition, receipts[i].offset),
-            )
+            valid = [i for i, r in receipts.items() if r.partition < meta.partitions]
             for index in receipts:
                 outcomes[index] = LAPSED
-            if not order:
+            if not valid:
                 return outcomes
-            statuses = self.storage.settle_batch(
+            statuses = self._settle_leases(
                 meta,
                 [
                     Lease(receipts[i].partition, receipts[i].offset, receipts[i].nonce)
-                    for i in order
+                    for i in valid
                 ],
-                action=action,
-                now_ms=now_ms(),
+                action,
+                now_ms(),
             )
             if Status.NO_TOPIC in statuses:
                 meta = self.records.refresh(topic)
                 continue
-            for index, status in zip(order, statuses, strict=True):
+            for index, status in zip(valid, statuses, strict=True):
                 done = status is Status.OK
                 outcomes[index] = SETTLED[action] if done else _OUTCOMES[status]
             acked = statuses.count(Status.OK) if action is Settle.ACK else 0
@@ -574,18 +576,28 @@ class MessageService:
     def _settle_together(self, settles: list[_Settle]) -> list[Status]:
         """One batch settle of the leases in ``settles`` (sharing one topic
         record and action), at the latest of their clocks; each one's status."""
-        # Ascending offsets per partition, as a batch ack goes.
+        return self._settle_leases(
+            settles[0].meta,
+            [settle.lease for settle in settles],
+            settles[0].action,
+            max(settle.now_ms for settle in settles),
+        )
+
+    def _settle_leases(
+        self, meta: TopicMeta, leases: Sequence[Lease], action: Settle, now: int
+    ) -> list[Status]:
+        """Settle ``leases`` in one step; each one's status, in their order.
+
+        They go in ascending offsets per partition, which lets the lowest
+        unacked offset move before acks above it fill the acked-ahead cap.
+        """
         order = sorted(
-            range(len(settles)),
-            key=lambda i: (settles[i].lease.partition, settles[i].lease.offset),
+            range(len(leases)), key=lambda i: (leases[i].partition, leases[i].offset)
         )
         statuses = self.storage.settle_batch(
-            settles[0].meta,
-            [settles[i].lease for i in order],
-            action=settles[0].action,
-            now_ms=max(settle.now_ms for settle in settles),
+            meta, [leases[i] for i in order], action=action, now_ms=now
         )
-        answers = [Status.OK] * len(settles)
+        answers = [Status.OK] * len(leases)
         for index, status in zip(order, statuses, strict=True):
             answers[index] = status
         return answers
