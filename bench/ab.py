@@ -1,0 +1,204 @@
+"""Compare this checkout's speed with a git revision's, on fresh node pairs.
+
+A change worth a few percent hides in this machine's noise: its speed
+drifts by up to a sixth within a minute, and two nodes of the same code,
+started alike, can differ by a tenth for as long as they run (single
+produce 2,756 against 3,236 msgs/s over eight alternating turns). One node
+per version, or one node switching between versions, measures the node as
+much as the change. So each pair is two fresh nodes, one per version, taking
+turns (order alternating), and compared only with each other; the pairs'
+ratios then say how far the change moved things and how much they scatter.
+
+Run from a checkout: ``PYTHONPATH=.:plugins python bench/ab.py REV``
+(``--pairs N``, default 3; ``--turns N`` per pair and version, default 4;
+``--seconds N`` per turn, default 4; ``--phases``, default all of
+``produce,consume-ack,flow``). ``REV`` is checked out in a temporary git
+worktree (its C helper built there) and run from it: its node imports its
+own ``narad`` and plugins. Phases, as in ``bench/messaging.py``: single
+produce (32 connections, 1 KiB); consume+ack from a backlog, one message at
+a time; the full flow in batches of 100, counting acked messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from itertools import chain
+from pathlib import Path
+
+import messaging
+from messaging import BATCH
+from messaging import BATCH_CLIENTS
+from messaging import BODY
+from messaging import CLIENTS
+from messaging import FLOW_CONSUMERS
+from messaging import FLOW_PRODUCERS
+from messaging import ROOT
+from messaging import Servers
+from messaging import ack_all
+from messaging import batch_body
+from messaging import batch_flow
+from messaging import constant
+from messaging import consume_and_ack
+from messaging import create_topic
+from messaging import request
+from messaging import run_load
+
+PHASES = ("produce", "consume-ack", "flow")
+VERSIONS = ("old", "new")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rev", help="the git revision to compare with")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=4.0, help="per turn")
+    parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument("--workers", type=int, default=4)
+    args = parser.parse_args()
+    phases = args.phases.split(",")
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases {sorted(unknown)}; choose from {PHASES}")
+    tmp = Path(tempfile.mkdtemp(prefix="narad-bench-ab-"))
+    old = tmp / "old"
+    try:
+        label = checkout(args.rev, old)
+        print(
+            f"old: {label}; new: this checkout; {args.pairs} pairs of fresh nodes "
+            f"({args.workers} workers, embedded Valkey, fsync always), "
+            f"{args.turns} turn(s) a version per phase, {args.seconds:g} s a turn"
+        )
+        rates = {p: {v: [] for v in VERSIONS} for p in phases}
+        for pair in range(args.pairs):
+            run_pair(pair, old, tmp / f"pair{pair}", args, phases, rates)
+        report(phases, rates)
+    finally:
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+            capture_output=True,
+        )
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def checkout(rev: str, where: Path) -> str:
+    """``rev`` in a worktree at ``where``, C helper built; its one-line log."""
+    git = ["git", "-C", str(ROOT)]
+    subprocess.run(
+        [*git, "worktree", "add", "--detach", "--quiet", str(where), rev], check=True
+    )
+    subprocess.run(
+        [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"],
+        cwd=where,
+        check=True,
+        capture_output=True,
+    )
+    return subprocess.run(
+        [*git, "log", "-1", "--format=%h %<(60,trunc)%s", rev],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def run_pair(
+    pair: int,
+    old: Path,
+    tmp: Path,
+    args: argparse.Namespace,
+    phases: list[str],
+    rates: dict[str, dict[str, list[list[float]]]],
+) -> None:
+    """Start one node per version, take alternating turns of each phase, and
+    add the pair's rates (one list per version and phase)."""
+    tmp.mkdir()
+    servers = Servers(tmp, args.workers)
+    try:
+        ports = {}
+        # Which version starts first alternates too.
+        for version in VERSIONS if pair % 2 == 0 else VERSIONS[::-1]:
+            extra = {}
+            if version == "old":
+                extra["PYTHONPATH"] = f"{old}:{old / 'plugins'}"
+            ports[version], _, _ = servers.spawn_node(version, **extra)
+            prepare(ports[version])
+        for phase in phases:
+            got = {v: [] for v in VERSIONS}
+            for turn in range(args.turns):
+                order = VERSIONS if (turn + pair) % 2 == 0 else VERSIONS[::-1]
+                for version in order:
+                    rate = TURNS[phase](ports[version], args.seconds, turn)
+                    got[version].append(rate)
+                    print(
+                        f"  pair {pair + 1} {phase:11s} {version}: {rate:9,.0f} msgs/s",
+                        flush=True,
+                    )
+            for version in VERSIONS:
+                rates[phase][version].append(got[version])
+    finally:
+        servers.stop()
+        shutil.rmtree(tmp, ignore_errors=True)  # its two data sets
+
+
+def prepare(port: int) -> None:
+    """The topics the turns use, and the backlog consume+ack takes from."""
+    for topic in ("ab-single", "ab-backlog"):
+        create_topic(port, topic)
+    body = request("POST", "/v1/topics/ab-backlog/produce/batch", batch_body())
+    run_load(port, BATCH_CLIENTS, 8, constant(body, 202, BATCH))
+
+
+def produce(port: int, seconds: float, turn: int) -> float:
+    body = request("POST", "/v1/topics/ab-single/produce", BODY)
+    return run_load(port, CLIENTS, seconds, constant(body, 202, 1))[0]
+
+
+def consume_ack(port: int, seconds: float, turn: int) -> float:
+    unacked: set[str] = set()
+    rate, _ = run_load(port, CLIENTS, seconds, consume_and_ack("ab-backlog", unacked))
+    ack_all(port, "ab-backlog", unacked)
+    return rate
+
+
+def flow(port: int, seconds: float, turn: int) -> float:
+    topic = f"ab-flow-{turn}"
+    create_topic(port, topic)
+    connections = FLOW_PRODUCERS + FLOW_CONSUMERS
+    return run_load(port, connections, seconds, batch_flow(topic, FLOW_PRODUCERS))[0]
+
+
+# One turn of a phase on a node (port, seconds, turn number): its rate.
+TURNS: dict[str, Callable[[int, float, int], float]] = {
+    "produce": produce,
+    "consume-ack": consume_ack,
+    "flow": flow,
+}
+
+
+def report(phases: list[str], rates: dict[str, dict[str, list[list[float]]]]) -> None:
+    print()
+    print(f"{'phase':12s} {'old':>10s} {'new':>10s}   new/old per pair -> mean")
+    for phase in phases:
+        old, new = rates[phase]["old"], rates[phase]["new"]
+        ratios = [
+            statistics.mean(n) / statistics.mean(o)
+            for o, n in zip(old, new, strict=True)
+        ]
+        spread = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
+        print(
+            f"{phase:12s} {statistics.mean(chain(*old)):10,.0f} "
+            f"{statistics.mean(chain(*new)):10,.0f}   "
+            + ", ".join(f"{r:.3f}" for r in ratios)
+            + f" -> {statistics.mean(ratios):.3f} (pairs' stdev {spread:.3f})"
+        )
+    print(f"(msgs/s, means over every turn; {messaging.WARMUP_S:g} s warm-up a turn)")
+
+
+if __name__ == "__main__":
+    main()
