@@ -16,7 +16,9 @@ Run from a checkout: ``PYTHONPATH=.:plugins python bench/ab.py REV``
 worktree (its C helper built there) and run from it: its node imports its
 own ``narad`` and plugins. Phases, as in ``bench/messaging.py``: single
 produce (32 connections, 1 KiB); consume+ack from a backlog, one message at
-a time; the full flow in batches of 100, counting acked messages.
+a time; the full flow in batches of 100, counting acked messages. As there,
+Valkey rewrites its append-only file before a turn that could start a
+rewrite, so that none lands inside a turn (:class:`messaging.Rewrites`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 
-import messaging
 from messaging import BATCH
 from messaging import BATCH_CLIENTS
 from messaging import BODY
@@ -39,6 +40,8 @@ from messaging import CLIENTS
 from messaging import FLOW_CONSUMERS
 from messaging import FLOW_PRODUCERS
 from messaging import ROOT
+from messaging import WARMUP_S
+from messaging import Rewrites
 from messaging import Servers
 from messaging import ack_all
 from messaging import batch_body
@@ -51,6 +54,13 @@ from messaging import run_load
 
 PHASES = ("produce", "consume-ack", "flow")
 VERSIONS = ("old", "new")
+# What a turn of each phase may write to the AOF in a second, at most: the
+# full flow stores ~25,000 messages of 1 KiB a second, and leases and acks.
+AOF_BYTES_PER_S = {
+    "produce": Rewrites.BYTES_PER_S,
+    "consume-ack": Rewrites.BYTES_PER_S,
+    "flow": 64 * 1024 * 1024,
+}
 
 
 def main() -> None:
@@ -76,9 +86,11 @@ def main() -> None:
             f"{args.turns} turn(s) a version per phase, {args.seconds:g} s a turn"
         )
         rates = {p: {v: [] for v in VERSIONS} for p in phases}
+        rewritten = 0
         for pair in range(args.pairs):
-            run_pair(pair, old, tmp / f"pair{pair}", args, phases, rates)
+            rewritten += run_pair(pair, old, tmp / f"pair{pair}", args, phases, rates)
         report(phases, rates)
+        print(f"Valkey's AOF rewritten {rewritten} times before turns, none within")
     finally:
         subprocess.run(
             ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
@@ -114,25 +126,32 @@ def run_pair(
     args: argparse.Namespace,
     phases: list[str],
     rates: dict[str, dict[str, list[list[float]]]],
-) -> None:
+) -> int:
     """Start one node per version, take alternating turns of each phase, and
-    add the pair's rates (one list per version and phase)."""
+    add the pair's rates (one list per version and phase); how many AOF
+    rewrites were made before turns."""
     tmp.mkdir()
     servers = Servers(tmp, args.workers)
+    rewrites = Rewrites()
     try:
-        ports = {}
+        ports, storage = {}, {}
         # Which version starts first alternates too.
         for version in VERSIONS if pair % 2 == 0 else VERSIONS[::-1]:
             extra = {}
             if version == "old":
                 extra["PYTHONPATH"] = f"{old}:{old / 'plugins'}"
-            ports[version], _, _ = servers.spawn_node(version, **extra)
+            ports[version], _, storage[version] = servers.spawn_node(version, **extra)
             prepare(ports[version])
         for phase in phases:
             got = {v: [] for v in VERSIONS}
             for turn in range(args.turns):
                 order = VERSIONS if (turn + pair) % 2 == 0 else VERSIONS[::-1]
                 for version in order:
+                    rewrites.make_room(
+                        storage[version],
+                        args.seconds + WARMUP_S,
+                        AOF_BYTES_PER_S[phase],
+                    )
                     rate = TURNS[phase](ports[version], args.seconds, turn)
                     got[version].append(rate)
                     print(
@@ -141,6 +160,7 @@ def run_pair(
                     )
             for version in VERSIONS:
                 rates[phase][version].append(got[version])
+        return rewrites.count
     finally:
         servers.stop()
         shutil.rmtree(tmp, ignore_errors=True)  # its two data sets
@@ -197,7 +217,7 @@ def report(phases: list[str], rates: dict[str, dict[str, list[list[float]]]]) ->
             + ", ".join(f"{r:.3f}" for r in ratios)
             + f" -> {statistics.mean(ratios):.3f} (pairs' stdev {spread:.3f})"
         )
-    print(f"(msgs/s, means over every turn; {messaging.WARMUP_S:g} s warm-up a turn)")
+    print(f"(msgs/s, means over every turn; {WARMUP_S:g} s warm-up a turn)")
 
 
 if __name__ == "__main__":

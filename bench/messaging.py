@@ -180,8 +180,11 @@ class Rewrites:
         self.count = 0
         self.seconds = 0.0
 
-    def make_room(self, storage_url: str, seconds: float) -> None:
-        """Rewrite now if ``seconds`` of writes could start a rewrite."""
+    def make_room(
+        self, storage_url: str, seconds: float, bytes_per_s: int = BYTES_PER_S
+    ) -> None:
+        """Rewrite now if ``seconds`` of writes (at ``bytes_per_s``) could
+        start a rewrite."""
         client = redis.Redis.from_url(storage_url)
         started = time.monotonic()
         try:
@@ -191,7 +194,7 @@ class Rewrites:
             least = int(settings["auto-aof-rewrite-min-size"])
             info = client.info("persistence")
             trigger = max(least, max(info["aof_base_size"], 1) * (100 + percent) // 100)
-            if info["aof_current_size"] + self.BYTES_PER_S * seconds < trigger:
+            if info["aof_current_size"] + bytes_per_s * seconds < trigger:
                 return
             client.bgrewriteaof()
             self._settled(client)
