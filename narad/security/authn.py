@@ -29,7 +29,6 @@ passwords costs a worker a bounded amount of CPU and memory.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import math
@@ -154,7 +153,7 @@ def parse_basic(header: str) -> tuple[str, str, bytes]:
     try:
         raw = base64.b64decode(encoded, validate=True)
         name, sep, password = raw.decode("utf-8").partition(":")
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # bad base64, a non-ASCII header byte, or not UTF-8
         raise MalformedCredentials() from None
     if not sep:
         raise MalformedCredentials()

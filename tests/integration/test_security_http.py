@@ -21,6 +21,8 @@ from tests.httpclient import Client
 from tests.nodes import ROOT
 from tests.nodes import Node
 from tests.nodes import tcp_url
+from tests.rawhttp import build
+from tests.rawhttp import exchange
 
 CHALLENGE = 'Basic realm="narad"'
 
@@ -675,6 +677,22 @@ def test_basic_credentials_are_utf8(http, as_user):
     resp = http.get("/v1/topics", headers={"Authorization": header})
     assert resp.status == 401
     assert resp.error.startswith("malformed Authorization header")
+
+
+def test_credentials_with_bytes_beyond_ascii_are_malformed(node):
+    # A header's bytes reach the app as Latin-1 text; base64 has none of them.
+    for header in (
+        "Basic \xe9\xe9\xe9\xe9",
+        "Basic YWRtaW46\xff",
+        "Basic YWRtaW46eA\xa0",
+    ):
+        request = build(
+            "GET", "/v1/topics", auth=None, headers={"Authorization": header}
+        )
+        resp = exchange(node.port, request)
+        assert resp.status == 401, (header, resp.body)
+        assert resp.headers["www-authenticate"] == CHALLENGE
+        assert resp.error.startswith("malformed Authorization header")
 
 
 def test_fan_out_children_are_their_parents_owners_business(http, as_user, p):
