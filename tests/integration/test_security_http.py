@@ -544,6 +544,38 @@ def test_failed_logins_are_rate_limited(valkey, tmp_path):
         node.stop()
 
 
+def test_ipv4_clients_of_a_dual_stack_bind_are_limited_apart(valkey, tmp_path):
+    """Bound to ``[::]``, IPv4 clients arrive as ``::ffff:a.b.c.d``: each is
+    still its own address, not one /64 shared by every IPv4 client."""
+    node = Node(tmp_path, storage_url=tcp_url(valkey), workers=1)
+    node.env.update(
+        {
+            "NARAD_SERVER_BIND": f"[::]:{node.port}",
+            "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "3",
+            "NARAD_SECURITY_ADDRESS_FAILURES_PER_MINUTE": "1",
+        }
+    )
+    node.start()
+    admin = node.client()
+    try:
+        name, password = new_user(admin, [])
+        statuses = []
+        for n in range(6):
+            guess = Client(
+                node.base, auth=(f"guess-{n}", "wrong-pass"), source="127.0.0.5"
+            )
+            statuses.append(guess.get("/v1/topics").status)
+            guess.close()
+        assert statuses == [401] * 3 + [429] * 3
+        # Another IPv4 client, with credentials no worker has verified yet.
+        other = Client(node.base, auth=(name, password), source="127.0.0.6")
+        assert other.get("/v1/topics").status == 200
+        other.close()
+    finally:
+        admin.close()
+        node.stop()
+
+
 def readme_walkthrough() -> str:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Walkthrough", 1)[1]
