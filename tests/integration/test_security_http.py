@@ -308,6 +308,9 @@ def test_user_creation_is_checked(http):
     good = {"username": "ok-name", "password": "long-enough", "grants": []}
     for body, wanted in (
         ({**good, "username": "a:b"}, "username must be"),
+        # Path segments: clients resolve /v1/users/.. away, so no such user.
+        ({**good, "username": "."}, "not only dots"),
+        ({**good, "username": ".."}, "not only dots"),
         ({**good, "password": "short"}, "password must be 8 to"),
         ({**good, "grants": [{"action": "read", "patterns": ["x"]}]}, "action must"),
         ({**good, "grants": [{"action": "produce", "patterns": ["a*b"]}]}, "patterns"),
