@@ -474,6 +474,30 @@ def test_the_access_log_has_a_line_per_request(node, http, p):
     assert fields[8] == request_id
 
 
+def test_a_path_cannot_write_lines_into_the_access_log(node):
+    # The topic segment arrives percent-decoded: %0A would end the line and
+    # start a forged one (here, an admin's delete).
+    request_id = f"trace-{uuid.uuid4().hex}"
+    forged = "2026-01-01T00:00:00.000+00:00 127.0.0.1 admin DELETE - payments 204"
+    target = "/v1/topics/x%0A" + forged.replace(" ", "%20") + "/consume"
+    request = build("GET", target, auth=None, headers={"X-Request-ID": request_id})
+    assert exchange(node.port, request).status == 401
+    deadline = time.monotonic() + 10
+    while request_id not in node.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert forged not in node.log.read_text()
+    lines = [ln for ln in node.log.read_text().splitlines() if request_id in ln]
+    assert len(lines) == 1
+    assert lines[0].split(" ")[1:7] == [
+        "127.0.0.1",
+        "-",
+        "GET",
+        "/v1/topics/{name}/consume",
+        "-",
+        "401",
+    ]
+
+
 # -- nodes of their own -------------------------------------------------------------
 
 
