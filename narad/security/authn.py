@@ -326,7 +326,11 @@ class Authenticator:
             # Once: the root admin may be missing because the storage did
             # not answer when the node started.
             seed, self._seed = self._seed, None
-            seed()
+            try:
+                seed()
+            except BaseException:
+                self._seed = seed  # not seeded (the storage refused): next time
+                raise
             user = self._storage.get_user(name)
         return user
 

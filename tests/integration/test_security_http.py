@@ -706,6 +706,27 @@ def test_the_root_admin_password_can_come_from_the_environment(valkey, tmp_path)
         bare.stop()
 
 
+def test_the_root_admin_is_seeded_once_the_storage_takes_writes(valkey, tmp_path):
+    """A first start on a storage refusing writes (full) seeds no admin; the
+    workers seed it on a later login, once the storage takes writes again."""
+    url = tcp_url(valkey)[:-1] + "3"  # a database with no user yet
+    server = redis.Redis.from_url(url)
+    server.flushdb()
+    limit = server.config_get("maxmemory")["maxmemory"]
+    server.config_set("maxmemory", 1)  # every write refused for memory
+    node = Node(tmp_path, storage_url=url, workers=1)
+    try:
+        node.start()
+        admin = node.client()
+        assert admin.get("/v1/topics").status == 507  # the seeding's write
+        server.config_set("maxmemory", limit)
+        assert admin.get("/v1/topics").status == 200
+        admin.close()
+    finally:
+        server.config_set("maxmemory", limit)
+        node.stop()
+
+
 def test_security_off_opens_every_route_and_says_so(valkey, tmp_path):
     node = Node(
         tmp_path,
