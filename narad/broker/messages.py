@@ -69,6 +69,8 @@ from narad.metrics import MESSAGES_DEDUPLICATED
 from narad.metrics import MESSAGES_PRODUCED
 from narad.metrics import MESSAGES_REFUSED
 from narad.metrics import TALLY
+from narad.schema.jsontext import nesting_depth_exceeds
+from narad.schema.limits import PAYLOAD_DEPTH
 from narad.schema.service import SchemaService
 from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import AppendResult
@@ -131,11 +133,18 @@ class Delivery:
 
 
 def classify(payload: bytes) -> PayloadKind:
-    """Whether ``payload`` is one JSON text, other UTF-8 text, or binary."""
+    """Whether ``payload`` is one JSON text nesting at most
+    :data:`~narad.schema.limits.PAYLOAD_DEPTH` levels, other UTF-8 text, or
+    binary."""
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError:
         return PayloadKind.BINARY
+    # Depth is judged before parsing: how deep the parser gets depends on the
+    # recursion limit, which schema validation raises in a worker, and the
+    # same bytes must be classified alike by every worker at any time.
+    if nesting_depth_exceeds(payload, PAYLOAD_DEPTH):
+        return PayloadKind.TEXT
     try:
         _DECODER.decode(text)
     except (ValueError, RecursionError):
