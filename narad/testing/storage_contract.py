@@ -1803,6 +1803,33 @@ class StorageContract:
         finally:
             stream.close()
 
+    @requires("notifications")
+    @pytest.mark.parametrize("cap", ["max_in_flight", "max_acked_ahead"])
+    def test_an_ack_that_frees_a_capped_partition_publishes(self, storage, cap):
+        # Partition 0 holds a message no reserve may take until the ack.
+        meta = self.topic(storage, **{f"{cap}_per_partition": 1})
+        for _ in range(3):
+            assert self.put(storage, meta, b"m", now=0).status is Status.OK
+        first = storage.reserve(meta, [0], nonce=nonce(1), now_ms=0).message
+        if cap == "max_acked_ahead":
+            second = storage.reserve(meta, [0], nonce=nonce(2), now_ms=0).message
+            status = storage.settle(
+                meta, 0, second.offset, second.nonce, action=Settle.ACK, now_ms=0
+            )
+            assert status is Status.OK
+        assert storage.reserve(meta, [0], nonce=nonce(3), now_ms=0).message is None
+        assert storage.mark_waiting(meta, HOUR) is Status.OK
+        stream = self.listening(storage)
+        try:
+            status = storage.settle(
+                meta, 0, first.offset, first.nonce, action=Settle.ACK, now_ms=0
+            )
+            assert status is Status.OK
+            self.expect(stream, [Notification(Event.MESSAGES, meta.name)])
+        finally:
+            stream.close()
+        assert storage.reserve(meta, [0], nonce=nonce(4), now_ms=0).message
+
     def test_mark_waiting_checks_the_epoch(self, storage):
         meta = self.topic(storage)
         assert storage.mark_waiting(meta, HOUR) is Status.OK

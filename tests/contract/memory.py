@@ -763,8 +763,10 @@ class MemoryStorage:
             if topic is None:
                 return [Status.NO_TOPIC] * len(leases)
             results = [self._settle(topic, lease, action, now_ms) for lease in leases]
-            released = action is Settle.RELEASE and Status.OK in results
-            if released and topic.waited(now_ms):
+            # Every give-back or ack (more often than the caps require, which
+            # the contract allows) may let a waiting consumer reserve.
+            freed = action is not Settle.EXTEND and Status.OK in results
+            if freed and topic.waited(now_ms):
                 self._publish(Event.MESSAGES, meta.name)
             return results
 
