@@ -1018,7 +1018,8 @@ class Storage(Protocol):
 
         Checks: ``meta.epoch`` is the topic's (NO_TOPIC). Then, partition by
         partition in the order given, after dropping what retention no
-        longer keeps (as :meth:`append` does), a partition offers:
+        longer keeps (as :meth:`append` does; what a bounded drop leaves for
+        later calls is never offered either), a partition offers:
 
         - when ``max_acked_ahead_per_partition`` messages are acked out of
           order, only the message at its lowest unacked offset (if its lease
