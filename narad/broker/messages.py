@@ -388,7 +388,7 @@ class MessageService:
     def _lease(
         self, topic: str, count: int, wait_ms: int, partition: int | None
     ) -> list[Delivery]:
-        meta = self.records.cached(topic)
+        meta = self._record_with(topic, partition)
         self._check_partition(meta, partition)
         wait_ms = min(wait_ms, self.max_wait_ms)
         deadline = time.monotonic() + wait_ms / 1000
@@ -489,13 +489,22 @@ class MessageService:
         start = next(self._consume_start) % meta.partitions
         return [(start + i) % meta.partitions for i in range(meta.partitions)]
 
+    def _record_with(self, topic: str, partition: int | None) -> TopicMeta:
+        """The topic's record, read again when the cached one lacks
+        ``partition``: the topic may have been created again with more
+        partitions, and a stale record must not refuse what storage holds."""
+        meta = self.records.cached(topic)
+        if partition is not None and partition >= meta.partitions:
+            meta = self.records.refresh(topic)
+        return meta
+
     @staticmethod
     def _check_partition(meta: TopicMeta, partition: int | None) -> None:
         if partition is not None and not 0 <= partition < meta.partitions:
             raise PartitionOutOfRange(meta.name, partition, meta.partitions)
 
     def replay(self, topic: str, *, partition: int, offset: int) -> Delivery:
-        meta = self.records.cached(topic)
+        meta = self._record_with(topic, partition)
         self._check_partition(meta, partition)
         message = self.storage.read(meta, partition, offset, now_ms=now_ms())
         if message is None:
@@ -508,7 +517,7 @@ class MessageService:
         """Ack, extend or give back the lease ``handle`` (from a
         :class:`Delivery`) holds."""
         receipt = decode_receipt(handle)
-        meta = self.records.cached(topic)
+        meta = self._record_with(topic, receipt.partition)
         for _ in range(2):
             if receipt.partition >= meta.partitions:
                 raise LeaseGone()
@@ -551,7 +560,8 @@ class MessageService:
                 receipts[index] = decode_receipt(handle)
             except MalformedReceipt:
                 continue
-        meta = self.records.cached(topic)
+        highest = max((r.partition for r in receipts.values()), default=None)
+        meta = self._record_with(topic, highest)
         for _ in range(2):
             valid = [i for i, r in receipts.items() if r.partition < meta.partitions]
             for index in receipts:
