@@ -65,8 +65,10 @@ class _Partition:
     leases: dict[int, int] = field(default_factory=dict)  # offset -> deadline
     nonces: dict[int, str] = field(default_factory=dict)  # kept once acked
     acked: set[int] = field(default_factory=set)  # acked above the floor
+    kept_from: int = 0  # lowest offset retention keeps, as of the last trim
 
     def trim(self, retention_ms: int, now_ms: int, budget: int) -> None:
+        self.kept_from = self.oldest
         if retention_ms <= 0:
             return
         while self.oldest < self.next and budget > 0:
@@ -79,9 +81,17 @@ class _Partition:
             self.acked.discard(self.oldest)
             self.oldest += 1
             budget -= 1
-        self.cursor = max(self.cursor, self.oldest)
-        if self.floor < self.oldest:
-            self.floor = self.oldest
+        # What the budget left is passed over as if dropped (a reserve never
+        # offers it); later calls drop it.
+        self.kept_from = self.oldest
+        while self.kept_from < self.next:
+            message = self.log.get(self.kept_from)
+            if message is not None and message.timestamp + retention_ms > now_ms:
+                break
+            self.kept_from += 1
+        self.cursor = max(self.cursor, self.kept_from)
+        if self.floor < self.kept_from:
+            self.floor = self.kept_from
             self.advance_floor()
 
     def advance_floor(self) -> None:
@@ -114,7 +124,9 @@ class _Partition:
             if deadline is not None:
                 return self.floor if deadline <= now_ms else None
             return self.cursor if fresh and self.cursor == self.floor else None
-        lapsed = [o for o, d in self.leases.items() if d <= now_ms]
+        lapsed = [
+            o for o, d in self.leases.items() if d <= now_ms and o >= self.kept_from
+        ]
         if lapsed:
             return min(lapsed)
         return self.cursor if fresh else None
@@ -763,8 +775,10 @@ class MemoryStorage:
             if topic is None:
                 return [Status.NO_TOPIC] * len(leases)
             results = [self._settle(topic, lease, action, now_ms) for lease in leases]
-            released = action is Settle.RELEASE and Status.OK in results
-            if released and topic.waited(now_ms):
+            # Every give-back or ack (more often than the caps require, which
+            # the contract allows) may let a waiting consumer reserve.
+            freed = action is not Settle.EXTEND and Status.OK in results
+            if freed and topic.waited(now_ms):
                 self._publish(Event.MESSAGES, meta.name)
             return results
 
