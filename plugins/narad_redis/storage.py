@@ -585,22 +585,41 @@ class RedisStorage:
         first = True
         while searching := [i for i, (low, high) in enumerate(ranges) if low < high]:
             at = {i: ranges[i][0] if first else sum(ranges[i]) // 2 for i in searching}
-
-            def probe(r: redis.Redis, at: dict[int, int] = at) -> list[Any]:
-                pipe = r.pipeline(transaction=False)
-                for i, offset in at.items():
-                    pipe.hget(logs[i], offset)
-                return pipe.execute()
-
-            for (i, offset), record in zip(
-                at.items(), self.client.call(probe), strict=True
-            ):
-                if record is None or int(record.partition(b",")[0]) <= after_ms:
+            stamps = self._stamps([(logs[i], offset) for i, offset in at.items()])
+            for (i, offset), stamp in zip(at.items(), stamps, strict=True):
+                if stamp < 0 or stamp <= after_ms:  # -1: trimmed meanwhile
                     ranges[i][0] = offset + 1
                 else:
                     ranges[i][1] = offset
             first = False
         return [low for low, _ in ranges]
+
+    def _stamps(self, messages: Sequence[tuple[str, int]]) -> list[int]:
+        """The timestamp of each ``(log, offset)`` message (-1: none there),
+        read without the payloads, in calls of a bounded count, one
+        pipeline."""
+        script = self.scripts["stamps"]
+        calls = [
+            messages[i : i + STATS_PARTITIONS_PER_CALL]
+            for i in range(0, len(messages), STATS_PARTITIONS_PER_CALL)
+        ]
+
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for call in calls:
+                keys, offsets = zip(*call, strict=True)
+                script(keys=keys, args=offsets, client=pipe)
+            return pipe.execute()
+
+        started = time.perf_counter()
+        try:
+            return [stamp for reply in self.client.call(read) for stamp in reply]
+        finally:
+            metrics.TALLY.observe(
+                metrics.STORAGE_SCRIPT_SECONDS,
+                ("stamps",),
+                time.perf_counter() - started,
+            )
 
     # -- schemas ------------------------------------------------------------
 
