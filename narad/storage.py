@@ -812,7 +812,9 @@ class Storage(Protocol):
     def partition_stats(self, meta: TopicMeta, *, now_ms: int) -> list[PartitionStats]:
         """One :class:`PartitionStats` per partition, in index order.
 
-        A read: it neither trims nor checks the epoch.
+        A read: it neither trims nor checks the epoch, yet what retention
+        no longer keeps at ``now_ms`` (``meta.retention_ms``) is left out,
+        leases included, as a write would trim it.
         """
         ...
 

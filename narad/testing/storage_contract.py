@@ -537,6 +537,31 @@ class StorageContract:
             storage.reserve(meta, [0], nonce=nonce(6000), now_ms=later).message is None
         )
 
+    def test_partition_stats_leave_out_what_retention_no_longer_keeps(self, storage):
+        # Nothing wrote since the messages aged out: the stats still count
+        # only what a replay or a consume could get.
+        meta = self.topic(storage, partitions=2, retention_ms=HOUR)
+        for i in range(5):
+            self.put(storage, meta, b"old%d" % i, now=1_000 + i)
+        self.put(storage, meta, b"new", now=2_000, partition=1)
+        leased = [
+            storage.reserve(meta, [0], nonce=nonce(i), now_ms=2_000).message
+            for i in range(2)
+        ]
+        assert [m.offset for m in leased] == [0, 1]
+        stats = storage.partition_stats(meta, now_ms=1_002 + HOUR)
+        assert [(s.oldest_offset, s.next_offset, s.in_flight) for s in stats] == [
+            (3, 5, 0),
+            (0, 1, 0),
+        ]
+        assert storage.read(meta, 0, 2, now_ms=1_002 + HOUR) is None
+        assert storage.read(meta, 0, 3, now_ms=1_002 + HOUR).payload == b"old3"
+        stats = storage.partition_stats(meta, now_ms=2_000 + HOUR)
+        assert [(s.oldest_offset, s.next_offset) for s in stats] == [(5, 5), (1, 1)]
+        # A read: nothing was trimmed.
+        kept = storage.partition_stats(replace(meta, retention_ms=0), now_ms=0)
+        assert (kept[0].oldest_offset, kept[0].in_flight) == (0, 2)
+
     # -- topic stats ---------------------------------------------------------
 
     @requires("topic_stats")

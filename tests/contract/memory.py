@@ -135,6 +135,13 @@ class _Partition:
         return self.oldest <= offset < self.floor or offset in self.acked
 
 
+def _kept(message: Message | None, retention_ms: int, now_ms: int) -> bool:
+    """Whether retention keeps ``message`` at ``now_ms`` (a trimmed one: no)."""
+    if retention_ms <= 0:
+        return True
+    return message is not None and message.timestamp + retention_ms > now_ms
+
+
 @dataclass
 class _Keys:
     """A topic's idempotency keys: key -> (digest, stored at), oldest first."""
@@ -440,10 +447,16 @@ class MemoryStorage:
         with self._lock:
             topic = self._topics.get(meta.name)
             parts = topic.partitions if topic else [_Partition()] * meta.partitions
-            return [
-                PartitionStats(i, p.oldest, p.next, len(p.leases))
-                for i, p in enumerate(parts)
-            ]
+            stats = []
+            for i, p in enumerate(parts):
+                oldest = p.oldest  # only a write trims: leave out what it would
+                while oldest < p.next and not _kept(
+                    p.log.get(oldest), meta.retention_ms, now_ms
+                ):
+                    oldest += 1
+                held = sum(offset >= oldest for offset in p.leases)
+                stats.append(PartitionStats(i, oldest, p.next, held))
+            return stats
 
     def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
         with self._lock:
