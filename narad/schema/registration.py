@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from narad.errors import InvalidSchema
+from narad.quoting import quote_pointer
 from narad.schema import jsontext
 from narad.schema.drafts import Draft
 from narad.schema.limits import SCHEMA_DEPTH
@@ -199,7 +200,9 @@ def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
         nested = schema.get("$schema")
         if where is not None and nested is not None and nested not in draft.uris:
             at = _pointer(("$schema", where))
-            raise InvalidSchema(f"schema: the $schema at {at!r} is not the document's")
+            raise InvalidSchema(
+                f"schema: the $schema at {quote_pointer(at)} is not the document's"
+            )
         if not _NAMING.isdisjoint(schema):
             survey.names += _names(schema)
         patterns = schema.get("patternProperties")
@@ -246,8 +249,8 @@ def _check_references(where: _Where, schema: dict[str, Any]) -> None:
         if isinstance(ref, str) and not ref.startswith("#"):
             at = _pointer((keyword, where))
             raise InvalidSchema(
-                f"schema: the {keyword} at {at!r} does not resolve inside the "
-                "document (only #/$defs/..., #anchor and $dynamicRef do)"
+                f"schema: the {keyword} at {quote_pointer(at)} does not resolve "
+                "inside the document (only #/$defs/..., #anchor and $dynamicRef do)"
             )
 
 
@@ -264,7 +267,9 @@ def _check_patterns(where: _Where, schema: dict[str, Any]) -> None:
             check_pattern(pattern)
         except PatternError as exc:
             at = _pointer(place)
-            raise InvalidSchema(f"schema: the pattern at {at!r} {exc}") from None
+            raise InvalidSchema(
+                f"schema: the pattern at {quote_pointer(at)} {exc}"
+            ) from None
 
 
 def _names(schema: dict[str, Any]) -> int:

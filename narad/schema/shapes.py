@@ -54,6 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from narad.quoting import quote_pointer
 from narad.schema.graphs import strongly_connected_components
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import compile_pattern
@@ -314,7 +315,7 @@ class _Graph:
                 return []
         except UnresolvableRef:
             raise ShapeError(
-                f"the {keyword} at {at!r} leads nowhere in the document"
+                f"the {keyword} at {quote_pointer(at)} leads nowhere in the document"
             ) from None
         return [target.pointer for target in targets]
 
@@ -390,8 +391,8 @@ def _check_negated_cycles(graph: _Graph, component: list[int]) -> None:
                 and component[target] == component[node]
             ):
                 raise ShapeError(
-                    f"the $ref cycle through {where!r} re-applies a schema to "
-                    f"the same value under {keyword}"
+                    f"the $ref cycle through {quote_pointer(where)} re-applies a "
+                    f"schema to the same value under {keyword}"
                 )
 
 
@@ -575,7 +576,7 @@ class _Level:
                 first, second = sorted(_last_apart(*paths.shown[:2]))
                 return (
                     "the same value is reached by two paths at one level, through "
-                    f"{first!r} and {second!r}"
+                    f"{quote_pointer(first)} and {quote_pointer(second)}"
                 )
         self.settled.add(key)
         return None
@@ -754,8 +755,8 @@ def _check_path_counts(
             continue
         if max(here.values()) > MAX_PATHS:
             raise ShapeError(
-                f"{graph.pointers[node] or '/'!r} is checked against one value "
-                f"through more than {MAX_PATHS} paths"
+                f"{quote_pointer(graph.pointers[node] or '/')} is checked against "
+                f"one value through more than {MAX_PATHS} paths"
             )
         graph.spend(len(here) * len(forward[node]))
         for target, _, _, label in forward[node]:
