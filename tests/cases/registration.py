@@ -182,6 +182,12 @@ CASES: list[tuple[str, str, bool, str | None]] = [
     ("exponent 400", '{"minimum": 1e400}', True, None),
     ("exponent 1001", '{"minimum": 1e1001}', False, "exponent is beyond"),
     ("exponent -1001", '{"multipleOf": 1e-1001}', False, "exponent is beyond"),
+    (
+        "exponent past what Decimal can hold",
+        '{"minimum": 1e999999999999999999999}',
+        False,
+        "exponent is beyond",
+    ),
     ("1.0 is an integer", '{"minLength": 1.0}', True, None),
     # $schema names a built-in draft.
     ("2020-12", _text({"$schema": D2020}), True, None),
