@@ -109,9 +109,12 @@ class Analysis:
     Attributes:
         applies_many: Some value gets more than 64 subschemas applied to it
             (a union of 64 or more branches does): the high-cost class.
+        reached: The pointer of every subschema the validator can reach,
+            reference targets in members no keyword owns included.
     """
 
     applies_many: bool
+    reached: Sequence[str] = ()
 
 
 def analyse(index: SchemaIndex) -> Analysis:
@@ -128,7 +131,9 @@ def analyse(index: SchemaIndex) -> Analysis:
     _check_duplicated_recursion(graph, components, sizes, in_place)
     order, forward = _topological(graph)
     _check_path_counts(graph, order, forward)
-    return Analysis(applies_many=_applies_many(graph, order, forward))
+    return Analysis(
+        applies_many=_applies_many(graph, order, forward), reached=graph.pointers
+    )
 
 
 def _sizes(components: list[int]) -> list[int]:

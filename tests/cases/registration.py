@@ -225,6 +225,63 @@ CASES: list[tuple[str, str, bool, str | None]] = [
         "meta-schema",
     ),
     ("const is an annotation in 04", _text({"$schema": D4, "const": 1}), True, None),
+    # A reference may lead into a member no keyword owns, or into data: what
+    # it leads to is a subschema the validator compiles, checked the same way.
+    (
+        "schema in an unknown keyword, referenced",
+        '{"$ref": "#/x-lib/a", "x-lib": {"a": {"type": "string"}}}',
+        True,
+        None,
+    ),
+    (
+        "bad type in an unknown keyword, referenced",
+        '{"$ref": "#/x-lib/a", "x-lib": {"a": {"type": "bogus"}}}',
+        False,
+        "meta-schema",
+    ),
+    (
+        "multipleOf 0 in an unknown keyword, referenced",
+        '{"properties": {"p": {"$ref": "#/x-lib"}}, "x-lib": {"multipleOf": 0}}',
+        False,
+        "meta-schema",
+    ),
+    (
+        "bad items deep in an unknown keyword, referenced",
+        '{"$ref": "#/x-lib", "x-lib": {"items": {"properties": 5}}}',
+        False,
+        "meta-schema",
+    ),
+    (
+        "$defs of draft-07, referenced",
+        _text({"$schema": D7, "$ref": "#/$defs/a", "$defs": {"a": {"type": "string"}}}),
+        True,
+        None,
+    ),
+    (
+        "bad type in $defs of draft-07, referenced",
+        _text({"$schema": D7, "$ref": "#/$defs/a", "$defs": {"a": {"type": "bogus"}}}),
+        False,
+        "meta-schema",
+    ),
+    ("schema in const, referenced", '{"$ref": "#/const", "const": {}}', True, None),
+    (
+        "bad type in const, referenced",
+        '{"$ref": "#/const", "const": {"type": "bogus"}}',
+        False,
+        "meta-schema",
+    ),
+    (
+        "lookaround in enum data, referenced",
+        '{"$ref": "#/enum/0", "enum": [{"pattern": "(?=a)"}]}',
+        False,
+        "lookaround",
+    ),
+    (
+        "remote $ref in default data, referenced",
+        '{"$ref": "#/default", "default": {"$ref": "https://example.com/s"}}',
+        False,
+        "leads nowhere in the document",
+    ),
     # $ref resolves only inside the document.
     (
         "pointer to $defs",

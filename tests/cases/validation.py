@@ -200,6 +200,13 @@ CASES: list[tuple[str, str, bytes, bool, str | None]] = [
     ),
     ("exact decimal multipleOf", '{"multipleOf": 0.01}', b"19.99", True, None),
     (
+        "a subschema in an unknown keyword applies where referenced",
+        '{"$ref": "#/x-lib/a", "x-lib": {"a": {"type": "string"}}}',
+        b"1",
+        False,
+        "got integer, want string",
+    ),
+    (
         "exact decimal multipleOf refused",
         '{"multipleOf": 0.01}',
         b"19.999",
