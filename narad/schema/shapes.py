@@ -57,7 +57,7 @@ from typing import Any
 from narad.quoting import quote_pointer
 from narad.schema.graphs import strongly_connected_components
 from narad.schema.patterns import PatternError
-from narad.schema.patterns import compile_pattern
+from narad.schema.patterns import regex_search
 from narad.schema.resolver import REFERENCE_KEYWORDS
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import UnresolvableRef
@@ -333,11 +333,12 @@ class _Graph:
     def matches(self, pattern: str, name: str) -> bool:
         if pattern not in self.patterns:
             try:
-                self.patterns[pattern] = compile_pattern(pattern)
+                # As validation searches: a name may be a lone surrogate.
+                self.patterns[pattern] = regex_search(pattern)
             except PatternError:
                 self.patterns[pattern] = None
-        regex = self.patterns[pattern]
-        return regex is None or regex.search(name) is not None
+        search = self.patterns[pattern]
+        return search is None or search(name)
 
 
 # -- Which children a label reaches ---------------------------------------------

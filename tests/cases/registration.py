@@ -453,6 +453,20 @@ CASES: list[tuple[str, str, bool, str | None]] = [
     ("not RE2", '{"pattern": "a{2,1}"}', False, "not valid RE2 syntax"),
     # Shape 1: the same value reached by more than one path at one level.
     (
+        "a property named by a lone surrogate, beside a pattern it misses",
+        '{"properties": {"\\ud800": {"$ref": "#"}},'
+        ' "patternProperties": {"^a": {"$ref": "#"}}}',
+        True,
+        None,
+    ),
+    (
+        "a property named by a lone surrogate, beside a pattern it matches",
+        '{"properties": {"\\ud800": {"$ref": "#"}},'
+        ' "patternProperties": {".": {"$ref": "#"}}}',
+        False,
+        TWO_PATHS,
+    ),
+    (
         "allOf items twice",
         '{"allOf": [{"items": {"$ref": "#"}}, {"items": {"$ref": "#"}}]}',
         False,
