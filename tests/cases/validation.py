@@ -323,6 +323,13 @@ CASES: list[tuple[str, str, bytes, bool, str | None]] = [
         "too many violations",
     ),
     (
+        "101 small violations are still named",
+        '{"items": {"type": "string"}}',
+        b"[" + b",".join(b"%d" % i for i in range(101)) + b"]",
+        False,
+        "- at '/0': got integer, want string",
+    ),
+    (
         "many items missing a long required list",
         ITEMS_REQUIRED,
         b"[" + b",".join([b"{}"] * 200) + b"]",
