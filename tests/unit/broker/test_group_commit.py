@@ -204,6 +204,8 @@ class Interruptible:
     cuts a greenlet's."""
 
     cut = threading.Event()
+    # The one thread cut, when only one may be (None: any that waits).
+    victim: int | None = None
 
     def __init__(self) -> None:
         self.event = threading.Event()
@@ -213,12 +215,13 @@ class Interruptible:
 
     def wait(self) -> None:
         while not self.event.wait(0.001):
-            if self.cut.is_set():
+            if self.cut.is_set() and self.victim in (None, threading.get_ident()):
                 raise KeyboardInterrupt
 
 
 def interruptible(monkeypatch) -> None:
     Interruptible.cut.clear()
+    Interruptible.victim = None
     waits = SimpleNamespace(Lock=threading.Lock, Event=Interruptible)
     monkeypatch.setattr(group_commit, "threading", waits)
 
@@ -252,6 +255,8 @@ def test_a_group_whose_leader_was_cut_short_fails_unsent(monkeypatch):
         group = groups._take(queue.calls)
         group[0].group = group
         queue.in_flight += 1  # its slot, as a returning call hands it on
+    # Only the leader: its follower waits too, and must learn from the leader.
+    Interruptible.victim = callers.threads[-2].ident
     Interruptible.cut.set()
     callers.threads[-2].join(10)
     Interruptible.cut.clear()
