@@ -56,6 +56,8 @@ from narad.schema.jsontext import json_equal
 from narad.schema.jsontext import json_key
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import regex_search
+from narad.schema.resolver import LIST_SUBSCHEMAS
+from narad.schema.resolver import MAP_SUBSCHEMAS
 from narad.schema.resolver import escape
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ __all__ = (
     "changes_freely",
     "document_keyword",
     "extension",
+    "identical_or_opened",
     "identical_or_removed",
     "is_document_keyword",
     "is_extension",
@@ -509,6 +512,42 @@ def identical_or_removed(old: Any, new: Any, ctx: RuleContext) -> Iterable[Viola
         yield Violation(Change.keyword_added, f"{ctx.keyword} added")
     else:
         yield Violation(Change.keyword_changed, f"{ctx.keyword} changed")
+
+
+def identical_or_opened(old: Any, new: Any, ctx: RuleContext) -> Iterable[Violation]:
+    """As :func:`identical_or_removed`, and each subschema the keyword holds
+    may also become one that accepts everything (``true``, ``{}``): the
+    rulebook's "a nested schema may always become true or {}".
+
+    Only for keywords where accepting everything at a subschema's position
+    can only widen (``then``, ``else``, ``propertyNames``, the values of
+    ``dependentSchemas``...); not ``not``, ``if`` or ``oneOf``, whose
+    subschemas turn or decide the verdict. A keyword holding subschemas by
+    name or position keeps its names and positions; a list of names (draft-07
+    ``dependencies``) stays as it was.
+    """
+    if new is ABSENT or old is ABSENT or ctx.identical(old, new, keyword=ctx.keyword):
+        yield from identical_or_removed(old, new, ctx)
+        return
+    keyword = ctx.keyword
+    if keyword in LIST_SUBSCHEMAS and isinstance(old, list):
+        same_shape = isinstance(new, list) and len(old) == len(new)
+        pairs = list(zip(old, new, strict=True)) if same_shape else []
+    elif keyword in MAP_SUBSCHEMAS and isinstance(old, dict):
+        same_shape = isinstance(new, dict) and old.keys() == new.keys()
+        pairs = [(old[name], new[name]) for name in old] if same_shape else []
+    else:
+        same_shape, pairs = True, [(old, new)]
+    if same_shape and all(_opened(a, b, ctx) for a, b in pairs):
+        return
+    yield Violation(Change.keyword_changed, f"{keyword} changed")
+
+
+def _opened(old: Any, new: Any, ctx: RuleContext) -> bool:
+    """Whether subschema ``new`` is ``old`` or accepts everything."""
+    if isinstance(old, list) or isinstance(new, list):  # names, not a subschema
+        return json_equal(old, new)
+    return ctx.identical(old, new) or ctx.accepts_everything(new, "new")
 
 
 def pattern_matches(pattern: str, text: str) -> bool:

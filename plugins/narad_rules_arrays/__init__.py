@@ -8,7 +8,10 @@ Rows of the rulebook's keyword table:
 
 And from the paragraphs after it: ``contains`` may stay identical or be
 removed; ``prefixItems`` may stay identical, or be removed only together with
-``items`` (else ``items`` would reach the leading elements too).
+``items`` (else ``items`` would reach the leading elements too). A subschema
+they hold may also become ``true`` or ``{}`` ("a nested schema may always
+become true or {}"), ``contains`` only where no ``maxContains`` follows: "at
+most N elements match" would become "at most N elements".
 
 The other array keywords the drafts define are named by neither the table nor
 the list of other keywords, so the check cannot reason about them: they may
@@ -30,6 +33,7 @@ from narad.compatibility import Change
 from narad.compatibility import InPlace
 from narad.compatibility import RuleContext
 from narad.compatibility import Violation
+from narad.compatibility import identical_or_opened
 from narad.compatibility import identical_or_removed
 from narad.compatibility import show
 
@@ -79,14 +83,24 @@ def _elements(ctx: RuleContext, own: Any) -> list[Any]:
 
 
 def prefix_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
-    """Stay identical, or be removed together with ``items``."""
+    """Stay identical (each entry may open up), or be removed together with
+    ``items``."""
     if new is not ABSENT:
-        yield from identical_or_removed(old, new, ctx)
+        yield from identical_or_opened(old, new, ctx)
         return
     after = ctx.new.get("items", ABSENT)
     if after is not ABSENT and not ctx.accepts_everything(after, "new"):
         message = "prefixItems removed while items stays"
         yield Violation(Change.keyword_removed, message)
+
+
+def contains(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
+    """Stay identical or be removed; open up only where no ``maxContains``
+    caps the elements it matches."""
+    if "maxContains" in ctx.new and "maxContains" in ctx.new_draft.keywords:
+        yield from identical_or_removed(old, new, ctx)
+    else:
+        yield from identical_or_opened(old, new, ctx)
 
 
 def unique_items(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
@@ -112,7 +126,7 @@ def narad_compatibility_rules() -> dict[str, Any]:
         "additionalItems": identical_or_removed,
         "prefixItems": prefix_items,
         "uniqueItems": unique_items,
-        "contains": identical_or_removed,
+        "contains": contains,
         "minContains": min_contains,
         "maxContains": identical_or_removed,
     }

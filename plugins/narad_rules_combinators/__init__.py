@@ -7,7 +7,10 @@ Rows of the rulebook's keyword table:
 
 And from the paragraphs after it: ``oneOf``, ``not`` and ``if``/``then``/
 ``else`` may stay identical or be removed; "identical" follows ``$ref``, and a
-difference only in annotations inside them is no change.
+difference only in annotations inside them is no change. ``then`` and ``else``
+may also become ``true`` or ``{}`` ("a nested schema may always become true or
+{}"): that can only widen. ``not``, ``if`` and a ``oneOf`` branch may not:
+there it would refuse everything, or turn which branch applies.
 
 Branches apply to the same instance value as the subschema holding them, so
 they are compared ``in_place``: a property a branch adds is then judged against
@@ -24,6 +27,7 @@ from narad.compatibility import ABSENT
 from narad.compatibility import Change
 from narad.compatibility import RuleContext
 from narad.compatibility import Violation
+from narad.compatibility import identical_or_opened
 from narad.compatibility import identical_or_removed
 
 
@@ -78,6 +82,6 @@ def narad_compatibility_rules() -> dict[str, Any]:
         "oneOf": identical_or_removed,
         "not": identical_or_removed,
         "if": identical_or_removed,
-        "then": identical_or_removed,
-        "else": identical_or_removed,
+        "then": identical_or_opened,
+        "else": identical_or_opened,
     }

@@ -14,7 +14,9 @@ Rows of the rulebook's keyword table:
 And from the paragraphs after it: ``patternProperties``, ``dependentRequired``,
 ``dependentSchemas``, ``dependencies`` and ``propertyNames`` may stay identical
 or be removed; ``patternProperties`` may be removed only while
-``additionalProperties`` stays open.
+``additionalProperties`` stays open. A subschema they hold may also become
+``true`` or ``{}`` ("a nested schema may always become true or {}"), the
+patterns and names staying as they were: that can only widen.
 
 The one deliberate exception: an optional property added under an open
 content model is allowed, though a message that already carried that key with
@@ -53,6 +55,7 @@ from narad.compatibility import Change
 from narad.compatibility import InPlace
 from narad.compatibility import RuleContext
 from narad.compatibility import Violation
+from narad.compatibility import identical_or_opened
 from narad.compatibility import identical_or_removed
 from narad.compatibility import pattern_matches
 from narad.compatibility import show
@@ -228,15 +231,16 @@ def additional_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Viol
 
 
 def pattern_properties(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
-    """Stay identical or be removed, removed only while additionalProperties
-    stays open (else the names it matched fall to additionalProperties)."""
+    """Stay identical (each pattern's subschema may open up) or be removed,
+    removed only while additionalProperties stays open (else the names it
+    matched fall to additionalProperties)."""
     if new is ABSENT:
         additional = ctx.new.get("additionalProperties", ABSENT)
         if additional is not ABSENT and not ctx.accepts_everything(additional, "new"):
             message = "patternProperties removed while additionalProperties is not open"
             yield Violation(Change.keyword_removed, message)
         return
-    yield from identical_or_removed(old, new, ctx)
+    yield from identical_or_opened(old, new, ctx)
 
 
 @hookimpl
@@ -247,7 +251,7 @@ def narad_compatibility_rules() -> dict[str, Any]:
         "additionalProperties": additional_properties,
         "patternProperties": pattern_properties,
         "dependentRequired": identical_or_removed,
-        "dependentSchemas": identical_or_removed,
-        "dependencies": identical_or_removed,
-        "propertyNames": identical_or_removed,
+        "dependentSchemas": identical_or_opened,
+        "dependencies": identical_or_opened,
+        "propertyNames": identical_or_opened,
     }
