@@ -211,6 +211,25 @@ class GrantNotHeld(Forbidden):
         )
 
 
+class OwnsTopicOutside(Forbidden):
+    """A user change by an admin whose grants do not match a topic that user
+    name owns: through the user, the admin would take the topic over.
+
+    Attributes:
+        user: Who asked.
+        what: What they tried (``change user bob``, ``create user bob``).
+        owner: The user name that owns the topic.
+        topic: One such topic.
+    """
+
+    def __init__(self, user: str, what: str, owner: str, topic: str) -> None:
+        self.user, self.what, self.owner, self.topic = user, what, owner, topic
+        super().__init__(
+            f"user {user} may not {what}: {owner} owns topic {topic}, outside "
+            f"{user}'s admin grants"
+        )
+
+
 class WrongCurrentPassword(Forbidden):
     def __init__(self) -> None:
         super().__init__("current_password is wrong")

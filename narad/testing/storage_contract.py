@@ -300,6 +300,28 @@ class StorageContract:
         unowned = self.topic(storage)
         assert unowned.owner == ""
 
+    def test_topic_owners_answers_in_order(self, storage):
+        owned = self.topic(storage, owner="alice")
+        unowned = self.topic(storage)
+        missing = new_meta().name
+        names = [unowned.name, missing, owned.name, owned.name]
+        assert storage.topic_owners(names) == ["", None, "alice", "alice"]
+        assert storage.topic_owners([]) == []
+
+    def test_topic_owners_follow_creates_and_deletes(self, storage):
+        parent = self.topic(storage, owner="alice")
+        child = new_meta(owner="bob")
+        result = storage.create_child(
+            child, parent, delay_ms=0, limits=LIMITS, max_children=108
+        )
+        assert result.status is Status.OK
+        assert storage.topic_owners([parent.name, child.name]) == ["alice", "bob"]
+        assert storage.delete_topic(storage.get_topic(child.name)) is Status.OK
+        assert storage.topic_owners([child.name]) == [None]
+        again = new_meta(name=child.name, owner="carol")
+        assert storage.create_topic(again).status is Status.OK
+        assert storage.topic_owners([child.name]) == ["carol"]
+
     def put_topic_named(self, storage: Storage, name: str) -> TopicMeta:
         meta = new_meta(name=name)
         assert storage.create_topic(meta).status is Status.OK

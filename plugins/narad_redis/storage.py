@@ -335,6 +335,20 @@ class RedisStorage:
     def list_topics(self, *, after: str, limit: int, prefix: str = "") -> Page:
         return self._page(self.TOPICS, after, limit, prefix)
 
+    def topic_owners(self, names: Sequence[str]) -> list[str | None]:
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for name in names:
+                # Every record has its name; records written before owners
+                # existed have no owner field (so: none).
+                pipe.hmget(self._topic(name) + ":meta", "name", "owner")
+            return pipe.execute()
+
+        return [
+            None if stored is None else (owner or b"").decode()
+            for stored, owner in self.client.call(read)
+        ]
+
     def _page(self, key: str, after: str, limit: int, prefix: str = "") -> Page:
         low, high = b"-", b"+"
         if prefix:

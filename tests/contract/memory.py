@@ -391,6 +391,9 @@ class MemoryStorage:
         with self._lock:
             return _page(self._topics, after, limit, prefix)
 
+    def topic_owners(self, names: Sequence[str]) -> list[str | None]:
+        return [meta.owner if meta else None for meta in self.get_topics(names)]
+
     def alter_topic(self, meta: TopicMeta, changes: TopicChanges) -> Status:
         with self._lock:
             topic = self._live(meta)

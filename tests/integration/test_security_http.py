@@ -361,6 +361,73 @@ def test_nobody_grants_more_than_they_hold(http, as_user, p):
     ]
 
 
+def test_a_scoped_admin_cannot_take_over_topics_through_their_owner(http, as_user, p):
+    """Ownership goes by user name: an admin manages a user only when its own
+    admin patterns also match every topic that name owns, or it could reset
+    the owner's password (or create the name anew) and act as them."""
+    scoped, scoped_pw = new_user(http, [grant("admin", f"{p}.p.*")])
+    sub_admin = as_user(scoped, scoped_pw)
+    bob, bob_pw = new_user(http, [grant("create", f"{p}.q")])
+    assert as_user(bob, bob_pw).post("/v1/topics", {"name": f"{p}.q"}).status == 201
+    narrowed = [grant("produce", f"{p}.p.x")]
+    assert http.put(f"/v1/users/{bob}/grants", {"grants": narrowed}).status == 200
+    assert sub_admin.delete(f"/v1/topics/{p}.q").status == 403
+    # Its admin covers bob's grants now, but not the topic bob owns.
+    refusal = (
+        f"user {scoped} may not change user {bob}: {bob} owns topic {p}.q, "
+        f"outside {scoped}'s admin grants"
+    )
+    for resp in (
+        sub_admin.put(f"/v1/users/{bob}/password", {"password": "taken-over!"}),
+        sub_admin.put(
+            f"/v1/users/{bob}/grants", {"grants": [grant("produce", f"{p}.p.y")]}
+        ),
+        sub_admin.delete(f"/v1/users/{bob}"),
+    ):
+        assert (resp.status, resp.error) == (403, refusal)
+    time.sleep(1.0)  # had anything changed, every worker would know by now
+    bob_client = as_user(bob, bob_pw)
+    record = bob_client.get(f"/v1/users/{bob}")
+    assert record.status == 200
+    assert record.json()["grants"] == narrowed
+    assert bob_client.get(f"/v1/topics/{p}.q").json()["owner"] == bob
+    # Bob's own password stays bob's business.
+    body = {"password": "bobs-own-choice", "current_password": bob_pw}
+    assert bob_client.put(f"/v1/users/{bob}/password", body).status == 204
+
+    # Deleted, the name still owns the topic: creating it anew is refused.
+    assert http.delete(f"/v1/users/{bob}").status == 204
+    anew = {"username": bob, "password": "taken-over!", "grants": narrowed}
+    resp = sub_admin.post("/v1/users", anew)
+    assert (resp.status, resp.error) == (
+        403,
+        refusal.replace(f"change user {bob}", f"create user {bob}"),
+    )
+    assert http.get(f"/v1/users/{bob}").status == 404
+
+    # The root admin does all four.
+    assert http.post("/v1/users", anew).status == 201
+    reset = http.put(f"/v1/users/{bob}/password", {"password": "reset-by-root"})
+    assert reset.status == 204
+    assert http.put(f"/v1/users/{bob}/grants", {"grants": []}).status == 200
+    assert http.delete(f"/v1/users/{bob}").status == 204
+
+    # A user whose topics all lie within the scoped admin's reach is its to manage.
+    carol, carol_pw = new_user(http, [grant("create", f"{p}.p.*")])
+    made = as_user(carol, carol_pw).post("/v1/topics", {"name": f"{p}.p.c"})
+    assert made.status == 201
+    path = f"/v1/users/{carol}"
+    assert sub_admin.put(
+        path + "/password", {"password": "reset-by-scoped"}
+    ).status == (204)
+    assert sub_admin.put(path + "/grants", {"grants": narrowed}).status == 200
+    assert sub_admin.delete(path).status == 204
+    again = {"username": carol, "password": "made-by-scoped", "grants": narrowed}
+    assert sub_admin.post("/v1/users", again).status == 201
+    time.sleep(1.0)
+    assert as_user(carol, "made-by-scoped").get(path).status == 200
+
+
 def test_grant_changes_hold_at_once(http, as_user, p):
     make_topic(http, f"{p}.t")
     name, password = new_user(http, [grant("consume", f"{p}.t")])

@@ -146,3 +146,37 @@ def test_a_scoped_listing_pages_through_names_and_prefixes(secure):
         token, pages = page["next_page_token"], pages + 1
     assert seen == ["a.1", "a.2", "a.3", "b", "zz"]
     assert pages == 3
+
+
+def test_topics_a_user_name_owns_are_found_on_any_page(secure, monkeypatch):
+    monkeypatch.setattr("narad.security.users.OWNED_PAGE", 2)
+    grants = [{"action": "admin", "patterns": ["s.*"]}]
+    scoped = add_user(
+        secure, "sa", [*grants, {"action": "create", "patterns": ["x.own"]}]
+    )
+    bob = add_user(secure, "bob", [{"action": "create", "patterns": ["s.b", "x.q"]}])
+    owned = [("sa", "x.own", scoped), ("bob", "s.b", bob), ("bob", "x.q", bob)]
+    for _, topic, auth in owned:
+        resp = secure.simulate_post("/v1/topics", json={"name": topic}, headers=auth)
+        assert resp.status_code == 201
+    for topic in ("m.1", "m.2", "m.3", "m.4", "m.5", "s.a"):
+        assert secure.simulate_post("/v1/topics", json={"name": topic}).status_code == (
+            201
+        )
+    narrow = {"grants": [{"action": "produce", "patterns": ["s.b"]}]}
+    assert secure.simulate_put("/v1/users/bob/grants", json=narrow).status_code == 200
+    # x.q sits on the fifth page of two names, after pages owned by others.
+    resp = secure.simulate_delete("/v1/users/bob", headers=scoped)
+    assert (resp.status_code, resp.json["error"]) == (
+        403,
+        "user sa may not change user bob: bob owns topic x.q, outside sa's admin "
+        "grants",
+    )
+    # The admin's own user is its own business, whatever it owns.
+    resp = secure.simulate_put(
+        "/v1/users/sa/grants", json={"grants": grants}, headers=scoped
+    )
+    assert resp.status_code == 200
+    # Once x.q is gone, bob owns only s.b, which sa's admin grant matches.
+    assert secure.simulate_delete("/v1/topics/x.q").status_code == 204
+    assert secure.simulate_delete("/v1/users/bob", headers=scoped).status_code == 204
