@@ -125,6 +125,21 @@ def test_embedded_storage_does_not_outlive_a_killed_node(tmp_path):
     assert wait_until(lambda: not valkey_pids_under(data))
 
 
+def test_ctrl_c_stops_the_node_before_its_storage(tmp_path):
+    # Ctrl-C at a terminal signals the whole foreground process group at once.
+    # The embedded server must not take it: it would exit while the workers
+    # still serve, and the supervisor would restart it on the way out.
+    node = Node(tmp_path, workers=1).start()
+    data = tmp_path / "data"
+    assert valkey_pids_under(data)
+    os.killpg(node.process.pid, signal.SIGINT)
+    assert node.process.wait(30) == 0
+    log = node.log.read_text()
+    assert "embedded Valkey exited" not in log
+    assert "restarting embedded Valkey" not in log
+    assert wait_until(lambda: not valkey_pids_under(data))
+
+
 def test_readiness_follows_storage(tmp_path):
     from tests.nodes import start_valkey
     from tests.nodes import tcp_url
