@@ -137,6 +137,13 @@ def serve_forever(config: Config) -> int:
         for info in plugins.describe():
             log.info("plugin %s", info.describe())
         if not config.storage_url:
+            if not config.get("storage.data_dir").strip():
+                # It would be the working directory, which the server takes
+                # over (mode 0700, every file in it made 0600).
+                raise InvalidConfiguration(
+                    "`storage.data_dir` is empty: the embedded storage needs a "
+                    "directory of its own (or set `storage.url`)"
+                )
             lock = DataDirLock.acquire(config.data_dir)
             embedded = EmbeddedValkey(
                 config.data_dir, max_memory=config.get("storage.max_memory"), lock=lock

@@ -168,6 +168,25 @@ def test_readiness_follows_storage(tmp_path):
         storage.stop()
 
 
+def test_the_embedded_storage_refuses_an_empty_data_dir(tmp_path):
+    # Empty means "no data directory" for an external storage; the embedded
+    # one would take over the working directory and its files.
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "notes.txt").chmod(0o644)
+    tmp_path.chmod(0o755)
+    node = Node(tmp_path, env={"NARAD_STORAGE_DATA_DIR": ""})
+    try:
+        with pytest.raises(RuntimeError):
+            node.start(timeout=10)
+    finally:
+        node.stop()
+    assert node.process.returncode == 2
+    assert "`storage.data_dir` is empty" in node.log.read_text()
+    assert tmp_path.stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "notes.txt").stat().st_mode & 0o777 == 0o644
+    assert not (tmp_path / "appendonlydir").exists()
+
+
 @pytest.mark.parametrize(
     "setting", ["NARAD_SERVER_WORKERS=zero", "NARAD_STORAGE_URL=nowhere"]
 )
