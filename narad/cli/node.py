@@ -34,7 +34,9 @@ config_option = click.option(
 def _load(config_path: str | None, **overrides: object) -> Config:
     try:
         return Config.load(
-            config_path, overrides={k: v for k, v in overrides.items() if v}
+            config_path,
+            # Options not given are None; --workers 0 is given, and refused.
+            overrides={k: v for k, v in overrides.items() if v is not None},
         )
     except InvalidConfiguration as exc:
         raise Usage(str(exc)) from exc

@@ -310,6 +310,21 @@ def test_main_returns_exit_statuses(capsys):
     assert "narad: cannot reach" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [(["--workers", "0"], "`server.workers`"), (["--bind", ""], "`server.bind`")],
+)
+def test_serve_refuses_an_option_out_of_range(args, key, capsys, monkeypatch):
+    from narad.cli import node
+
+    started = []
+    monkeypatch.setattr(node, "serve_forever", started.append)
+    monkeypatch.delenv("NARAD_CONFIG", raising=False)
+    assert main(["serve", *args]) == 2
+    assert key in capsys.readouterr().err
+    assert not started
+
+
 # -- the client library ------------------------------------------------------
 
 
