@@ -109,6 +109,7 @@ def _choice(*choices: str) -> Callable[[Any], str]:
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"(\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
 MIN_MEMORY = 1 << 20
+MAX_MEMORY = 1 << 60
 
 
 def _memory_size(value: Any) -> int:
@@ -122,8 +123,11 @@ def _memory_size(value: Any) -> int:
         value = int(match[1]) * _UNITS[match[2].lower()]
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected bytes, a size such as 512mb, or 25%; got {value!r}")
-    if value and value < MIN_MEMORY:
-        raise ValueError(f"must be 0 (the default) or at least 1mb, got {value}")
+    if value and not MIN_MEMORY <= value <= MAX_MEMORY:
+        # The server's own parser stops at 2**64, and dies saying nothing.
+        raise ValueError(
+            f"must be 0 (the default) or from 1mb to {MAX_MEMORY >> 40}tb, got {value}"
+        )
     return value
 
 
