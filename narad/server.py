@@ -21,6 +21,7 @@ import logging
 import os
 import resource
 import socket
+import sys
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -28,6 +29,9 @@ from gunicorn.glogging import Logger
 
 from narad import logs
 from narad.config import Config
+from narad.errors import InvalidConfiguration
+from narad.errors import PluginError
+from narad.errors import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +152,34 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "logconfig_dict": logs.dict_config(config),
         "proc_name": "narad",
     }
+
+
+def hand_run_settings() -> dict[str, Any]:
+    """:func:`gunicorn_settings` from ``NARAD_CONFIG`` and ``NARAD_*``, for
+    ``conf/gunicorn.conf.py``.
+
+    A setting or storage the node cannot start with ends gunicorn with status
+    2 and its message, as ``narad serve`` does: gunicorn would print a
+    traceback (not a log line, not JSON) around it.
+    """
+    try:
+        config = Config.load()
+    except InvalidConfiguration as exc:
+        # Before gunicorn has set up logging.
+        print(f"narad: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    settings = gunicorn_settings(config)
+    on_starting = settings["on_starting"]
+
+    def checked_on_starting(server: Any) -> None:
+        try:
+            on_starting(server)
+        except (InvalidConfiguration, PluginError, StorageError) as exc:
+            log.error("%s", exc)
+            raise SystemExit(2) from None
+
+    settings["on_starting"] = checked_on_starting
+    return settings
 
 
 class NaradApplication(BaseApplication):

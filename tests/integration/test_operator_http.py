@@ -429,3 +429,35 @@ def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
     # The access log's line of the probe, JSON like the rest.
     (probe,) = [r for r in records if r.get("request_id") == "probe-1"]
     assert (probe["route"], probe["status"]) == ("/healthz", 200)
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        # Read by conf/gunicorn.conf.py itself.
+        ({"NARAD_SERVER_WORKERS": "many"}, "`server.workers` ($NARAD_SERVER_WORKERS)"),
+        # Found as the master starts (on_starting).
+        ({"NARAD_STORAGE_URL": ""}, "`storage.url` is empty"),
+    ],
+)
+def test_a_gunicorn_node_with_a_bad_setting_says_why_without_a_traceback(
+    tmp_path, env, words
+):
+    ran = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "conf/gunicorn.conf.py")],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+            "NARAD_SERVER_BIND": f"127.0.0.1:{free_port()}",
+            "NARAD_LOG_FORMAT": "json",
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert words in ran.stderr
+    assert "Traceback" not in ran.stderr
