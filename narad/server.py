@@ -17,6 +17,7 @@ systemd there is no socket and nothing is sent.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import resource
@@ -24,6 +25,7 @@ import socket
 import sys
 from typing import Any
 
+from gunicorn import util
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
@@ -113,8 +115,38 @@ class GunicornLogger(Logger):
         """Nothing: see the class doc."""
 
 
+def refuse_an_address_in_use(address: str) -> None:
+    """Stop start-up if another process listens on ``address`` (``server.bind``).
+
+    With ``reuse_port`` each worker binds a socket of its own, and the kernel
+    lets it share the port with any process of the same user that did the
+    same (another node on the same ``server.bind``): each would then take
+    part of the connections. A probe bound without SO_REUSEPORT is refused.
+
+    Raises:
+        InvalidConfiguration: the address is in use.
+    """
+    addr = util.parse_address(address)
+    if not isinstance(addr, tuple):
+        return  # a unix socket
+    family = socket.AF_INET6 if util.is_ipv6(addr[0]) else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # Connections in TIME_WAIT from an earlier run are no conflict.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(addr)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return  # the workers' own bind reports it
+            raise InvalidConfiguration(
+                f"`server.bind` {address} is in use by another process (another "
+                "node?): stop it, or give this node another address"
+            ) from None
+
+
 def gunicorn_settings(config: Config) -> dict[str, Any]:
     def on_starting(server: Any) -> None:
+        refuse_an_address_in_use(config.get("server.bind"))
         take_notify_socket()
         raise_open_files_limit()
         # Imported here: metrics must not load before the CLI has set

@@ -140,6 +140,26 @@ def test_ctrl_c_stops_the_node_before_its_storage(tmp_path):
     assert wait_until(lambda: not valkey_pids_under(data))
 
 
+def test_a_node_refuses_a_port_another_node_listens_on(node, storage_url, tmp_path):
+    # Each worker binds its own socket with SO_REUSEPORT, which the kernel
+    # would let it share with the other node: both would take connections.
+    second = Node(
+        tmp_path,
+        storage_url=storage_url,
+        workers=1,
+        env={"NARAD_SERVER_BIND": f"127.0.0.1:{node.port}"},
+    )
+    try:
+        with pytest.raises(RuntimeError, match="node exited"):
+            second.start(timeout=20)
+    finally:
+        second.stop()
+    assert second.process.returncode == 2
+    log = second.log.read_text()
+    assert f"`server.bind` 127.0.0.1:{node.port} is in use" in log
+    assert "Booting worker" not in log
+
+
 def test_readiness_follows_storage(tmp_path):
     from tests.nodes import start_valkey
     from tests.nodes import tcp_url
