@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from narad.client import DEFAULT_URL
 
 __all__ = ("Context", "ContextFile", "Target", "resolve")
@@ -113,6 +115,20 @@ def default_path() -> Path:
     return Path(base) / "narad" / "contexts.json"
 
 
+def check_url(url: str, origin: str) -> None:
+    """Raise ValueError, naming ``origin``, unless ``url`` is an http(s) URL."""
+    problem = ""
+    if not url.startswith(("http://", "https://")):
+        problem = "must start with http:// or https://"
+    else:
+        try:
+            httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            problem = f"is not a URL ({exc})"
+    if problem:
+        raise ValueError(f"{origin}: the node's URL {problem}, got {url!r}")
+
+
 def resolve(
     contexts: ContextFile,
     *,
@@ -125,6 +141,7 @@ def resolve(
 
     Raises:
         LookupError: ``context`` names no context.
+        ValueError: the URL is not an http(s) URL.
     """
     current, known = contexts.load()
     chosen_name = context or env.get("NARAD_CONTEXT") or current
@@ -151,6 +168,7 @@ def resolve(
         return default
 
     target_url = pick("url", url, "NARAD_URL", DEFAULT_URL)
+    check_url(target_url, sources["url"])
     target_user = pick("user", user, "NARAD_USER", None)
     password = None
     if env.get("NARAD_PASSWORD"):

@@ -310,6 +310,17 @@ def test_main_returns_exit_statuses(capsys):
     assert "narad: cannot reach" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("url", ["notaurl", "ftp://x", "http://[::1", "http://h:x"])
+def test_a_url_that_cannot_work_is_a_usage_error(url, capsys, monkeypatch):
+    # Not "unavailable" (3): retrying will not help; and never a traceback.
+    monkeypatch.delenv("NARAD_URL", raising=False)
+    assert main(["--url", url, "topic", "ls"]) == 2
+    assert "--url" in capsys.readouterr().err
+    monkeypatch.setenv("NARAD_URL", url)
+    assert main(["topic", "ls"]) == 2
+    assert "NARAD_URL" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "key"),
     [(["--workers", "0"], "`server.workers`"), (["--bind", ""], "`server.bind`")],
