@@ -58,6 +58,21 @@ class Target:
     sources: dict[str, str]
 
 
+class ContextsFileError(ValueError):
+    """The contexts file cannot be read, or is not one."""
+
+
+def _context(name: str, fields: Any) -> Context:
+    if not isinstance(fields, dict):
+        raise TypeError(f"context {name!r} is not an object")
+    context = Context(name=name, **fields)
+    if not isinstance(context.url, str) or not all(
+        isinstance(v, str | None) for v in (context.user, context.password)
+    ):
+        raise TypeError(f"context {name!r}: url, user and password must be strings")
+    return context
+
+
 class ContextFile:
     """The contexts file: read whole, written whole (atomically, 0600)."""
 
@@ -70,15 +85,22 @@ class ContextFile:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None, {}
+        except (OSError, ValueError) as exc:
+            raise ContextsFileError(f"{self.path} cannot be read: {exc}") from exc
         try:
             data = json.loads(text)
             contexts = {
-                name: Context(name=name, **fields)
+                name: _context(name, fields)
                 for name, fields in data.get("contexts", {}).items()
             }
+            current = data.get("current")
+            if not isinstance(current, str | None):
+                raise TypeError(f"current is {current!r}, not a context's name")
         except (ValueError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{self.path} is not a contexts file: {exc}") from exc
-        return data.get("current"), contexts
+            raise ContextsFileError(
+                f"{self.path} is not a contexts file: {exc}"
+            ) from exc
+        return current, contexts
 
     def save(self, current: str | None, contexts: Mapping[str, Context]) -> None:
         data = {

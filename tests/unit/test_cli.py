@@ -310,6 +310,32 @@ def test_main_returns_exit_statuses(capsys):
     assert "narad: cannot reach" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "garbage",
+        "[]",
+        '{"current": 5, "contexts": {}}',
+        '{"contexts": {"a": []}}',
+        '{"current": "a", "contexts": {"a": {"url": 5}}}',
+        '{"current": "a", "contexts": {"a": {"url": "http://h", "user": 1}}}',
+        None,  # a directory
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [["topic", "ls"], ["context", "ls"], ["context", "add", "b", "--url", "http://h"]],
+)
+def test_a_broken_contexts_file_is_a_usage_error(contexts_file, text, command, capsys):
+    contexts_file.parent.mkdir()
+    if text is None:
+        contexts_file.mkdir()
+    else:
+        contexts_file.write_text(text)
+    assert main([*command, "--no-password"] if "add" in command else command) == 2
+    assert f"narad: {contexts_file}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("url", ["notaurl", "ftp://x", "http://[::1", "http://h:x"])
 def test_a_url_that_cannot_work_is_a_usage_error(url, capsys, monkeypatch):
     # Not "unavailable" (3): retrying will not help; and never a traceback.
