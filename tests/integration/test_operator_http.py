@@ -280,6 +280,43 @@ def test_request_counts_add_up_across_workers(node, topic):
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$topic": ".*"}
 
 
+def test_a_scrape_answers_while_the_storage_stalls(tmp_path):
+    # A storage that takes connections but does not answer (a stalled disk
+    # or host): a scrape must still answer, with the last known figures,
+    # well within Prometheus's scrape timeout (10 s), not after the storage
+    # socket timeout, when the figures are needed most.
+    from tests.httpclient import Client
+    from tests.nodes import Node
+    from tests.nodes import start_valkey
+    from tests.nodes import tcp_url
+
+    storage = start_valkey(tmp_path / "valkey")
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(storage),
+        workers=1,
+        env={
+            "NARAD_PLUGINS_REDIS_SOCKET_TIMEOUT_MS": "60000",
+            "NARAD_METRICS_TOPIC_STATS_WAIT_MS": "500",
+            "NARAD_METRICS_TOPIC_STATS_TTL_S": "0",
+        },
+    ).start()
+    client = Client(node.base, timeout=20)
+    try:
+        assert client.get("/metrics").status == 200
+        time.sleep(2.5)  # the storage figures are read again after 2 s
+        os.kill(storage.process.pid, signal.SIGSTOP)
+        for _ in range(2):
+            response = client.get("/metrics")
+            assert response.status == 200
+            assert b"narad_storage_durable 1.0" in response.data
+    finally:
+        os.kill(storage.process.pid, signal.SIGCONT)
+        client.close()
+        node.stop()
+        storage.stop()
+
+
 def metric_names(expression: str) -> set[str]:
     """The metric names a PromQL expression reads."""
     for variable, value in GRAFANA_VARIABLES.items():
