@@ -151,9 +151,11 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         raise_open_files_limit()
         # Imported here: metrics must not load before the CLI has set
         # PROMETHEUS_MULTIPROC_DIR.
+        from narad.app import check_capacity_at_start
         from narad.guard import check_at_start
         from narad.security.seed import prepare_at_start
 
+        check_capacity_at_start(config)
         check_at_start(config)
         prepare_at_start(config)
 

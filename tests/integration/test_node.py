@@ -160,6 +160,30 @@ def test_a_node_refuses_a_port_another_node_listens_on(node, storage_url, tmp_pa
     assert "Booting worker" not in log
 
 
+@pytest.mark.parametrize("where", ["/proc", "a-file/capacity"])
+def test_a_capacity_dir_the_node_cannot_write_stops_start_up(
+    storage_url, tmp_path, where
+):
+    # Found at start, naming the setting: not a worker's traceback, nor a 500
+    # for every costly validation once the node serves.
+    (tmp_path / "a-file").write_text("")
+    node = Node(
+        tmp_path,
+        storage_url=storage_url,
+        workers=1,
+        env={"NARAD_VALIDATION_CAPACITY_DIR": str(tmp_path / where)},
+    )
+    try:
+        with pytest.raises(RuntimeError, match="node exited"):
+            node.start(timeout=20)
+    finally:
+        node.stop()
+    assert node.process.returncode == 2
+    log = node.log.read_text()
+    assert "`validation.capacity_dir`" in log
+    assert "Traceback" not in log
+
+
 def test_readiness_follows_storage(tmp_path):
     from tests.nodes import start_valkey
     from tests.nodes import tcp_url
