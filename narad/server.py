@@ -21,8 +21,10 @@ import errno
 import logging
 import os
 import resource
+import shutil
 import socket
 import sys
+import tempfile
 from typing import Any
 
 from gunicorn import util
@@ -188,6 +190,11 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
     }
 
 
+# The metrics directory hand_run_settings made, kept across the config
+# file's reloads (SIGHUP), which find PROMETHEUS_MULTIPROC_DIR set.
+_MADE_METRICS_DIR: list[str] = []
+
+
 def hand_run_settings() -> dict[str, Any]:
     """:func:`gunicorn_settings` from ``NARAD_CONFIG`` and ``NARAD_*``, for
     ``conf/gunicorn.conf.py``.
@@ -195,6 +202,10 @@ def hand_run_settings() -> dict[str, Any]:
     A setting or storage the node cannot start with ends gunicorn with status
     2 and its message, as ``narad serve`` does: gunicorn would print a
     traceback (not a log line, not JSON) around it.
+
+    Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes one for this run
+    and removes it at exit, as ``narad serve`` does: each worker would
+    otherwise answer ``/metrics`` with its own counts alone.
     """
     try:
         config = Config.load()
@@ -203,6 +214,15 @@ def hand_run_settings() -> dict[str, Any]:
         print(f"narad: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     settings = gunicorn_settings(config)
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Before prometheus-client is imported: it picks its mode then.
+        _MADE_METRICS_DIR.append(tempfile.mkdtemp(prefix="narad-metrics-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _MADE_METRICS_DIR[0]
+
+    def on_exit(server: Any) -> None:
+        for made in _MADE_METRICS_DIR:
+            shutil.rmtree(made, ignore_errors=True)
+
     on_starting = settings["on_starting"]
 
     def checked_on_starting(server: Any) -> None:
@@ -210,9 +230,11 @@ def hand_run_settings() -> dict[str, Any]:
             on_starting(server)
         except (InvalidConfiguration, PluginError, StorageError) as exc:
             log.error("%s", exc)
+            on_exit(server)
             raise SystemExit(2) from None
 
     settings["on_starting"] = checked_on_starting
+    settings["on_exit"] = on_exit
     return settings
 
 

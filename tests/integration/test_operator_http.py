@@ -498,3 +498,79 @@ def test_a_gunicorn_node_with_a_bad_setting_says_why_without_a_traceback(
     assert ran.returncode == 2, ran.stderr
     assert words in ran.stderr
     assert "Traceback" not in ran.stderr
+
+
+def test_a_gunicorn_node_aggregates_its_workers_metrics_as_written(
+    storage_url, tmp_path
+):
+    # `gunicorn -c conf/gunicorn.conf.py`, as the README writes it: no
+    # PROMETHEUS_MULTIPROC_DIR. Each scrape must count every worker's
+    # requests, not those of the worker that answered it.
+    from tests.httpclient import Client
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+        "NARAD_SERVER_BIND": f"127.0.0.1:{port}",
+        "NARAD_SERVER_WORKERS": "2",
+        "NARAD_STORAGE_URL": storage_url,
+        "NARAD_STORAGE_DATA_DIR": str(tmp_path / "data"),
+        "NARAD_VALIDATION_CAPACITY_DIR": str(tmp_path / "capacity"),
+        "NARAD_ADMIN_PASSWORD": ADMIN[1],
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    log = tmp_path / "node.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                str(ROOT / "conf/gunicorn.conf.py"),
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def healthz_count() -> float:
+        client = Client(base, auth=None)  # a new connection, any worker
+        try:
+            text = client.get("/metrics").data.decode()
+        finally:
+            client.close()
+        samples = {
+            (s.name, s.labels.get("route")): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        return samples.get(("narad_http_requests_total", "/healthz"), 0.0)
+
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            probe = Client(base, auth=None)
+            try:
+                if probe.get("/readyz").status == 200:
+                    break
+            except OSError:
+                pass
+            finally:
+                probe.close()
+            time.sleep(0.1)
+        for _ in range(20):  # each on its own connection: both workers get some
+            client = Client(base, auth=None)
+            assert client.get("/healthz").status == 200
+            client.close()
+        deadline = time.monotonic() + 15
+        while healthz_count() != 20 and time.monotonic() < deadline:
+            time.sleep(0.25)  # each worker writes its counts once a second
+        assert [healthz_count() for _ in range(4)] == [20] * 4
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    assert process.returncode == 0, log.read_text()[-2000:]
