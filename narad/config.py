@@ -497,6 +497,12 @@ class Config:
         env = dict(os.environ if env is None else env)
         path = path or env.get(CONFIG_ENV)
         from_file = _read_toml(Path(path)) if path else {}
+        for section, table in from_file.items():
+            if not isinstance(table, dict):
+                raise InvalidConfiguration(
+                    f"`{section}` ({path}): expected a table of settings "
+                    f"([{section}]), got {table!r}"
+                )
         tables = {
             name: table
             for name, table in from_file.get(PLUGINS, {}).items()
@@ -505,7 +511,7 @@ class Config:
         core_file = {
             section: (
                 {k: v for k, v in table.items() if k not in tables}
-                if section == PLUGINS and isinstance(table, dict)
+                if section == PLUGINS
                 else table
             )
             for section, table in from_file.items()
@@ -513,7 +519,7 @@ class Config:
         unknown = {
             f"{section}.{name}"
             for section, table in core_file.items()
-            for name in (table if isinstance(table, dict) else {"": None})
+            for name in table
         } - {s.key for s in SETTINGS}
         if unknown:
             key = sorted(unknown)[0]
