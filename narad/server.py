@@ -169,8 +169,10 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "keepalive": config.get("server.keepalive"),
         # Each worker gets its own listening socket and the kernel spreads
         # connections across them; with one shared socket, keep-alive
-        # connections can all pile onto one worker.
-        "reuse_port": True,
+        # connections can all pile onto one worker. Not for a unix socket
+        # (no SO_REUSEPORT there; each worker's bind would replace the last
+        # one's path): the master's one socket is shared.
+        "reuse_port": not config.get("server.bind").startswith("unix:"),
         # gunicorn 27's control socket defaults to $HOME/.gunicorn, where
         # several nodes on one machine would collide.
         "control_socket_disable": True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -182,6 +183,54 @@ def test_a_capacity_dir_the_node_cannot_write_stops_start_up(
     log = node.log.read_text()
     assert "`validation.capacity_dir`" in log
     assert "Traceback" not in log
+
+
+def test_a_node_serves_on_a_unix_socket(storage_url, tmp_path):
+    # server.bind = "unix:PATH" (documented): every worker answers on it.
+    # Bound per worker with SO_REUSEPORT, as TCP is, it never served.
+    import socket
+
+    path = tmp_path / "narad.sock"
+    node = Node(
+        tmp_path,
+        storage_url=storage_url,
+        workers=2,
+        env={"NARAD_SERVER_BIND": f"unix:{path}"},
+    )
+    node.process = None
+    with node.log.open("ab") as log:
+        node.process = subprocess.Popen(
+            [sys.executable, "-m", "narad.cli", "serve"],
+            env=node.env,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def get(route: str) -> bytes:
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(10)
+            conn.connect(str(path))
+            conn.sendall(f"GET {route} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            return conn.recv(4096)
+
+    def ready() -> bool:
+        try:
+            return get("/readyz").startswith(b"HTTP/1.1 200")
+        except OSError:
+            return False
+
+    try:
+        assert wait_until(ready, timeout=30), node.log.read_text()[-3000:]
+        for _ in range(10):
+            answer = get("/metrics")
+            assert answer.startswith(b"HTTP/1.1 200")
+        assert " ERROR " not in node.log.read_text()
+    finally:
+        node.stop()
+    assert node.process.returncode == 0
+    assert not path.exists()
 
 
 def test_readiness_follows_storage(tmp_path):
