@@ -124,13 +124,24 @@ def refuse_an_address_in_use(address: str) -> None:
     lets it share the port with any process of the same user that did the
     same (another node on the same ``server.bind``): each would then take
     part of the connections. A probe bound without SO_REUSEPORT is refused.
+    A unix socket someone answers on is in use too: gunicorn would replace it.
 
     Raises:
         InvalidConfiguration: the address is in use.
     """
+    in_use = InvalidConfiguration(
+        f"`server.bind` {address} is in use by another process (another node?): "
+        "stop it, or give this node another address"
+    )
     addr = util.parse_address(address)
-    if not isinstance(addr, tuple):
-        return  # a unix socket
+    if isinstance(addr, str):
+        # gunicorn removes a socket file in its way: only a dead one may go.
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(addr)
+            except OSError:
+                return  # nothing listens there
+        raise in_use
     family = socket.AF_INET6 if util.is_ipv6(addr[0]) else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         # Connections in TIME_WAIT from an earlier run are no conflict.
@@ -140,10 +151,7 @@ def refuse_an_address_in_use(address: str) -> None:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 return  # the workers' own bind reports it
-            raise InvalidConfiguration(
-                f"`server.bind` {address} is in use by another process (another "
-                "node?): stop it, or give this node another address"
-            ) from None
+            raise in_use from None
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:

@@ -227,6 +227,21 @@ def test_a_node_serves_on_a_unix_socket(storage_url, tmp_path):
             answer = get("/metrics")
             assert answer.startswith(b"HTTP/1.1 200")
         assert " ERROR " not in node.log.read_text()
+        # A second node on the same path is refused, not handed the path.
+        second = Node(
+            tmp_path / "second",
+            storage_url=storage_url,
+            workers=1,
+            env={"NARAD_SERVER_BIND": f"unix:{path}"},
+        )
+        try:
+            with pytest.raises(RuntimeError, match="node exited"):
+                second.start(timeout=20)
+        finally:
+            second.stop()
+        assert second.process.returncode == 2
+        assert f"`server.bind` unix:{path} is in use" in second.log.read_text()
+        assert ready()
     finally:
         node.stop()
     assert node.process.returncode == 0
