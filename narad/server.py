@@ -118,7 +118,8 @@ class GunicornLogger(Logger):
 
 
 def refuse_an_address_in_use(address: str) -> None:
-    """Stop start-up if another process listens on ``address`` (``server.bind``).
+    """Stop start-up if another process listens on ``address`` (``server.bind``),
+    or if it cannot be listened on at all.
 
     With ``reuse_port`` each worker binds a socket of its own, and the kernel
     lets it share the port with any process of the same user that did the
@@ -127,7 +128,7 @@ def refuse_an_address_in_use(address: str) -> None:
     A unix socket someone answers on is in use too: gunicorn would replace it.
 
     Raises:
-        InvalidConfiguration: the address is in use.
+        InvalidConfiguration: the address is in use, or cannot be bound.
     """
     in_use = InvalidConfiguration(
         f"`server.bind` {address} is in use by another process (another node?): "
@@ -149,9 +150,12 @@ def refuse_an_address_in_use(address: str) -> None:
         try:
             probe.bind(addr)
         except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                return  # the workers' own bind reports it
-            raise in_use from None
+            if exc.errno == errno.EADDRINUSE:
+                raise in_use from None
+            # Each worker would fail the same way, and be restarted forever.
+            raise InvalidConfiguration(
+                f"`server.bind` {address} cannot be listened on: {exc}"
+            ) from None
 
 
 def gunicorn_settings(config: Config) -> dict[str, Any]:

@@ -185,6 +185,22 @@ def test_a_capacity_dir_the_node_cannot_write_stops_start_up(
     assert "Traceback" not in log
 
 
+@pytest.mark.parametrize("bind", ["10.255.255.1:7942", "nosuchhost.invalid:7942"])
+def test_a_node_refuses_an_address_it_cannot_listen_on(storage_url, tmp_path, bind):
+    # Each worker binds for itself: without a check at start they failed and
+    # were restarted forever, the node never serving and never exiting.
+    node = Node(
+        tmp_path, storage_url=storage_url, workers=1, env={"NARAD_SERVER_BIND": bind}
+    )
+    try:
+        with pytest.raises(RuntimeError, match="node exited"):
+            node.start(timeout=20)
+    finally:
+        node.stop()
+    assert node.process.returncode == 2
+    assert f"`server.bind` {bind} cannot be listened on" in node.log.read_text()
+
+
 def test_a_node_serves_on_a_unix_socket(storage_url, tmp_path):
     # server.bind = "unix:PATH" (documented): every worker answers on it.
     # Bound per worker with SO_REUSEPORT, as TCP is, it never served.
