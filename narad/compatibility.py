@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 from typing import Literal
 
+from narad.quoting import cut_pointer
 from narad.schema.jsontext import json_equal
 from narad.schema.jsontext import json_key
 from narad.schema.patterns import PatternError
@@ -208,7 +209,7 @@ class Violation:
     pointer: str = ""
 
     def __str__(self) -> str:
-        return f"at {self.pointer or 'the root'}: {self.message}"
+        return f"at {cut_pointer(self.pointer) or 'the root'}: {self.message}"
 
 
 class RuleContext:

@@ -581,7 +581,7 @@ class AckedAheadFull(Unavailable):
 class TopicKeptChanging(Unavailable):
     def __init__(self, topic: str) -> None:
         self.topic = topic
-        super().__init__(f"topic {topic} kept changing during the produce; retry")
+        super().__init__(f"topic {topic} kept changing during the request; retry")
 
 
 class UserKeptChanging(Unavailable):

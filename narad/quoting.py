@@ -16,3 +16,20 @@ def quote(value: str, limit: int = QUOTE_LIMIT) -> str:
     if len(value) <= limit:
         return repr(value)
     return repr(value[:limit]) + "…"
+
+
+def quote_pointer(pointer: str, limit: int = QUOTE_LIMIT) -> str:
+    """A JSON pointer as a literal, each of its tokens cut after ``limit``
+    characters (``'/properties/ab…/type'``): a schema's property names are
+    the client's text, and the pointer's shape stays readable."""
+    return repr(cut_pointer(pointer, limit))
+
+
+def cut_pointer(pointer: str, limit: int = QUOTE_LIMIT) -> str:
+    """``pointer`` with each reference token cut after ``limit`` characters."""
+    if len(pointer) <= limit:
+        return pointer
+    return "/".join(
+        token if len(token) <= limit else token[:limit] + "…"
+        for token in pointer.split("/")
+    )

@@ -601,7 +601,8 @@ class Event(Enum):
     consumer treats it as "anything may have changed"."""
 
     MESSAGES = "messages"
-    """The topic may have a message to reserve: an append or a give-back.
+    """The topic may have a message to reserve: an append, a give-back, or
+    an ack that lets a partition's next message past a flow-control cap.
 
     Published only while some consumer may be waiting on the topic: for
     every append and give-back made while a :meth:`Storage.mark_waiting`
@@ -811,7 +812,9 @@ class Storage(Protocol):
     def partition_stats(self, meta: TopicMeta, *, now_ms: int) -> list[PartitionStats]:
         """One :class:`PartitionStats` per partition, in index order.
 
-        A read: it neither trims nor checks the epoch.
+        A read: it neither trims nor checks the epoch, yet what retention
+        no longer keeps at ``now_ms`` (``meta.retention_ms``) is left out,
+        leases included, as a write would trim it.
         """
         ...
 
@@ -1017,7 +1020,8 @@ class Storage(Protocol):
 
         Checks: ``meta.epoch`` is the topic's (NO_TOPIC). Then, partition by
         partition in the order given, after dropping what retention no
-        longer keeps (as :meth:`append` does), a partition offers:
+        longer keeps (as :meth:`append` does; what a bounded drop leaves for
+        later calls is never offered either), a partition offers:
 
         - when ``max_acked_ahead_per_partition`` messages are acked out of
           order, only the message at its lowest unacked offset (if its lease
@@ -1090,7 +1094,11 @@ class Storage(Protocol):
         EXTEND moves the deadline to ``now_ms + visibility_timeout_ms``;
         RELEASE makes the message available to the next reserve at once and
         publishes :attr:`Event.MESSAGES` (at least while the topic's mark is
-        live at ``now_ms``, see :meth:`mark_waiting`).
+        live at ``now_ms``, see :meth:`mark_waiting`); so does an ACK that
+        lets the partition's next message past a flow-control cap (its
+        leases fall below ``max_in_flight_per_partition``, or its lowest
+        unacked offset moves while ``max_acked_ahead_per_partition``
+        messages are acked above it), since a consumer may wait for it.
 
         Returns:
             OK, REPEATED, GONE, ACKED_AHEAD_FULL or NO_TOPIC.
@@ -1111,8 +1119,8 @@ class Storage(Protocol):
         offsets in ascending order lets the lowest unacked offset move
         before the acked-ahead cap is reached): its status is one
         :meth:`settle` would return. Every ``lease.partition`` is a
-        partition of the topic. RELEASE publishes :attr:`Event.MESSAGES`
-        once if anything was given back (as :meth:`settle` does).
+        partition of the topic. :attr:`Event.MESSAGES` is published once if
+        any lease would have it published by :meth:`settle`.
 
         Returns:
             One status per lease; every one NO_TOPIC when the epoch is stale.
@@ -1125,7 +1133,8 @@ class Storage(Protocol):
         The topic keeps one mark: the latest ``until_ms`` any caller gave.
         While it is live for a writer (``until_ms`` at or after the
         writer's ``now_ms``), every :meth:`append` to the topic (or to its
-        parent: the copies) and every give-back publishes
+        parent: the copies), every give-back and every ack that frees a
+        capped partition (see :meth:`settle`) publishes
         :attr:`Event.MESSAGES` for it; once it ran out they may publish
         nothing, which spares every worker of every node an event per
         message when nobody waits. A consumer that may wait therefore

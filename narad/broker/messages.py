@@ -69,6 +69,8 @@ from narad.metrics import MESSAGES_DEDUPLICATED
 from narad.metrics import MESSAGES_PRODUCED
 from narad.metrics import MESSAGES_REFUSED
 from narad.metrics import TALLY
+from narad.schema.jsontext import nesting_depth_exceeds
+from narad.schema.limits import PAYLOAD_DEPTH
 from narad.schema.service import SchemaService
 from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import AppendResult
@@ -131,11 +133,18 @@ class Delivery:
 
 
 def classify(payload: bytes) -> PayloadKind:
-    """Whether ``payload`` is one JSON text, other UTF-8 text, or binary."""
+    """Whether ``payload`` is one JSON text nesting at most
+    :data:`~narad.schema.limits.PAYLOAD_DEPTH` levels, other UTF-8 text, or
+    binary."""
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError:
         return PayloadKind.BINARY
+    # Depth is judged before parsing: how deep the parser gets depends on the
+    # recursion limit, which schema validation raises in a worker, and the
+    # same bytes must be classified alike by every worker at any time.
+    if nesting_depth_exceeds(payload, PAYLOAD_DEPTH):
+        return PayloadKind.TEXT
     try:
         _DECODER.decode(text)
     except (ValueError, RecursionError):
@@ -379,7 +388,7 @@ class MessageService:
     def _lease(
         self, topic: str, count: int, wait_ms: int, partition: int | None
     ) -> list[Delivery]:
-        meta = self.records.cached(topic)
+        meta = self._record_with(topic, partition)
         self._check_partition(meta, partition)
         wait_ms = min(wait_ms, self.max_wait_ms)
         deadline = time.monotonic() + wait_ms / 1000
@@ -480,13 +489,22 @@ class MessageService:
         start = next(self._consume_start) % meta.partitions
         return [(start + i) % meta.partitions for i in range(meta.partitions)]
 
+    def _record_with(self, topic: str, partition: int | None) -> TopicMeta:
+        """The topic's record, read again when the cached one lacks
+        ``partition``: the topic may have been created again with more
+        partitions, and a stale record must not refuse what storage holds."""
+        meta = self.records.cached(topic)
+        if partition is not None and partition >= meta.partitions:
+            meta = self.records.refresh(topic)
+        return meta
+
     @staticmethod
     def _check_partition(meta: TopicMeta, partition: int | None) -> None:
         if partition is not None and not 0 <= partition < meta.partitions:
             raise PartitionOutOfRange(meta.name, partition, meta.partitions)
 
     def replay(self, topic: str, *, partition: int, offset: int) -> Delivery:
-        meta = self.records.cached(topic)
+        meta = self._record_with(topic, partition)
         self._check_partition(meta, partition)
         message = self.storage.read(meta, partition, offset, now_ms=now_ms())
         if message is None:
@@ -499,7 +517,7 @@ class MessageService:
         """Ack, extend or give back the lease ``handle`` (from a
         :class:`Delivery`) holds."""
         receipt = decode_receipt(handle)
-        meta = self.records.cached(topic)
+        meta = self._record_with(topic, receipt.partition)
         for _ in range(2):
             if receipt.partition >= meta.partitions:
                 raise LeaseGone()
@@ -542,7 +560,8 @@ class MessageService:
                 receipts[index] = decode_receipt(handle)
             except MalformedReceipt:
                 continue
-        meta = self.records.cached(topic)
+        highest = max((r.partition for r in receipts.values()), default=None)
+        meta = self._record_with(topic, highest)
         for _ in range(2):
             valid = [i for i, r in receipts.items() if r.partition < meta.partitions]
             for index in receipts:

@@ -13,7 +13,9 @@ topic, epoch and more (compiled validators, round-robin counters) are
 - A ``TOPIC_CHANGED`` notification (create, alter, schema version, delete,
   from any worker of any node), or :meth:`TopicRecords.drop` by the worker
   that made the change, drops the topic's record at once, and the attached
-  entries that are costly to hold (validators).
+  entries that are costly to hold (validators). A record read while a
+  change was heard is not cached: it may have been read before that change,
+  and would outlive its drop.
 - Whenever a record is cached, the attached entries of that topic that do
   not belong to it (another epoch: the topic was recreated; an older schema
   version) are dropped, and those that do are kept: altering a topic does
@@ -66,6 +68,7 @@ class TopicRecords:
         self._dropped_on_change: list[BoundedCache] = []
         # Topics changed and not read since: name -> when, oldest first.
         self._changed: OrderedDict[str, float] = OrderedDict()
+        self._heard = 0  # changes (and stream losses) heard so far
         self._lock = native_lock()
         listener.on(Event.TOPIC_CHANGED, self._on_changed)
         listener.on_live(self._on_live)
@@ -103,11 +106,15 @@ class TopicRecords:
         Raises:
             TopicNotFound: no such topic.
         """
+        heard = self._heard
         meta = self._storage.get_topic(name)
         if meta is None:
             self.drop(name)
             raise TopicNotFound(name)
-        self.put(meta)
+        if self._heard == heard:
+            self.put(meta)
+        # Else a change came while reading: what was read may predate it, and
+        # cached it would outlive the drop. The next read caches.
         return meta
 
     def put(self, meta: TopicMeta) -> None:
@@ -136,12 +143,14 @@ class TopicRecords:
         # attached to any topic goes unless the topic is read again soon
         # (attached entries are keyed by epoch and version: never wrong,
         # only possibly dead).
+        self._heard += 1
         self.cache.clear()
         for cache, _ in self._attached:
             for name in cache.topics():
                 self._suspect(name)
 
     def _on_changed(self, name: str) -> None:
+        self._heard += 1
         self.cache.drop_topic(name)
         for cache in self._dropped_on_change:
             cache.drop_topic(name)

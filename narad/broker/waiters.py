@@ -1,6 +1,7 @@
 """Wake long-polling consumers as soon as their topic may have a message.
 
-Appends and give-backs publish ``MESSAGES`` for their topic (see
+Appends, give-backs and acks that let a message past a flow-control cap
+publish ``MESSAGES`` for their topic (see
 :class:`narad.storage.Event`); the worker's :class:`Listener` hands it here,
 and each topic's generation counter moves on. A consumer snapshots the
 counter before it looks for a message and sleeps only until the counter

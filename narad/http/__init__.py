@@ -28,14 +28,19 @@ def dumps(value: Any) -> str:
 
 
 def error_body(message: str) -> bytes:
-    """``{"error": message}`` as UTF-8 JSON, whatever the message quotes.
+    """``{"error": message}`` as UTF-8 JSON, whatever the message quotes."""
+    return json_body({"error": message})
 
-    A message may quote a lone surrogate the client sent (``"\\ud800"`` in a
-    JSON body): UTF-8 cannot encode it, so such a message is written with
-    ``\\u`` escapes, which keeps the body valid JSON.
+
+def json_body(value: Any) -> bytes:
+    """A JSON response body as UTF-8, whatever its strings quote.
+
+    A string may quote a lone surrogate the client sent (``"\\ud800"`` in a
+    JSON body): UTF-8 cannot encode it, so such a body is written with
+    ``\\u`` escapes, which keeps it valid JSON.
     """
-    text = dumps({"error": message})
+    text = dumps(value)
     try:
         return text.encode()
     except UnicodeEncodeError:
-        return (json.dumps({"error": message}) + "\n").encode()
+        return (json.dumps(value) + "\n").encode()

@@ -26,6 +26,7 @@ import falcon
 
 from narad.http import encode
 from narad.http import new_request_id
+from narad.http.topics import valid_name
 from narad.logs import REQUEST_ID
 from narad.logs import AccessLines
 from narad.security.access import Gate
@@ -176,7 +177,9 @@ class Authenticate:
         self, req: falcon.Request, resp: falcon.Response, resource, params
     ) -> None:
         req.context.gate = self.gate
-        if resource is not None and "name" in params:
+        # Only a name a topic can have: the path arrives percent-decoded, and
+        # a newline in it would forge access-log lines.
+        if resource is not None and valid_name(params.get("name", "")):
             req.context.topic = params["name"]
         if self.authenticator is None:
             req.context.principal = OPEN

@@ -11,6 +11,7 @@ from narad.broker.topics import TopicService
 from narad.errors import InvalidArgument
 from narad.errors import NotFound
 from narad.http import dumps
+from narad.http import json_body
 from narad.http.body import ascii_digits
 from narad.http.body import integer
 from narad.http.body import read_object
@@ -113,7 +114,8 @@ class SchemaCheck:
             resp.set_header(NO_CHANGE_HEADER, "true")
         if report.truncated:
             resp.set_header(TRUNCATED_HEADER, "true")
-        resp.text = dumps(
+        # A report quotes names from the schemas, lone surrogates included.
+        resp.data = json_body(
             {
                 "compatible": report.compatible,
                 "mode": result.mode.value,

@@ -74,10 +74,15 @@ class UserCollection:
         body, _ = read_object(req)
         refuse_unknown(body, CREATE_FIELDS)
         name = body.get("username")
-        if not isinstance(name, str) or USERNAME.fullmatch(name) is None:
+        # "." and ".." are path segments: clients resolve /v1/users/.. away.
+        if (
+            not isinstance(name, str)
+            or USERNAME.fullmatch(name) is None
+            or not name.strip(".")
+        ):
             raise InvalidArgument(
                 "username must be 1 to 64 letters, digits, '.', '_', '@' or '-', "
-                f"got {shown(name)}"
+                f"and not only dots, got {shown(name)}"
             )
         password = _password(body, "password")
         grants = parse_grants(body.get("grants", []))

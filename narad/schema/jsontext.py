@@ -30,6 +30,7 @@ import re
 from array import array
 from collections.abc import Callable
 from decimal import Decimal
+from decimal import InvalidOperation
 from fractions import Fraction
 from itertools import accumulate
 from typing import Any
@@ -145,7 +146,10 @@ def _parse_int(literal: str) -> int:
 
 
 def _parse_decimal(literal: str) -> Decimal:
-    number = Decimal(literal)
+    try:
+        number = Decimal(literal)
+    except InvalidOperation:  # an exponent past what Decimal holds (1e10**18)
+        raise JSONTextError("has a number whose exponent is beyond +-1000") from None
     exponent = number.adjusted()
     if not -MAX_EXPONENT <= exponent <= MAX_EXPONENT:
         raise JSONTextError("has a number whose exponent is beyond +-1000")

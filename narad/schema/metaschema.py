@@ -38,6 +38,7 @@ from typing import Any
 
 import jsonschema_specifications
 
+from narad.quoting import quote_pointer
 from narad.schema.drafts import Draft
 from narad.schema.jsontext import json_key
 from narad.schema.resolver import REFERENCE_KEYWORDS
@@ -169,7 +170,7 @@ class MetaSchema:
             where += "/" + escape(str(token))
         rule = json.dumps(value)
         rule = rule if len(rule) <= _RULE_LIMIT else "..."
-        yield f"at {where!r}: fails the meta-schema ({keyword} {rule})"
+        yield f"at {quote_pointer(where)}: fails the meta-schema ({keyword} {rule})"
 
     # -- compiling
 

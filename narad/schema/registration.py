@@ -11,6 +11,7 @@ repeats a reference's text.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from contextlib import contextmanager
@@ -18,16 +19,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from narad.errors import InvalidSchema
+from narad.quoting import quote_pointer
 from narad.schema import jsontext
 from narad.schema.drafts import Draft
 from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import check_pattern
 from narad.schema.resolver import BASE_URI
+from narad.schema.resolver import LIST_SUBSCHEMAS
 from narad.schema.resolver import MAP_SUBSCHEMAS
 from narad.schema.resolver import REFERENCE_KEYWORDS
+from narad.schema.resolver import SINGLE_SUBSCHEMA
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import join_pointer
+from narad.schema.resolver import lookup
+from narad.schema.resolver import unescape
 from narad.schema.shapes import ShapeError
 from narad.schema.shapes import analyse
 
@@ -137,12 +143,28 @@ def _register(
         analysis = analyse(index)
     except ShapeError as exc:
         raise InvalidSchema(f"schema: {exc}") from None
+    # A reference may lead where the survey and the meta-schema do not look
+    # (a member no keyword owns, a $defs the draft does not define, data such
+    # as const): the validator compiles what it finds there all the same.
+    targets = _unchecked_targets(document, draft.keywords, analysis.reached)
+    for pointer, target in targets.items():
+        if not _surveyed(document, pointer):
+            more = _survey(target, draft, at=_where_of(pointer))
+            survey.names += more.names
+            survey.pattern_properties += more.pattern_properties
     # Last, because it is the slowest check: the analyses above only follow
     # values of the right types, so they are safe on an invalid document.
     for message in draft.meta_validator(document):
         raise InvalidSchema(
             f"schema: not valid under the {draft.name} meta-schema: {message}"
         )
+    for pointer, target in targets.items():
+        for message in draft.meta_validator(target):
+            raise InvalidSchema(
+                f"schema: not valid under the {draft.name} meta-schema: the "
+                f"subschema at {quote_pointer(pointer)}, which a reference leads "
+                f"to, {message}"
+            )
     high_cost = (
         survey.names > MAX_NAMES
         or survey.pattern_properties > MAX_PATTERN_PROPERTIES
@@ -180,16 +202,17 @@ _REFERENCING = frozenset(REFERENCE_KEYWORDS)
 _SURVEYED = _REFERENCING | _NAMING | {"$schema", "pattern", "patternProperties"}
 
 
-def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
+def _survey(document: Any, draft: Draft, at: _Where = None) -> _Survey:
     """Check references, patterns and nested ``$schema``; count cost drivers.
 
     Every object outside data keywords counts as a schema, wherever it sits
     (an unreferenced ``$defs`` entry, an unknown keyword): a pointer can reach
-    any of them.
+    any of them. ``at``: where ``document`` sits, when it is a part of the
+    document a reference leads into.
     """
     survey = _Survey()
     # Each check runs only on an object that has its keywords: most have none.
-    for where, schema in _schemas(document):
+    for where, schema in _schemas(document, at):
         if _SURVEYED.isdisjoint(schema):
             continue
         if not _REFERENCING.isdisjoint(schema):
@@ -199,7 +222,9 @@ def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
         nested = schema.get("$schema")
         if where is not None and nested is not None and nested not in draft.uris:
             at = _pointer(("$schema", where))
-            raise InvalidSchema(f"schema: the $schema at {at!r} is not the document's")
+            raise InvalidSchema(
+                f"schema: the $schema at {quote_pointer(at)} is not the document's"
+            )
         if not _NAMING.isdisjoint(schema):
             survey.names += _names(schema)
         patterns = schema.get("patternProperties")
@@ -208,9 +233,9 @@ def _survey(document: dict[str, Any], draft: Draft) -> _Survey:
     return survey
 
 
-def _schemas(document: dict[str, Any]) -> Iterator[tuple[_Where, dict[str, Any]]]:
+def _schemas(document: Any, where: _Where) -> Iterator[tuple[_Where, dict[str, Any]]]:
     """Every object in schema position, with where it sits (iterative)."""
-    stack: list[tuple[_Where, Any]] = [(None, document)]
+    stack: list[tuple[_Where, Any]] = [(where, document)]
     while stack:
         where, value = stack.pop()
         if isinstance(value, list):
@@ -230,6 +255,79 @@ def _schemas(document: dict[str, Any]) -> Iterator[tuple[_Where, dict[str, Any]]
                 stack.append((at, item))
 
 
+def _surveyed(document: Any, pointer: str) -> bool:
+    """Whether the survey walked the value at ``pointer`` (it skips data)."""
+    value, in_map = document, False
+    for token in map(unescape, pointer.split("/")[1:]):
+        if isinstance(value, list):
+            value, in_map = value[int(token)], False
+            continue
+        if not in_map and token in _DATA:
+            return False
+        child = value[token]
+        in_map = not in_map and token in MAP_SUBSCHEMAS and isinstance(child, dict)
+        value = child
+    return True
+
+
+def _unchecked_targets(
+    document: Any, keywords: frozenset[str], reached: Iterable[str]
+) -> dict[str, Any]:
+    """The outermost subschemas the validator reaches that the meta-schema
+    check of the document does not cover, by pointer.
+
+    The meta-schema checks the subschemas in positions of the draft's own
+    keywords, from the root down. A reached subschema is covered when the way
+    to it from the root, or from another such subschema, goes only through
+    those positions.
+    """
+    kept: dict[str, Any] = {}
+    # Each reached subschema, checked or covered, by pointer: the nearest one
+    # above a subschema is where the way to it starts (the root at the latest).
+    seen: dict[str, Any] = {}
+    for pointer in sorted(reached, key=len):  # a subschema after its ancestors
+        base, value, end = "", document, len(pointer)
+        while (end := pointer.rfind("/", 0, end)) > 0:
+            if pointer[:end] in seen:
+                base = pointer[:end]
+                value = seen[base]
+                break
+        found = _through_keywords(value, pointer[len(base) :], keywords)
+        if found is None:
+            found = kept[pointer] = lookup(document, pointer)
+        seen[pointer] = found
+    return kept
+
+
+def _through_keywords(schema: Any, way: str, keywords: frozenset[str]) -> Any:
+    """The subschema the pointer ``way`` leads to from ``schema``, or None if
+    it goes anywhere but through subschema positions of ``keywords``."""
+    value, position = schema, "schema"
+    for token in map(unescape, way.split("/")[1:]):
+        if position == "list":
+            value, position = value[int(token)], "schema"
+        elif position == "map":
+            value, position = value[token], "schema"
+        elif not isinstance(value, dict) or token not in keywords:
+            return None
+        else:
+            value = value[token]
+            if token in LIST_SUBSCHEMAS and isinstance(value, list):
+                position = "list"
+            elif token in MAP_SUBSCHEMAS and isinstance(value, dict):
+                position = "map"
+            elif token not in SINGLE_SUBSCHEMA or not isinstance(value, dict | bool):
+                return None
+    return value if position == "schema" else None
+
+
+def _where_of(pointer: str) -> _Where:
+    where: _Where = None
+    for token in pointer.split("/")[1:]:
+        where = (unescape(token), where)
+    return where
+
+
 def _pointer(where: _Where) -> str:
     tokens: list[str | int] = []
     while where is not None:
@@ -246,8 +344,8 @@ def _check_references(where: _Where, schema: dict[str, Any]) -> None:
         if isinstance(ref, str) and not ref.startswith("#"):
             at = _pointer((keyword, where))
             raise InvalidSchema(
-                f"schema: the {keyword} at {at!r} does not resolve inside the "
-                "document (only #/$defs/..., #anchor and $dynamicRef do)"
+                f"schema: the {keyword} at {quote_pointer(at)} does not resolve "
+                "inside the document (only #/$defs/..., #anchor and $dynamicRef do)"
             )
 
 
@@ -264,7 +362,9 @@ def _check_patterns(where: _Where, schema: dict[str, Any]) -> None:
             check_pattern(pattern)
         except PatternError as exc:
             at = _pointer(place)
-            raise InvalidSchema(f"schema: the pattern at {at!r} {exc}") from None
+            raise InvalidSchema(
+                f"schema: the pattern at {quote_pointer(at)} {exc}"
+            ) from None
 
 
 def _names(schema: dict[str, Any]) -> int:

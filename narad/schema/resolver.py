@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from narad.quoting import quote
+from narad.quoting import quote_pointer
 from narad.schema.drafts import Draft
 
 __all__ = (
@@ -114,10 +116,13 @@ class Duplicate:
     def __str__(self) -> str:
         (a, a_keyword), (b, b_keyword) = self.first, self.second
         if self.what == "resource":
-            what = f"the resource {self.name!r} is declared twice"
+            what = f"the resource {quote(self.name)} is declared twice"
         else:
-            what = f"the anchor {self.name!r} is declared twice in one resource"
-        return f"{what}: by the {a_keyword} at {a!r} and the {b_keyword} at {b!r}"
+            what = f"the anchor {quote(self.name)} is declared twice in one resource"
+        return (
+            f"{what}: by the {a_keyword} at {quote_pointer(a)} and the {b_keyword} "
+            f"at {quote_pointer(b)}"
+        )
 
 
 @dataclass(frozen=True)

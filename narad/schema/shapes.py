@@ -54,9 +54,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from narad.quoting import quote_pointer
 from narad.schema.graphs import strongly_connected_components
 from narad.schema.patterns import PatternError
-from narad.schema.patterns import compile_pattern
+from narad.schema.patterns import regex_search
 from narad.schema.resolver import REFERENCE_KEYWORDS
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import UnresolvableRef
@@ -108,9 +109,12 @@ class Analysis:
     Attributes:
         applies_many: Some value gets more than 64 subschemas applied to it
             (a union of 64 or more branches does): the high-cost class.
+        reached: The pointer of every subschema the validator can reach,
+            reference targets in members no keyword owns included.
     """
 
     applies_many: bool
+    reached: Sequence[str] = ()
 
 
 def analyse(index: SchemaIndex) -> Analysis:
@@ -127,7 +131,9 @@ def analyse(index: SchemaIndex) -> Analysis:
     _check_duplicated_recursion(graph, components, sizes, in_place)
     order, forward = _topological(graph)
     _check_path_counts(graph, order, forward)
-    return Analysis(applies_many=_applies_many(graph, order, forward))
+    return Analysis(
+        applies_many=_applies_many(graph, order, forward), reached=graph.pointers
+    )
 
 
 def _sizes(components: list[int]) -> list[int]:
@@ -314,7 +320,7 @@ class _Graph:
                 return []
         except UnresolvableRef:
             raise ShapeError(
-                f"the {keyword} at {at!r} leads nowhere in the document"
+                f"the {keyword} at {quote_pointer(at)} leads nowhere in the document"
             ) from None
         return [target.pointer for target in targets]
 
@@ -327,11 +333,12 @@ class _Graph:
     def matches(self, pattern: str, name: str) -> bool:
         if pattern not in self.patterns:
             try:
-                self.patterns[pattern] = compile_pattern(pattern)
+                # As validation searches: a name may be a lone surrogate.
+                self.patterns[pattern] = regex_search(pattern)
             except PatternError:
                 self.patterns[pattern] = None
-        regex = self.patterns[pattern]
-        return regex is None or regex.search(name) is not None
+        search = self.patterns[pattern]
+        return search is None or search(name)
 
 
 # -- Which children a label reaches ---------------------------------------------
@@ -390,8 +397,8 @@ def _check_negated_cycles(graph: _Graph, component: list[int]) -> None:
                 and component[target] == component[node]
             ):
                 raise ShapeError(
-                    f"the $ref cycle through {where!r} re-applies a schema to "
-                    f"the same value under {keyword}"
+                    f"the $ref cycle through {quote_pointer(where)} re-applies a "
+                    f"schema to the same value under {keyword}"
                 )
 
 
@@ -575,7 +582,7 @@ class _Level:
                 first, second = sorted(_last_apart(*paths.shown[:2]))
                 return (
                     "the same value is reached by two paths at one level, through "
-                    f"{first!r} and {second!r}"
+                    f"{quote_pointer(first)} and {quote_pointer(second)}"
                 )
         self.settled.add(key)
         return None
@@ -754,8 +761,8 @@ def _check_path_counts(
             continue
         if max(here.values()) > MAX_PATHS:
             raise ShapeError(
-                f"{graph.pointers[node] or '/'!r} is checked against one value "
-                f"through more than {MAX_PATHS} paths"
+                f"{quote_pointer(graph.pointers[node] or '/')} is checked against "
+                f"one value through more than {MAX_PATHS} paths"
             )
         graph.spend(len(here) * len(forward[node]))
         for target, _, _, label in forward[node]:

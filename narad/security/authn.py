@@ -29,7 +29,6 @@ passwords costs a worker a bounded amount of CPU and memory.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import math
@@ -154,7 +153,7 @@ def parse_basic(header: str) -> tuple[str, str, bytes]:
     try:
         raw = base64.b64decode(encoded, validate=True)
         name, sep, password = raw.decode("utf-8").partition(":")
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # bad base64, a non-ASCII header byte, or not UTF-8
         raise MalformedCredentials() from None
     if not sep:
         raise MalformedCredentials()
@@ -327,7 +326,11 @@ class Authenticator:
             # Once: the root admin may be missing because the storage did
             # not answer when the node started.
             seed, self._seed = self._seed, None
-            seed()
+            try:
+                seed()
+            except BaseException:
+                self._seed = seed  # not seeded (the storage refused): next time
+                raise
             user = self._storage.get_user(name)
         return user
 

@@ -32,10 +32,14 @@ MAX_KEYS = 100_000  # buckets a worker remembers; the least recent go first
 
 def address_key(address: str) -> str:
     """The key of a client address: IPv6 addresses count per /64, since
-    one host usually holds a whole /64."""
+    one host usually holds a whole /64; an IPv4 client of a dual-stack
+    socket (``::ffff:a.b.c.d``) counts as its IPv4 address."""
     if ":" not in address:
         return address
     try:
+        mapped = ipaddress.IPv6Address(address).ipv4_mapped
+        if mapped is not None:
+            return str(mapped)
         return str(ipaddress.IPv6Network(f"{address}/64", strict=False))
     except ValueError:
         return address

@@ -515,6 +515,53 @@ class StorageContract:
         [stats] = storage.partition_stats(meta, now_ms=1_000 + HOUR)
         assert (stats.oldest_offset, stats.next_offset) == (1, 1)
 
+    def test_reserve_never_offers_what_retention_no_longer_keeps(self, storage):
+        # More expired messages than one step drops, 1,500 of them leased
+        # once (their leases lapsed long ago): none may be offered again.
+        meta = self.topic(storage, retention_ms=HOUR, max_in_flight_per_partition=2000)
+        old = [Entry(0, b"", b"old", PayloadKind.TEXT, None)] * 1000
+        for _ in range(3):
+            assert storage.append(meta, old, schema_version=0, now_ms=0).count == 1000
+        for k in range(15):
+            nonces = [nonce(100 * k + i) for i in range(100)]
+            assert (
+                len(storage.reserve_batch(meta, [0], nonces=nonces, now_ms=0).messages)
+                == 100
+            )
+        later = 2 * HOUR
+        self.put(storage, meta, b"fresh", now=later)
+        nonces = [nonce(5000 + i) for i in range(100)]
+        got = storage.reserve_batch(meta, [0], nonces=nonces, now_ms=later).messages
+        assert [(m.offset, m.payload) for m in got] == [(3000, b"fresh")]
+        assert (
+            storage.reserve(meta, [0], nonce=nonce(6000), now_ms=later).message is None
+        )
+
+    def test_partition_stats_leave_out_what_retention_no_longer_keeps(self, storage):
+        # Nothing wrote since the messages aged out: the stats still count
+        # only what a replay or a consume could get.
+        meta = self.topic(storage, partitions=2, retention_ms=HOUR)
+        for i in range(5):
+            self.put(storage, meta, b"old%d" % i, now=1_000 + i)
+        self.put(storage, meta, b"new", now=2_000, partition=1)
+        leased = [
+            storage.reserve(meta, [0], nonce=nonce(i), now_ms=2_000).message
+            for i in range(2)
+        ]
+        assert [m.offset for m in leased] == [0, 1]
+        stats = storage.partition_stats(meta, now_ms=1_002 + HOUR)
+        assert [(s.oldest_offset, s.next_offset, s.in_flight) for s in stats] == [
+            (3, 5, 0),
+            (0, 1, 0),
+        ]
+        assert storage.read(meta, 0, 2, now_ms=1_002 + HOUR) is None
+        assert storage.read(meta, 0, 3, now_ms=1_002 + HOUR).payload == b"old3"
+        stats = storage.partition_stats(meta, now_ms=2_000 + HOUR)
+        assert [(s.oldest_offset, s.next_offset) for s in stats] == [(5, 5), (1, 1)]
+        # A read: nothing was trimmed.
+        kept = storage.partition_stats(replace(meta, retention_ms=0), now_ms=0)
+        assert (kept[0].oldest_offset, kept[0].in_flight) == (0, 2)
+
     # -- topic stats ---------------------------------------------------------
 
     @requires("topic_stats")
@@ -1802,6 +1849,33 @@ class StorageContract:
             self.expect(stream, [Notification(Event.MESSAGES, meta.name)])
         finally:
             stream.close()
+
+    @requires("notifications")
+    @pytest.mark.parametrize("cap", ["max_in_flight", "max_acked_ahead"])
+    def test_an_ack_that_frees_a_capped_partition_publishes(self, storage, cap):
+        # Partition 0 holds a message no reserve may take until the ack.
+        meta = self.topic(storage, **{f"{cap}_per_partition": 1})
+        for _ in range(3):
+            assert self.put(storage, meta, b"m", now=0).status is Status.OK
+        first = storage.reserve(meta, [0], nonce=nonce(1), now_ms=0).message
+        if cap == "max_acked_ahead":
+            second = storage.reserve(meta, [0], nonce=nonce(2), now_ms=0).message
+            status = storage.settle(
+                meta, 0, second.offset, second.nonce, action=Settle.ACK, now_ms=0
+            )
+            assert status is Status.OK
+        assert storage.reserve(meta, [0], nonce=nonce(3), now_ms=0).message is None
+        assert storage.mark_waiting(meta, HOUR) is Status.OK
+        stream = self.listening(storage)
+        try:
+            status = storage.settle(
+                meta, 0, first.offset, first.nonce, action=Settle.ACK, now_ms=0
+            )
+            assert status is Status.OK
+            self.expect(stream, [Notification(Event.MESSAGES, meta.name)])
+        finally:
+            stream.close()
+        assert storage.reserve(meta, [0], nonce=nonce(4), now_ms=0).message
 
     def test_mark_waiting_checks_the_epoch(self, storage):
         meta = self.topic(storage)

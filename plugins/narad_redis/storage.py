@@ -402,22 +402,45 @@ class RedisStorage:
         return Status(reply.decode())
 
     def partition_stats(self, meta: TopicMeta, *, now_ms: int) -> list[PartitionStats]:
+        partitions = [
+            self._partition_keys(meta.name, i) for i in range(meta.partitions)
+        ]
+
         def read(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)
-            for index in range(meta.partitions):
-                state, _, lease, _, _ = self._partition_keys(meta.name, index)
+            for state, _, lease, _, _ in partitions:
                 pipe.hmget(state, "next", "oldest")
                 pipe.zcard(lease)
             return pipe.execute()
 
         replies = self.client.call(read)
-        stats = []
-        for index in range(meta.partitions):
-            (nxt, oldest), in_flight = replies[2 * index], replies[2 * index + 1]
-            stats.append(
-                PartitionStats(index, int(oldest or 0), int(nxt or 0), in_flight)
+        nexts = [int(nxt or 0) for nxt, _ in replies[::2]]
+        stored = [int(low or 0) for _, low in replies[::2]]
+        in_flight = replies[1::2]
+        oldest = stored
+        if meta.retention_ms:
+            # Only a write trims: leave out what retention no longer keeps
+            # (what a replay or a consume would not get), and its leases.
+            oldest = self._first_stamped_after(
+                [log for _, log, *_ in partitions],
+                [[low, high] for low, high in zip(stored, nexts, strict=True)],
+                now_ms - meta.retention_ms,
             )
-        return stats
+        aged = [i for i, held in enumerate(in_flight) if held and oldest[i] > stored[i]]
+        if aged:
+
+            def leases(r: redis.Redis) -> list[Any]:
+                pipe = r.pipeline(transaction=False)
+                for i in aged:
+                    pipe.zrange(partitions[i][2], 0, -1)
+                return pipe.execute()
+
+            for i, held in zip(aged, self.client.call(leases), strict=True):
+                in_flight[i] = sum(int(offset) >= oldest[i] for offset in held)
+        return [
+            PartitionStats(i, oldest[i], nexts[i], in_flight[i])
+            for i in range(meta.partitions)
+        ]
 
     def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
         # A read-only script (the oldest unacked message's timestamp without
@@ -526,9 +549,6 @@ class RedisStorage:
         return Status(reply.decode())
 
     def count_not_due(self, metas: Sequence[TopicMeta], *, now_ms: int) -> list[int]:
-        # Stamps never decrease within a partition: binary-search each one
-        # for its first message after now_ms, every partition of every topic
-        # a step at once.
         logs = [
             self._partition_keys(meta.name, index)[:2]
             for meta in metas
@@ -545,26 +565,61 @@ class RedisStorage:
             [int(low or 0), int(high or 0)] for low, high in self.client.call(bounds)
         ]
         ends = [high for _, high in ranges]
-        while searching := [i for i, (low, high) in enumerate(ranges) if low < high]:
-
-            def probe(r: redis.Redis, searching: list[int] = searching) -> list[Any]:
-                pipe = r.pipeline(transaction=False)
-                for i in searching:
-                    pipe.hget(logs[i][1], sum(ranges[i]) // 2)
-                return pipe.execute()
-
-            for i, record in zip(searching, self.client.call(probe), strict=True):
-                middle = sum(ranges[i]) // 2
-                if record is None or int(record.partition(b",")[0]) <= now_ms:
-                    ranges[i][0] = middle + 1  # trimmed meanwhile, or due
-                else:
-                    ranges[i][1] = middle
+        due = self._first_stamped_after([log for _, log in logs], ranges, now_ms)
         counts, at = [], 0
         for meta in metas:
             parts = range(at, at + meta.partitions)
-            counts.append(sum(ends[i] - ranges[i][0] for i in parts))
+            counts.append(sum(ends[i] - due[i] for i in parts))
             at += meta.partitions
         return counts
+
+    def _first_stamped_after(
+        self, logs: Sequence[str], ranges: list[list[int]], after_ms: int
+    ) -> list[int]:
+        """Per partition log, the first offset in its ``[low, high)`` range
+        stamped after ``after_ms`` (``high`` when none is); a message trimmed
+        meanwhile counts as stamped before. Stamps never decrease within a
+        partition: a binary search of each, every partition a step at once,
+        after a first step at ``low`` (most often the answer: then one round
+        trip). ``ranges`` is used up."""
+        first = True
+        while searching := [i for i, (low, high) in enumerate(ranges) if low < high]:
+            at = {i: ranges[i][0] if first else sum(ranges[i]) // 2 for i in searching}
+            stamps = self._stamps([(logs[i], offset) for i, offset in at.items()])
+            for (i, offset), stamp in zip(at.items(), stamps, strict=True):
+                if stamp < 0 or stamp <= after_ms:  # -1: trimmed meanwhile
+                    ranges[i][0] = offset + 1
+                else:
+                    ranges[i][1] = offset
+            first = False
+        return [low for low, _ in ranges]
+
+    def _stamps(self, messages: Sequence[tuple[str, int]]) -> list[int]:
+        """The timestamp of each ``(log, offset)`` message (-1: none there),
+        read without the payloads, in calls of a bounded count, one
+        pipeline."""
+        script = self.scripts["stamps"]
+        calls = [
+            messages[i : i + STATS_PARTITIONS_PER_CALL]
+            for i in range(0, len(messages), STATS_PARTITIONS_PER_CALL)
+        ]
+
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for call in calls:
+                keys, offsets = zip(*call, strict=True)
+                script(keys=keys, args=offsets, client=pipe)
+            return pipe.execute()
+
+        started = time.perf_counter()
+        try:
+            return [stamp for reply in self.client.call(read) for stamp in reply]
+        finally:
+            metrics.TALLY.observe(
+                metrics.STORAGE_SCRIPT_SECONDS,
+                ("stamps",),
+                time.perf_counter() - started,
+            )
 
     # -- schemas ------------------------------------------------------------
 

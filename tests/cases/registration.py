@@ -182,6 +182,12 @@ CASES: list[tuple[str, str, bool, str | None]] = [
     ("exponent 400", '{"minimum": 1e400}', True, None),
     ("exponent 1001", '{"minimum": 1e1001}', False, "exponent is beyond"),
     ("exponent -1001", '{"multipleOf": 1e-1001}', False, "exponent is beyond"),
+    (
+        "exponent past what Decimal can hold",
+        '{"minimum": 1e999999999999999999999}',
+        False,
+        "exponent is beyond",
+    ),
     ("1.0 is an integer", '{"minLength": 1.0}', True, None),
     # $schema names a built-in draft.
     ("2020-12", _text({"$schema": D2020}), True, None),
@@ -219,6 +225,63 @@ CASES: list[tuple[str, str, bool, str | None]] = [
         "meta-schema",
     ),
     ("const is an annotation in 04", _text({"$schema": D4, "const": 1}), True, None),
+    # A reference may lead into a member no keyword owns, or into data: what
+    # it leads to is a subschema the validator compiles, checked the same way.
+    (
+        "schema in an unknown keyword, referenced",
+        '{"$ref": "#/x-lib/a", "x-lib": {"a": {"type": "string"}}}',
+        True,
+        None,
+    ),
+    (
+        "bad type in an unknown keyword, referenced",
+        '{"$ref": "#/x-lib/a", "x-lib": {"a": {"type": "bogus"}}}',
+        False,
+        "meta-schema",
+    ),
+    (
+        "multipleOf 0 in an unknown keyword, referenced",
+        '{"properties": {"p": {"$ref": "#/x-lib"}}, "x-lib": {"multipleOf": 0}}',
+        False,
+        "meta-schema",
+    ),
+    (
+        "bad items deep in an unknown keyword, referenced",
+        '{"$ref": "#/x-lib", "x-lib": {"items": {"properties": 5}}}',
+        False,
+        "meta-schema",
+    ),
+    (
+        "$defs of draft-07, referenced",
+        _text({"$schema": D7, "$ref": "#/$defs/a", "$defs": {"a": {"type": "string"}}}),
+        True,
+        None,
+    ),
+    (
+        "bad type in $defs of draft-07, referenced",
+        _text({"$schema": D7, "$ref": "#/$defs/a", "$defs": {"a": {"type": "bogus"}}}),
+        False,
+        "meta-schema",
+    ),
+    ("schema in const, referenced", '{"$ref": "#/const", "const": {}}', True, None),
+    (
+        "bad type in const, referenced",
+        '{"$ref": "#/const", "const": {"type": "bogus"}}',
+        False,
+        "meta-schema",
+    ),
+    (
+        "lookaround in enum data, referenced",
+        '{"$ref": "#/enum/0", "enum": [{"pattern": "(?=a)"}]}',
+        False,
+        "lookaround",
+    ),
+    (
+        "remote $ref in default data, referenced",
+        '{"$ref": "#/default", "default": {"$ref": "https://example.com/s"}}',
+        False,
+        "leads nowhere in the document",
+    ),
     # $ref resolves only inside the document.
     (
         "pointer to $defs",
@@ -389,6 +452,20 @@ CASES: list[tuple[str, str, bool, str | None]] = [
     ),
     ("not RE2", '{"pattern": "a{2,1}"}', False, "not valid RE2 syntax"),
     # Shape 1: the same value reached by more than one path at one level.
+    (
+        "a property named by a lone surrogate, beside a pattern it misses",
+        '{"properties": {"\\ud800": {"$ref": "#"}},'
+        ' "patternProperties": {"^a": {"$ref": "#"}}}',
+        True,
+        None,
+    ),
+    (
+        "a property named by a lone surrogate, beside a pattern it matches",
+        '{"properties": {"\\ud800": {"$ref": "#"}},'
+        ' "patternProperties": {".": {"$ref": "#"}}}',
+        False,
+        TWO_PATHS,
+    ),
     (
         "allOf items twice",
         '{"allOf": [{"items": {"$ref": "#"}}, {"items": {"$ref": "#"}}]}',

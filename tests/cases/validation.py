@@ -191,7 +191,21 @@ CASES: list[tuple[str, str, bytes, bool, str | None]] = [
         False,
         "not one JSON text",
     ),
+    (
+        "an exponent past what Decimal can hold refused as invalid payload",
+        "true",
+        b"[1e999999999999999999999, 1E-999999999999999999999]",
+        False,
+        "exponent is beyond",
+    ),
     ("exact decimal multipleOf", '{"multipleOf": 0.01}', b"19.99", True, None),
+    (
+        "a subschema in an unknown keyword applies where referenced",
+        '{"$ref": "#/x-lib/a", "x-lib": {"a": {"type": "string"}}}',
+        b"1",
+        False,
+        "got integer, want string",
+    ),
     (
         "exact decimal multipleOf refused",
         '{"multipleOf": 0.01}',

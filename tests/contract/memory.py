@@ -65,8 +65,10 @@ class _Partition:
     leases: dict[int, int] = field(default_factory=dict)  # offset -> deadline
     nonces: dict[int, str] = field(default_factory=dict)  # kept once acked
     acked: set[int] = field(default_factory=set)  # acked above the floor
+    kept_from: int = 0  # lowest offset retention keeps, as of the last trim
 
     def trim(self, retention_ms: int, now_ms: int, budget: int) -> None:
+        self.kept_from = self.oldest
         if retention_ms <= 0:
             return
         while self.oldest < self.next and budget > 0:
@@ -79,9 +81,17 @@ class _Partition:
             self.acked.discard(self.oldest)
             self.oldest += 1
             budget -= 1
-        self.cursor = max(self.cursor, self.oldest)
-        if self.floor < self.oldest:
-            self.floor = self.oldest
+        # What the budget left is passed over as if dropped (a reserve never
+        # offers it); later calls drop it.
+        self.kept_from = self.oldest
+        while self.kept_from < self.next:
+            message = self.log.get(self.kept_from)
+            if message is not None and message.timestamp + retention_ms > now_ms:
+                break
+            self.kept_from += 1
+        self.cursor = max(self.cursor, self.kept_from)
+        if self.floor < self.kept_from:
+            self.floor = self.kept_from
             self.advance_floor()
 
     def advance_floor(self) -> None:
@@ -114,13 +124,22 @@ class _Partition:
             if deadline is not None:
                 return self.floor if deadline <= now_ms else None
             return self.cursor if fresh and self.cursor == self.floor else None
-        lapsed = [o for o, d in self.leases.items() if d <= now_ms]
+        lapsed = [
+            o for o, d in self.leases.items() if d <= now_ms and o >= self.kept_from
+        ]
         if lapsed:
             return min(lapsed)
         return self.cursor if fresh else None
 
     def is_acked(self, offset: int) -> bool:
         return self.oldest <= offset < self.floor or offset in self.acked
+
+
+def _kept(message: Message | None, retention_ms: int, now_ms: int) -> bool:
+    """Whether retention keeps ``message`` at ``now_ms`` (a trimmed one: no)."""
+    if retention_ms <= 0:
+        return True
+    return message is not None and message.timestamp + retention_ms > now_ms
 
 
 @dataclass
@@ -428,10 +447,16 @@ class MemoryStorage:
         with self._lock:
             topic = self._topics.get(meta.name)
             parts = topic.partitions if topic else [_Partition()] * meta.partitions
-            return [
-                PartitionStats(i, p.oldest, p.next, len(p.leases))
-                for i, p in enumerate(parts)
-            ]
+            stats = []
+            for i, p in enumerate(parts):
+                oldest = p.oldest  # only a write trims: leave out what it would
+                while oldest < p.next and not _kept(
+                    p.log.get(oldest), meta.retention_ms, now_ms
+                ):
+                    oldest += 1
+                held = sum(offset >= oldest for offset in p.leases)
+                stats.append(PartitionStats(i, oldest, p.next, held))
+            return stats
 
     def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
         with self._lock:
@@ -763,8 +788,10 @@ class MemoryStorage:
             if topic is None:
                 return [Status.NO_TOPIC] * len(leases)
             results = [self._settle(topic, lease, action, now_ms) for lease in leases]
-            released = action is Settle.RELEASE and Status.OK in results
-            if released and topic.waited(now_ms):
+            # Every give-back or ack (more often than the caps require, which
+            # the contract allows) may let a waiting consumer reserve.
+            freed = action is not Settle.EXTEND and Status.OK in results
+            if freed and topic.waited(now_ms):
                 self._publish(Event.MESSAGES, meta.name)
             return results
 

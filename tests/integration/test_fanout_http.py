@@ -340,6 +340,30 @@ def test_a_delay_child_is_never_early(node, http, topic):
     late_client.close()
 
 
+def test_lag_and_stats_read_timestamps_not_payloads(http, topic, storage):
+    # A lag count or a describe looks at messages' timestamps only: reading
+    # whole records of ~1 MiB, partition by partition, step by step, would
+    # make one request move (and a worker hold) gigabytes.
+    parent, late = topic, f"{topic}-late"
+    make(http, parent, partitions=4)
+    make(http, late, parent=parent, fanout_delay_ms=HOUR)
+    big = b'"' + b"x" * 1_000_000 + b'"'
+    for partition in range(4):
+        for _ in range(3):
+            assert produce(http, parent, big, partition=partition).status == 202
+    redis = storage.client.redis
+
+    def sent() -> int:
+        return redis.info("stats")["total_net_output_bytes"]
+
+    before = sent()
+    lag = http.get(f"/v1/topics/{parent}/children").json()["children"][0]
+    assert lag["lag_messages"] == 12
+    stats = http.get(f"/v1/topics/{late}").json()["partition_stats"]
+    assert [s["next_offset"] - s["oldest_offset"] for s in stats] == [3] * 4
+    assert sent() - before < 1_000_000
+
+
 def test_a_parent_keeps_messages_an_hour_longer_than_any_delay(http, topic):
     parent = topic
     make(http, parent, retention_ms=2 * HOUR)

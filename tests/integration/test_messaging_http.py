@@ -73,6 +73,26 @@ def test_produce_then_consume_keeps_the_bytes(http, topic, body, expected, encod
     assert ack(http, topic, message["receipt_handle"]).status == 204
 
 
+def test_deep_json_is_classified_alike_by_every_worker_at_any_time(http, topic):
+    # A payload is JSON up to the 256 levels a payload may nest; deeper it is
+    # text. The same body must not turn from text into JSON once a worker has
+    # validated a schema-topic payload (which raises Python's recursion limit).
+    make(http, topic, partitions=1)
+    make(http, f"{topic}-schema", partitions=1, schema={"type": "object"})
+    bodies = [b"[" * depth + b"]" * depth for depth in (256, 257, 1200)]
+    for _ in range(2):
+        for body in bodies:
+            assert produce(http, topic, body).status == 202
+        for _ in range(8):  # both workers
+            assert produce(http, f"{topic}-schema", b"{}").status == 202
+    shapes = []
+    for offset in range(2 * len(bodies)):
+        got = consume(http, topic, partition=0, offset=offset)
+        assert got.status == 200
+        shapes.append(got.data.split(b'"payload":')[1][:1])
+    assert shapes == [b"[", b'"', b'"'] * 2
+
+
 def test_over_one_mib_is_413_and_nothing_written(http, topic):
     make(http, topic, partitions=1)
     assert produce(http, topic, b"x" * (1024 * 1024 + 1)).status == 413

@@ -209,6 +209,18 @@ def test_a_dry_run_reports_several_violations_against_every_version(http):
     assert stored_versions(http, name) == [1, 2]
 
 
+def test_a_dry_run_report_quoting_a_lone_surrogate_is_json(http):
+    # The names a report quotes come from the schemas: "\ud800" is valid
+    # JSON there, and UTF-8 cannot hold it, so the report writes it escaped.
+    name = _name("surrogate")
+    create(http, name, '{"properties": {"\\ud800": {"type": "string"}}}', "BACKWARD")
+    resp = dry_run(http, name, '{"properties": {"\\ud800": {"type": "integer"}}}')
+    assert resp.status == 200, resp.data[:300]
+    [violation] = resp.json()["violations"]
+    assert violation["pointer"] == "/properties/\ud800"
+    assert violation["message"] == 'type "string" no longer allowed'
+
+
 def test_children_follow_their_parent_over_http(http):
     parent, child, loose = _name("p"), _name("c"), _name("l")
     create(http, parent, '{"type":"integer"}', "FORWARD")

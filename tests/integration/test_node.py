@@ -11,9 +11,15 @@ import time
 
 import pytest
 
+import narad_redis
+from narad.config import Config
 from narad.embedded import socket_path
+from narad.storage import Entry
+from narad.storage import PayloadKind
 from tests.httpclient import Client
 from tests.nodes import Node
+
+HOUR = 3_600_000
 
 
 def valkey_pids_under(directory) -> list[int]:
@@ -85,6 +91,28 @@ def test_topics_api_over_http(http, topic):
     assert http.post("/v1/topics", b"{" + b" " * (1 << 20) + b"}").status == 413
     assert http.delete(f"/v1/topics/{topic}").status == 204
     assert http.get(f"/v1/topics/{topic}").status == 404
+
+
+def test_a_topics_stats_leave_out_what_retention_no_longer_keeps(
+    http, topic, storage_url
+):
+    # Messages that aged out while nothing wrote to the topic: its record
+    # counts only what a replay or a consume could still get.
+    created = http.post("/v1/topics", {"name": topic, "retention_ms": HOUR})
+    assert created.status == 201
+    storage = narad_redis.connect(storage_url, Config.load(env={}))
+    try:
+        meta = storage.get_topic(topic)
+        aged = int(time.time() * 1000) - 2 * HOUR
+        entries = [Entry(0, b"", b"old", PayloadKind.TEXT)] * 3
+        assert storage.append(meta, entries, schema_version=0, now_ms=aged).count == 3
+        leased = storage.reserve(meta, [0], nonce="n" * 16, now_ms=aged)
+        assert leased.message.offset == 0
+    finally:
+        storage.close()
+    stats = http.get(f"/v1/topics/{topic}").json()["partition_stats"][0]
+    assert stats == {"index": 0, "oldest_offset": 3, "next_offset": 3, "in_flight": 0}
+    assert http.get(f"/v1/topics/{topic}/consume?partition=0&offset=0").status == 404
 
 
 def test_embedded_storage_starts_and_stops_with_the_node(tmp_path):

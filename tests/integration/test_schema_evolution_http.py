@@ -116,6 +116,24 @@ def test_incompatible_change_names_keyword_and_place(http, topic):
     assert 'at /properties/qty: type "integer" no longer allowed' in resp.error
 
 
+def test_refusals_quote_a_long_property_name_short(http, topic):
+    # A property name is the client's text: a refusal that names where it
+    # sits quotes at most 100 characters of it, at create and at a change.
+    long = "p" * 100_000
+    resp = http.post(
+        "/v1/topics",
+        {"name": topic, "schema": {"properties": {long: {"pattern": "(?=a)"}}}},
+    )
+    assert resp.status == 400
+    assert len(resp.error) < 300
+    assert "/properties/" + "p" * 100 + "…/pattern" in resp.error
+    make(http, topic, {"properties": {long: {"type": "integer"}}})
+    resp = change(http, topic, {"properties": {long: {"type": "string"}}})
+    assert resp.status == 400
+    assert len(resp.error) < 300
+    assert "at /properties/" + "p" * 100 + '…: type "integer"' in resp.error
+
+
 def test_schema_added_to_a_topic_without_one(http, topic):
     make(http, topic)
     assert http.post(f"/v1/topics/{topic}/produce", b"not json").status == 202

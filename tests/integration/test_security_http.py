@@ -21,6 +21,8 @@ from tests.httpclient import Client
 from tests.nodes import ROOT
 from tests.nodes import Node
 from tests.nodes import tcp_url
+from tests.rawhttp import build
+from tests.rawhttp import exchange
 
 CHALLENGE = 'Basic realm="narad"'
 
@@ -306,6 +308,9 @@ def test_user_creation_is_checked(http):
     good = {"username": "ok-name", "password": "long-enough", "grants": []}
     for body, wanted in (
         ({**good, "username": "a:b"}, "username must be"),
+        # Path segments: clients resolve /v1/users/.. away, so no such user.
+        ({**good, "username": "."}, "not only dots"),
+        ({**good, "username": ".."}, "not only dots"),
         ({**good, "password": "short"}, "password must be 8 to"),
         ({**good, "grants": [{"action": "read", "patterns": ["x"]}]}, "action must"),
         ({**good, "grants": [{"action": "produce", "patterns": ["a*b"]}]}, "patterns"),
@@ -469,6 +474,30 @@ def test_the_access_log_has_a_line_per_request(node, http, p):
     assert fields[8] == request_id
 
 
+def test_a_path_cannot_write_lines_into_the_access_log(node):
+    # The topic segment arrives percent-decoded: %0A would end the line and
+    # start a forged one (here, an admin's delete).
+    request_id = f"trace-{uuid.uuid4().hex}"
+    forged = "2026-01-01T00:00:00.000+00:00 127.0.0.1 admin DELETE - payments 204"
+    target = "/v1/topics/x%0A" + forged.replace(" ", "%20") + "/consume"
+    request = build("GET", target, auth=None, headers={"X-Request-ID": request_id})
+    assert exchange(node.port, request).status == 401
+    deadline = time.monotonic() + 10
+    while request_id not in node.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert forged not in node.log.read_text()
+    lines = [ln for ln in node.log.read_text().splitlines() if request_id in ln]
+    assert len(lines) == 1
+    assert lines[0].split(" ")[1:7] == [
+        "127.0.0.1",
+        "-",
+        "GET",
+        "/v1/topics/{name}/consume",
+        "-",
+        "401",
+    ]
+
+
 # -- nodes of their own -------------------------------------------------------------
 
 
@@ -537,6 +566,38 @@ def test_failed_logins_are_rate_limited(valkey, tmp_path):
             while metric(admin, series) < 1 and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert metric(admin, series) >= 1
+    finally:
+        admin.close()
+        node.stop()
+
+
+def test_ipv4_clients_of_a_dual_stack_bind_are_limited_apart(valkey, tmp_path):
+    """Bound to ``[::]``, IPv4 clients arrive as ``::ffff:a.b.c.d``: each is
+    still its own address, not one /64 shared by every IPv4 client."""
+    node = Node(tmp_path, storage_url=tcp_url(valkey), workers=1)
+    node.env.update(
+        {
+            "NARAD_SERVER_BIND": f"[::]:{node.port}",
+            "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "3",
+            "NARAD_SECURITY_ADDRESS_FAILURES_PER_MINUTE": "1",
+        }
+    )
+    node.start()
+    admin = node.client()
+    try:
+        name, password = new_user(admin, [])
+        statuses = []
+        for n in range(6):
+            guess = Client(
+                node.base, auth=(f"guess-{n}", "wrong-pass"), source="127.0.0.5"
+            )
+            statuses.append(guess.get("/v1/topics").status)
+            guess.close()
+        assert statuses == [401] * 3 + [429] * 3
+        # Another IPv4 client, with credentials no worker has verified yet.
+        other = Client(node.base, auth=(name, password), source="127.0.0.6")
+        assert other.get("/v1/topics").status == 200
+        other.close()
     finally:
         admin.close()
         node.stop()
@@ -645,6 +706,27 @@ def test_the_root_admin_password_can_come_from_the_environment(valkey, tmp_path)
         bare.stop()
 
 
+def test_the_root_admin_is_seeded_once_the_storage_takes_writes(valkey, tmp_path):
+    """A first start on a storage refusing writes (full) seeds no admin; the
+    workers seed it on a later login, once the storage takes writes again."""
+    url = tcp_url(valkey)[:-1] + "3"  # a database with no user yet
+    server = redis.Redis.from_url(url)
+    server.flushdb()
+    limit = server.config_get("maxmemory")["maxmemory"]
+    server.config_set("maxmemory", 1)  # every write refused for memory
+    node = Node(tmp_path, storage_url=url, workers=1)
+    try:
+        node.start()
+        admin = node.client()
+        assert admin.get("/v1/topics").status == 507  # the seeding's write
+        server.config_set("maxmemory", limit)
+        assert admin.get("/v1/topics").status == 200
+        admin.close()
+    finally:
+        server.config_set("maxmemory", limit)
+        node.stop()
+
+
 def test_security_off_opens_every_route_and_says_so(valkey, tmp_path):
     node = Node(
         tmp_path,
@@ -675,6 +757,22 @@ def test_basic_credentials_are_utf8(http, as_user):
     resp = http.get("/v1/topics", headers={"Authorization": header})
     assert resp.status == 401
     assert resp.error.startswith("malformed Authorization header")
+
+
+def test_credentials_with_bytes_beyond_ascii_are_malformed(node):
+    # A header's bytes reach the app as Latin-1 text; base64 has none of them.
+    for header in (
+        "Basic \xe9\xe9\xe9\xe9",
+        "Basic YWRtaW46\xff",
+        "Basic YWRtaW46eA\xa0",
+    ):
+        request = build(
+            "GET", "/v1/topics", auth=None, headers={"Authorization": header}
+        )
+        resp = exchange(node.port, request)
+        assert resp.status == 401, (header, resp.body)
+        assert resp.headers["www-authenticate"] == CHALLENGE
+        assert resp.error.startswith("malformed Authorization header")
 
 
 def test_fan_out_children_are_their_parents_owners_business(http, as_user, p):

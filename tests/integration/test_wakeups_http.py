@@ -132,6 +132,35 @@ def test_a_given_back_message_wakes_a_waiter(node, http, topic):
     assert again["offset"] == held["offset"]
 
 
+@pytest.mark.parametrize("cap", ["max_in_flight", "max_acked_ahead"])
+@pytest.mark.parametrize("path", ["consume", "ack/batch"])
+def test_an_ack_that_frees_a_capped_partition_wakes_a_waiter(
+    node, http, topic, cap, path
+):
+    # The next message is held back by a cap of 1 until the first is acked:
+    # with in-flight, by its lease; with acked-ahead, by the ack above it.
+    caps = {f"{cap}_per_partition": 1}
+    make(http, topic, partitions=1, visibility_timeout_ms=60_000, **caps)
+    for n in range(3):
+        assert http.post(f"/v1/topics/{topic}/produce", {"n": n}).status == 202
+    held = http.get(f"/v1/topics/{topic}/consume").json()
+    if cap == "max_acked_ahead":
+        above = http.get(f"/v1/topics/{topic}/consume").json()
+        query = urlencode({"receipt_handle": above["receipt_handle"]})
+        assert http.post(f"/v1/topics/{topic}/ack?{query}").status == 204
+    waiting = Waiting(node, topic)
+    if path == "consume":
+        query = urlencode({"receipt_handle": held["receipt_handle"]})
+        assert http.post(f"/v1/topics/{topic}/ack?{query}").status == 204
+    else:
+        body = {"receipt_handles": [held["receipt_handle"]]}
+        assert http.post(f"/v1/topics/{topic}/ack/batch", body).json() == {
+            "results": ["acked"]
+        }
+    (message,) = woken(waiting)
+    assert message["offset"] > held["offset"]
+
+
 def test_a_batch_long_poll_wakes_on_a_batch_produce(node, http, topic):
     make(http, topic, partitions=3)
     waiting = Waiting(node, topic, path="consume/batch", max=10)

@@ -41,15 +41,37 @@ local function load(s)
   }
 end
 
--- As in append.lua: drop what retention no longer keeps.
+local function expired(st, offset)
+  local rec = redis.call('HGET', st.log, offset)
+  return not rec or tonumber(string.match(rec, '^(%d+),')) + retention <= now
+end
+
+-- The first offset retention keeps, given that `lo` is not kept: stamps never
+-- decrease within a partition, so what it no longer keeps is a prefix.
+local function first_kept(st, lo)
+  local hi = st.next
+  while hi - lo > 1 do
+    local mid = math.floor((lo + hi) / 2)
+    if expired(st, mid) then
+      lo = mid
+    else
+      hi = mid
+    end
+  end
+  return hi
+end
+
+-- As in append.lua: drop what retention no longer keeps. What the budget
+-- leaves for later calls is passed over as if dropped: the cursor, the floor
+-- and `kept_from` (below which a lapsed lease is not offered) move past it.
 local function trim(st, budget)
+  st.kept_from = st.oldest
   if retention <= 0 then
     return false
   end
-  local before = st.oldest
+  local before, floor = st.oldest, st.floor
   while st.oldest < st.next and budget > 0 do
-    local rec = redis.call('HGET', st.log, st.oldest)
-    if rec and tonumber(string.match(rec, '^(%d+),')) + retention > now then
+    if not expired(st, st.oldest) then
       break
     end
     redis.call('HDEL', st.log, st.oldest)
@@ -59,16 +81,20 @@ local function trim(st, budget)
     st.oldest = st.oldest + 1
     budget = budget - 1
   end
-  if st.cursor < st.oldest then
-    st.cursor = st.oldest
+  st.kept_from = st.oldest
+  if budget == 0 and st.oldest < st.next and expired(st, st.oldest) then
+    st.kept_from = first_kept(st, st.oldest)
   end
-  if st.floor < st.oldest then
-    st.floor = st.oldest
+  if st.cursor < st.kept_from then
+    st.cursor = st.kept_from
+  end
+  if st.floor < st.kept_from then
+    st.floor = st.kept_from
     while redis.call('ZREM', st.acked, st.floor) == 1 do
       st.floor = st.floor + 1
     end
   end
-  return st.oldest ~= before
+  return st.oldest ~= before or st.floor ~= floor
 end
 
 -- A message is consumable from its timestamp on: a copy in a delay child is
@@ -121,16 +147,20 @@ local function candidates(st, want)
   end
   local lapsed = redis.call('ZRANGEBYSCORE', st.lease, '-inf', now, 'LIMIT', 0, want)
   local offsets, records = {}, {}
-  for k, offset in ipairs(lapsed) do
-    offsets[k] = tonumber(offset)
+  for _, offset in ipairs(lapsed) do
+    local n = tonumber(offset)
+    if n >= st.kept_from then
+      offsets[#offsets + 1] = n
+    end
   end
   -- Re-leasing a lapsed message holds no more leases than before; a message
   -- never delivered is one more.
-  room = math.min(room, want - #lapsed)
+  local relet = #offsets
+  room = math.min(room, want - relet)
   if room > 0 then
     local fresh, read = due_from_cursor(st, room)
     for k, offset in ipairs(fresh) do
-      offsets[#lapsed + k], records[#lapsed + k] = offset, read[k]
+      offsets[relet + k], records[relet + k] = offset, read[k]
     end
   end
   return offsets, records

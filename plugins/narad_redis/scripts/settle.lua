@@ -1,26 +1,32 @@
 -- Settle leases: ack them, extend them from now, or give the messages back. Each
 -- lease is judged on its own, in the order given (one lease is a single ack).
 -- KEYS[1] = narad:{<topic>}:meta
--- KEYS[2] = narad:{<topic>}:waited (read by "release": see mark_waiting.lua)
+-- KEYS[2] = narad:{<topic>}:waited (see mark_waiting.lua)
 -- KEYS[3+5*(s-1) .. 7+5*(s-1)] = partition slot s: state, log, lease, nonce, acked
 --   (layout as in append.lua; the log is not touched)
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = "ack" | "extend" | "release"
 -- ARGV[3] = now, in milliseconds
--- ARGV[4] = events channel; ARGV[5] = the "messages" event, published by a
---   "release" that gave anything back while the topic's mark is at or after now
+-- ARGV[4] = events channel; ARGV[5] = the "messages" event, published while the
+--   topic's mark is at or after now by a "release" that gave anything back, and
+--   by an "ack" that let a partition's next message past a flow-control cap
+--   (its leases fell below max_in_flight_per_partition, or its floor moved while
+--   it held max_acked_ahead_per_partition acks above it)
 -- ARGV[6..] = slot, offset, nonce (from the receipt handle), one triple per lease
 -- returns {"no_topic"} | one status per lease: "ok" | "repeated" (acked before
 --         under that nonce: a retried ack) | "gone" (lapsed, settled or unknown)
 --         | "acked_ahead_full"
 local meta = KEYS[1]
 local m = redis.call('HMGET', meta, 'epoch', 'visibility_timeout_ms',
-  'max_acked_ahead_per_partition')
+  'max_acked_ahead_per_partition', 'max_in_flight_per_partition')
 if m[1] ~= ARGV[1] then
   return {'no_topic'}
 end
 local visibility, max_acked_ahead = tonumber(m[2]), tonumber(m[3])
+local max_in_flight = tonumber(m[4])
 local action, now = ARGV[2], tonumber(ARGV[3])
+-- Whether a consumer may be waiting: only then do acks look at the caps.
+local waited = tonumber(redis.call('GET', KEYS[2]) or '0') >= now
 
 local function int(n)
   return string.format('%d', n)
@@ -59,6 +65,10 @@ for _, s in ipairs(order) do
   end
   st.floor = tonumber(redis.call('HGET', st.state, 'floor') or '0')
   st.first_floor = st.floor
+  if waited and action == 'ack' then
+    st.full = redis.call('ZCARD', st.lease) >= max_in_flight
+    st.frontier_full = redis.call('ZCARD', st.acked) >= max_acked_ahead
+  end
 end
 
 -- Offsets acked above the floor: those stored in the acked set, and those
@@ -105,7 +115,7 @@ local function ack(st, n, offset)
   return 'ok'
 end
 
-local released = false
+local wake = false
 local function settle(st, offset, nonce)
   local n = tonumber(offset)
   local deadline, holder = st.deadline[offset], st.holder[offset]
@@ -130,7 +140,7 @@ local function settle(st, offset, nonce)
     st.deadline[offset] = 0
     st.holder[offset] = false
     st.changed[offset] = true
-    released = true
+    wake = true
     return 'ok'
   end
   return ack(st, n, offset)
@@ -177,9 +187,15 @@ for _, s in ipairs(order) do
   end
   if st.floor ~= st.first_floor then
     redis.call('HSET', st.state, 'floor', int(st.floor))
+    if st.frontier_full then
+      wake = true
+    end
+  end
+  if st.full and #gone > 0 and redis.call('ZCARD', st.lease) < max_in_flight then
+    wake = true
   end
 end
-if released and tonumber(redis.call('GET', KEYS[2]) or '0') >= now then
+if wake and waited then
   redis.call('PUBLISH', ARGV[4], ARGV[5])
 end
 return results

@@ -12,8 +12,11 @@ from narad.broker import records as records_module
 from narad.broker.records import TopicRecords
 from narad.caches import BoundedCache
 from narad.storage import Event
+from narad.storage import TopicChanges
 from narad.testing.storage_contract import new_meta
 from tests.contract.memory import MemoryStorage
+
+HOUR = 3_600_000
 
 
 class Events:
@@ -134,6 +137,24 @@ def test_a_delete_elsewhere_drops_everything_once_the_grace_is_over(world, clock
     w.events.tick()
     assert len(w.counters) == 0
     assert len(w.validators) == 0
+
+
+def test_a_change_heard_while_reading_a_record_keeps_the_read_out(world):
+    # The read was answered before another worker's alter, whose event this
+    # worker handles before the reading request caches what it read.
+    w = world
+    read = w.storage.get_topic
+
+    def read_then_altered(name):
+        before = read(name)
+        w.storage.alter_topic(before, TopicChanges(retention_ms=HOUR))
+        w.events.changed(name)
+        return before
+
+    w.storage.get_topic = read_then_altered
+    assert w.records.cached(w.meta.name).retention_ms == 0
+    w.storage.get_topic = read
+    assert w.records.cached(w.meta.name).retention_ms == HOUR
 
 
 def test_a_recreated_topic_drops_the_former_incarnations_entries(world):

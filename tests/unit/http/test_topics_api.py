@@ -7,6 +7,9 @@ import time
 
 import pytest
 
+from narad.storage import Status
+from narad_redis import RedisStorage
+
 
 def create(client, **body):
     return client.simulate_post("/v1/topics", json=body)
@@ -239,3 +242,21 @@ def test_metrics_show_the_caches_and_a_delete_empties_them(client):
     assert client.simulate_delete("/v1/topics/t").status_code == 204
     assert cache_entries(client, "validators") == 0
     assert cache_entries(client, "topic_records") == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "write", "body"),
+    [
+        ("DELETE", "delete_topic", None),
+        ("PATCH", "alter_topic", {"compatibility": "NONE"}),
+    ],
+)
+def test_a_topic_that_keeps_changing_names_the_request_to_retry(
+    client, monkeypatch, method, write, body
+):
+    # Every write finds the topic moved on (children come and go each time).
+    assert create(client, name="busy").status_code == 201
+    monkeypatch.setattr(RedisStorage, write, lambda *_: Status.STALE_CHILDREN)
+    resp = client.simulate_request(method, "/v1/topics/busy", json=body)
+    assert resp.status_code == 503
+    assert resp.json == {"error": "topic busy kept changing during the request; retry"}

@@ -52,6 +52,54 @@ def test_error_never_repeats_the_reference(ref):
     assert "'/$defs/a/$ref'" in str(caught.value)
 
 
+LONG = "p" * 3_000
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"properties": {LONG: {"pattern": "(?=a)"}}},
+        {"patternProperties": {"(?=a)" + LONG: {}}},
+        {"properties": {LONG: {"$ref": "https://example.com/x"}}},
+        {"properties": {LONG: {"$ref": "#/nowhere"}}},
+        {"properties": {LONG: {"type": "no-such-type"}}},
+        {"properties": {LONG: {"$schema": "https://example.com/x"}}},
+        {"$defs": {LONG: {"$anchor": "a"}, "b": {"$anchor": "a"}}},
+        {"$defs": {"a": {"$anchor": LONG}, "b": {"$anchor": LONG}}},
+        {
+            "properties": {LONG: {"$ref": "#"}},
+            "patternProperties": {"^p": {"$ref": "#"}},
+        },
+        {"properties": {LONG: {"not": {"$ref": "#/properties/" + LONG}}}},
+        {
+            "anyOf": [{"$ref": "#/$defs/" + LONG}] * 65,
+            "$defs": {LONG: {"type": "string"}},
+        },
+    ],
+    ids=[
+        "pattern",
+        "patternProperties",
+        "remote $ref",
+        "dangling $ref",
+        "meta-schema",
+        "nested $schema",
+        "duplicate anchor",
+        "long anchor",
+        "two paths",
+        "negated cycle",
+        "many paths",
+    ],
+)
+def test_refusal_quotes_a_long_name_short(schema):
+    # Names in a schema are the client's text: a refusal quotes at most 100
+    # characters of each (issue 9), however long the name.
+    with pytest.raises(InvalidSchema) as caught:
+        _register(json.dumps(schema))
+    message = str(caught.value)
+    assert len(message) < 400, message[:400]
+    assert "p" * 95 in message and "…" in message
+
+
 def test_meta_schema_error_does_not_repeat_a_reference():
     text = '{"properties": [{"$ref": "https://example.com/secret-name"}]}'
     with pytest.raises(InvalidSchema) as caught:

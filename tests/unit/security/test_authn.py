@@ -147,7 +147,13 @@ def test_wrong_and_unknown_users_cost_a_hash_alike(setup):
 
 @pytest.mark.parametrize(
     "value",
-    ["Bearer x", "Basic", "Basic !!", "Basic " + base64.b64encode(b"nocolon").decode()],
+    [
+        "Bearer x",
+        "Basic",
+        "Basic !!",
+        "Basic " + base64.b64encode(b"nocolon").decode(),
+        "Basic \xe9\xe9\xe9\xe9",  # a header's Latin-1 bytes: not base64
+    ],
 )
 def test_malformed_headers(value):
     with pytest.raises(MalformedCredentials):

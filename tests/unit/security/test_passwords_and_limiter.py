@@ -116,3 +116,6 @@ def test_ipv6_addresses_count_per_64():
     assert address_key("2001:db8::1") != address_key("2001:db8:0:1::1")
     assert address_key("10.0.0.1") == "10.0.0.1"
     assert address_key("") == ""
+    # IPv4 clients of a dual-stack socket: each its own address.
+    assert address_key("::ffff:10.0.0.1") == "10.0.0.1"
+    assert address_key("::ffff:10.0.0.1") != address_key("::ffff:10.0.0.2")
