@@ -20,7 +20,6 @@ import os
 import re
 import sys
 import time
-from urllib.parse import quote
 
 import falcon
 
@@ -122,13 +121,9 @@ class RequestLog:
                 }
             )
         else:
-            # The topic is the path's, unchecked (even before credentials):
-            # percent-encoded, so it cannot break the line or add one. A
-            # valid name has only unreserved characters and stays as it is.
             line = (
                 f"{when} {client or '-'} {user or '-'} {req.method} {route or '-'} "
-                f"{quote(topic, safe='') if topic else '-'} {status} {elapsed_ms} "
-                f"{request_id}"
+                f"{topic or '-'} {status} {elapsed_ms} {request_id}"
             )
         handlers = access_log.handlers
         if len(handlers) == 1 and type(handlers[0]) is AccessLines:
