@@ -9,8 +9,7 @@ exactly as `narad serve` uses them. A hand-run gunicorn needs a storage URL:
 only `narad serve` starts the embedded server.
 """
 
-from narad.config import Config
-from narad.server import gunicorn_settings
+from narad.server import hand_run_settings
 
-globals().update(gunicorn_settings(Config.load()))
+globals().update(hand_run_settings())
 wsgi_app = "narad.app:get_app()"

@@ -138,6 +138,26 @@ def capacity_for(config: Config) -> ValidationCapacity:
     )
 
 
+def check_capacity_at_start(config: Config) -> None:
+    """In the master, before any worker: make the validation slots' lock files.
+
+    A directory the node cannot write would fail every worker's start, or,
+    when it exists, every costly validation with a 500.
+
+    Raises:
+        InvalidConfiguration: they cannot be made, naming the setting.
+    """
+    try:
+        capacity = capacity_for(config)
+        for path in capacity.paths:
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    except OSError as exc:
+        raise InvalidConfiguration(
+            "`validation.capacity_dir`: the validation slots' lock files cannot "
+            f"be made: {exc}"
+        ) from None
+
+
 def worker_caches(
     config: Config,
     records: TopicRecords,

@@ -109,6 +109,7 @@ def _choice(*choices: str) -> Callable[[Any], str]:
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"(\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
 MIN_MEMORY = 1 << 20
+MAX_MEMORY = 1 << 60
 
 
 def _memory_size(value: Any) -> int:
@@ -122,8 +123,11 @@ def _memory_size(value: Any) -> int:
         value = int(match[1]) * _UNITS[match[2].lower()]
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected bytes, a size such as 512mb, or 25%; got {value!r}")
-    if value and value < MIN_MEMORY:
-        raise ValueError(f"must be 0 (the default) or at least 1mb, got {value}")
+    if value and not MIN_MEMORY <= value <= MAX_MEMORY:
+        # The server's own parser stops at 2**64, and dies saying nothing.
+        raise ValueError(
+            f"must be 0 (the default) or from 1mb to {MAX_MEMORY >> 40}tb, got {value}"
+        )
     return value
 
 
@@ -493,6 +497,12 @@ class Config:
         env = dict(os.environ if env is None else env)
         path = path or env.get(CONFIG_ENV)
         from_file = _read_toml(Path(path)) if path else {}
+        for section, table in from_file.items():
+            if not isinstance(table, dict):
+                raise InvalidConfiguration(
+                    f"`{section}` ({path}): expected a table of settings "
+                    f"([{section}]), got {table!r}"
+                )
         tables = {
             name: table
             for name, table in from_file.get(PLUGINS, {}).items()
@@ -501,7 +511,7 @@ class Config:
         core_file = {
             section: (
                 {k: v for k, v in table.items() if k not in tables}
-                if section == PLUGINS and isinstance(table, dict)
+                if section == PLUGINS
                 else table
             )
             for section, table in from_file.items()
@@ -509,7 +519,7 @@ class Config:
         unknown = {
             f"{section}.{name}"
             for section, table in core_file.items()
-            for name in (table if isinstance(table, dict) else {"": None})
+            for name in table
         } - {s.key for s in SETTINGS}
         if unknown:
             key = sorted(unknown)[0]

@@ -19,7 +19,9 @@ kernel drops the lock when they are gone, whatever killed them.
 
 The server is tied to the process that started it: stopped on exit, and sent
 SIGTERM by the kernel should the thread that started it die without stopping
-it (Linux parent-death signal), so no orphan survives.
+it (Linux parent-death signal), so no orphan survives. It runs in a session
+of its own, so a signal to the node's process group (Ctrl-C) reaches only
+the node, which stops it after its workers.
 """
 
 from __future__ import annotations
@@ -241,6 +243,10 @@ class EmbeddedValkey:
             stderr=subprocess.DEVNULL,
             umask=0o077,  # every file it writes is 0600
             preexec_fn=_die_with_parent,
+            # Out of the node's process group: a Ctrl-C (or any signal to the
+            # group) is the node's to handle; it stops the server last, once
+            # the workers are done with it.
+            start_new_session=True,
             # The server holds the node's lock too: the directory stays
             # locked until the process writing its files is gone.
             pass_fds=(self.lock.fd,) if self.lock else (),

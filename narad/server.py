@@ -17,17 +17,25 @@ systemd there is no socket and nothing is sent.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import resource
+import shutil
 import socket
+import sys
+import tempfile
 from typing import Any
 
+from gunicorn import util
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
 from narad import logs
 from narad.config import Config
+from narad.errors import InvalidConfiguration
+from narad.errors import PluginError
+from narad.errors import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -109,15 +117,59 @@ class GunicornLogger(Logger):
         """Nothing: see the class doc."""
 
 
+def refuse_an_address_in_use(address: str) -> None:
+    """Stop start-up if another process listens on ``address`` (``server.bind``),
+    or if it cannot be listened on at all.
+
+    With ``reuse_port`` each worker binds a socket of its own, and the kernel
+    lets it share the port with any process of the same user that did the
+    same (another node on the same ``server.bind``): each would then take
+    part of the connections. A probe bound without SO_REUSEPORT is refused.
+    A unix socket someone answers on is in use too: gunicorn would replace it.
+
+    Raises:
+        InvalidConfiguration: the address is in use, or cannot be bound.
+    """
+    in_use = InvalidConfiguration(
+        f"`server.bind` {address} is in use by another process (another node?): "
+        "stop it, or give this node another address"
+    )
+    addr = util.parse_address(address)
+    if isinstance(addr, str):
+        # gunicorn removes a socket file in its way: only a dead one may go.
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(addr)
+            except OSError:
+                return  # nothing listens there
+        raise in_use
+    family = socket.AF_INET6 if util.is_ipv6(addr[0]) else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # Connections in TIME_WAIT from an earlier run are no conflict.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(addr)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise in_use from None
+            # Each worker would fail the same way, and be restarted forever.
+            raise InvalidConfiguration(
+                f"`server.bind` {address} cannot be listened on: {exc}"
+            ) from None
+
+
 def gunicorn_settings(config: Config) -> dict[str, Any]:
     def on_starting(server: Any) -> None:
+        refuse_an_address_in_use(config.get("server.bind"))
         take_notify_socket()
         raise_open_files_limit()
         # Imported here: metrics must not load before the CLI has set
         # PROMETHEUS_MULTIPROC_DIR.
+        from narad.app import check_capacity_at_start
         from narad.guard import check_at_start
         from narad.security.seed import prepare_at_start
 
+        check_capacity_at_start(config)
         check_at_start(config)
         prepare_at_start(config)
 
@@ -129,8 +181,10 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "keepalive": config.get("server.keepalive"),
         # Each worker gets its own listening socket and the kernel spreads
         # connections across them; with one shared socket, keep-alive
-        # connections can all pile onto one worker.
-        "reuse_port": True,
+        # connections can all pile onto one worker. Not for a unix socket
+        # (no SO_REUSEPORT there; each worker's bind would replace the last
+        # one's path): the master's one socket is shared.
+        "reuse_port": not config.get("server.bind").startswith("unix:"),
         # gunicorn 27's control socket defaults to $HOME/.gunicorn, where
         # several nodes on one machine would collide.
         "control_socket_disable": True,
@@ -148,6 +202,54 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "logconfig_dict": logs.dict_config(config),
         "proc_name": "narad",
     }
+
+
+# The metrics directory hand_run_settings made, kept across the config
+# file's reloads (SIGHUP), which find PROMETHEUS_MULTIPROC_DIR set.
+_MADE_METRICS_DIR: list[str] = []
+
+
+def hand_run_settings() -> dict[str, Any]:
+    """:func:`gunicorn_settings` from ``NARAD_CONFIG`` and ``NARAD_*``, for
+    ``conf/gunicorn.conf.py``.
+
+    A setting or storage the node cannot start with ends gunicorn with status
+    2 and its message, as ``narad serve`` does: gunicorn would print a
+    traceback (not a log line, not JSON) around it.
+
+    Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes one for this run
+    and removes it at exit, as ``narad serve`` does: each worker would
+    otherwise answer ``/metrics`` with its own counts alone.
+    """
+    try:
+        config = Config.load()
+    except InvalidConfiguration as exc:
+        # Before gunicorn has set up logging.
+        print(f"narad: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    settings = gunicorn_settings(config)
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Before prometheus-client is imported: it picks its mode then.
+        _MADE_METRICS_DIR.append(tempfile.mkdtemp(prefix="narad-metrics-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _MADE_METRICS_DIR[0]
+
+    def on_exit(server: Any) -> None:
+        for made in _MADE_METRICS_DIR:
+            shutil.rmtree(made, ignore_errors=True)
+
+    on_starting = settings["on_starting"]
+
+    def checked_on_starting(server: Any) -> None:
+        try:
+            on_starting(server)
+        except (InvalidConfiguration, PluginError, StorageError) as exc:
+            log.error("%s", exc)
+            on_exit(server)
+            raise SystemExit(2) from None
+
+    settings["on_starting"] = checked_on_starting
+    settings["on_exit"] = on_exit
+    return settings
 
 
 class NaradApplication(BaseApplication):

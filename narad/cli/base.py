@@ -11,6 +11,7 @@ import httpx
 
 from narad import __version__
 from narad.cli.contexts import ContextFile
+from narad.cli.contexts import ContextsFileError
 from narad.cli.contexts import Target
 from narad.cli.contexts import resolve
 from narad.client import Client
@@ -67,6 +68,8 @@ class NaradGroup(click.Group):
             return super().invoke(ctx)
         except ClientError as exc:
             raise cli_error(exc) from exc
+        except ContextsFileError as exc:
+            raise Usage(str(exc)) from exc
 
 
 class Session:

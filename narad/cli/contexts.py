@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from narad.client import DEFAULT_URL
 
 __all__ = ("Context", "ContextFile", "Target", "resolve")
@@ -56,6 +58,21 @@ class Target:
     sources: dict[str, str]
 
 
+class ContextsFileError(ValueError):
+    """The contexts file cannot be read, or is not one."""
+
+
+def _context(name: str, fields: Any) -> Context:
+    if not isinstance(fields, dict):
+        raise TypeError(f"context {name!r} is not an object")
+    context = Context(name=name, **fields)
+    if not isinstance(context.url, str) or not all(
+        isinstance(v, str | None) for v in (context.user, context.password)
+    ):
+        raise TypeError(f"context {name!r}: url, user and password must be strings")
+    return context
+
+
 class ContextFile:
     """The contexts file: read whole, written whole (atomically, 0600)."""
 
@@ -68,15 +85,22 @@ class ContextFile:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None, {}
+        except (OSError, ValueError) as exc:
+            raise ContextsFileError(f"{self.path} cannot be read: {exc}") from exc
         try:
             data = json.loads(text)
             contexts = {
-                name: Context(name=name, **fields)
+                name: _context(name, fields)
                 for name, fields in data.get("contexts", {}).items()
             }
+            current = data.get("current")
+            if not isinstance(current, str | None):
+                raise TypeError(f"current is {current!r}, not a context's name")
         except (ValueError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{self.path} is not a contexts file: {exc}") from exc
-        return data.get("current"), contexts
+            raise ContextsFileError(
+                f"{self.path} is not a contexts file: {exc}"
+            ) from exc
+        return current, contexts
 
     def save(self, current: str | None, contexts: Mapping[str, Context]) -> None:
         data = {
@@ -113,6 +137,20 @@ def default_path() -> Path:
     return Path(base) / "narad" / "contexts.json"
 
 
+def check_url(url: str, origin: str) -> None:
+    """Raise ValueError, naming ``origin``, unless ``url`` is an http(s) URL."""
+    problem = ""
+    if not url.startswith(("http://", "https://")):
+        problem = "must start with http:// or https://"
+    else:
+        try:
+            httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            problem = f"is not a URL ({exc})"
+    if problem:
+        raise ValueError(f"{origin}: the node's URL {problem}, got {url!r}")
+
+
 def resolve(
     contexts: ContextFile,
     *,
@@ -125,6 +163,7 @@ def resolve(
 
     Raises:
         LookupError: ``context`` names no context.
+        ValueError: the URL is not an http(s) URL.
     """
     current, known = contexts.load()
     chosen_name = context or env.get("NARAD_CONTEXT") or current
@@ -151,6 +190,7 @@ def resolve(
         return default
 
     target_url = pick("url", url, "NARAD_URL", DEFAULT_URL)
+    check_url(target_url, sources["url"])
     target_user = pick("user", user, "NARAD_USER", None)
     password = None
     if env.get("NARAD_PASSWORD"):

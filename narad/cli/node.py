@@ -34,7 +34,9 @@ config_option = click.option(
 def _load(config_path: str | None, **overrides: object) -> Config:
     try:
         return Config.load(
-            config_path, overrides={k: v for k, v in overrides.items() if v}
+            config_path,
+            # Options not given are None; --workers 0 is given, and refused.
+            overrides={k: v for k, v in overrides.items() if v is not None},
         )
     except InvalidConfiguration as exc:
         raise Usage(str(exc)) from exc
@@ -137,6 +139,13 @@ def serve_forever(config: Config) -> int:
         for info in plugins.describe():
             log.info("plugin %s", info.describe())
         if not config.storage_url:
+            if not config.get("storage.data_dir").strip():
+                # It would be the working directory, which the server takes
+                # over (mode 0700, every file in it made 0600).
+                raise InvalidConfiguration(
+                    "`storage.data_dir` is empty: the embedded storage needs a "
+                    "directory of its own (or set `storage.url`)"
+                )
             lock = DataDirLock.acquire(config.data_dir)
             embedded = EmbeddedValkey(
                 config.data_dir, max_memory=config.get("storage.max_memory"), lock=lock

@@ -15,6 +15,7 @@ from narad.cli.base import Usage
 from narad.cli.base import cli
 from narad.cli.base import pass_session
 from narad.cli.contexts import Context
+from narad.cli.contexts import check_url
 from narad.cli.output import note
 from narad.cli.output import output_option
 from narad.cli.output import print_fields
@@ -254,8 +255,10 @@ def context_add(
 ) -> None:
     """Add (or replace) a context; asks for the user's password unless
     --no-password or --password-stdin."""
-    if not url.startswith(("http://", "https://")):
-        raise Usage(f"--url must start with http:// or https://, got {url!r}")
+    try:
+        check_url(url, "--url")
+    except ValueError as exc:
+        raise Usage(str(exc)) from exc
     password = None
     if user_name and not no_password:
         if password_stdin or sys.stdin.isatty():

@@ -3,6 +3,7 @@ storage cannot keep them."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import falcon
@@ -59,7 +60,14 @@ class Metrics:
         self.topics = topics
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.guard.status()  # the storage gauges, fresh for this scrape
+        # The storage gauges, fresh for this scrape if the storage answers
+        # within the per-topic read's bound: a stalled storage would hold the
+        # scrape for its socket timeout, past the scraper's own.
+        refresh = threading.Thread(
+            target=self.guard.status, name="narad-storage-status", daemon=True
+        )
+        refresh.start()
+        refresh.join(self.topics.wait_s)
         self.caches.publish()  # this worker's; the others publish every few s
         # Per-topic series: read from the storage now (cached, bounded).
         resp.data, resp.content_type = metrics.render([self.topics])

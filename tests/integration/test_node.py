@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -153,6 +154,144 @@ def test_embedded_storage_does_not_outlive_a_killed_node(tmp_path):
     assert wait_until(lambda: not valkey_pids_under(data))
 
 
+def test_ctrl_c_stops_the_node_before_its_storage(tmp_path):
+    # Ctrl-C at a terminal signals the whole foreground process group at once.
+    # The embedded server must not take it: it would exit while the workers
+    # still serve, and the supervisor would restart it on the way out.
+    node = Node(tmp_path, workers=1).start()
+    data = tmp_path / "data"
+    assert valkey_pids_under(data)
+    os.killpg(node.process.pid, signal.SIGINT)
+    assert node.process.wait(30) == 0
+    log = node.log.read_text()
+    assert "embedded Valkey exited" not in log
+    assert "restarting embedded Valkey" not in log
+    assert wait_until(lambda: not valkey_pids_under(data))
+
+
+def test_a_node_refuses_a_port_another_node_listens_on(node, storage_url, tmp_path):
+    # Each worker binds its own socket with SO_REUSEPORT, which the kernel
+    # would let it share with the other node: both would take connections.
+    second = Node(
+        tmp_path,
+        storage_url=storage_url,
+        workers=1,
+        env={"NARAD_SERVER_BIND": f"127.0.0.1:{node.port}"},
+    )
+    try:
+        with pytest.raises(RuntimeError, match="node exited"):
+            second.start(timeout=20)
+    finally:
+        second.stop()
+    assert second.process.returncode == 2
+    log = second.log.read_text()
+    assert f"`server.bind` 127.0.0.1:{node.port} is in use" in log
+    assert "Booting worker" not in log
+
+
+@pytest.mark.parametrize("where", ["/proc", "a-file/capacity"])
+def test_a_capacity_dir_the_node_cannot_write_stops_start_up(
+    storage_url, tmp_path, where
+):
+    # Found at start, naming the setting: not a worker's traceback, nor a 500
+    # for every costly validation once the node serves.
+    (tmp_path / "a-file").write_text("")
+    node = Node(
+        tmp_path,
+        storage_url=storage_url,
+        workers=1,
+        env={"NARAD_VALIDATION_CAPACITY_DIR": str(tmp_path / where)},
+    )
+    try:
+        with pytest.raises(RuntimeError, match="node exited"):
+            node.start(timeout=20)
+    finally:
+        node.stop()
+    assert node.process.returncode == 2
+    log = node.log.read_text()
+    assert "`validation.capacity_dir`" in log
+    assert "Traceback" not in log
+
+
+@pytest.mark.parametrize("bind", ["10.255.255.1:7942", "nosuchhost.invalid:7942"])
+def test_a_node_refuses_an_address_it_cannot_listen_on(storage_url, tmp_path, bind):
+    # Each worker binds for itself: without a check at start they failed and
+    # were restarted forever, the node never serving and never exiting.
+    node = Node(
+        tmp_path, storage_url=storage_url, workers=1, env={"NARAD_SERVER_BIND": bind}
+    )
+    try:
+        with pytest.raises(RuntimeError, match="node exited"):
+            node.start(timeout=20)
+    finally:
+        node.stop()
+    assert node.process.returncode == 2
+    assert f"`server.bind` {bind} cannot be listened on" in node.log.read_text()
+
+
+def test_a_node_serves_on_a_unix_socket(storage_url, tmp_path):
+    # server.bind = "unix:PATH" (documented): every worker answers on it.
+    # Bound per worker with SO_REUSEPORT, as TCP is, it never served.
+    import socket
+
+    path = tmp_path / "narad.sock"
+    node = Node(
+        tmp_path,
+        storage_url=storage_url,
+        workers=2,
+        env={"NARAD_SERVER_BIND": f"unix:{path}"},
+    )
+    node.process = None
+    with node.log.open("ab") as log:
+        node.process = subprocess.Popen(
+            [sys.executable, "-m", "narad.cli", "serve"],
+            env=node.env,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def get(route: str) -> bytes:
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(10)
+            conn.connect(str(path))
+            conn.sendall(f"GET {route} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            return conn.recv(4096)
+
+    def ready() -> bool:
+        try:
+            return get("/readyz").startswith(b"HTTP/1.1 200")
+        except OSError:
+            return False
+
+    try:
+        assert wait_until(ready, timeout=30), node.log.read_text()[-3000:]
+        for _ in range(10):
+            answer = get("/metrics")
+            assert answer.startswith(b"HTTP/1.1 200")
+        assert " ERROR " not in node.log.read_text()
+        # A second node on the same path is refused, not handed the path.
+        second = Node(
+            tmp_path / "second",
+            storage_url=storage_url,
+            workers=1,
+            env={"NARAD_SERVER_BIND": f"unix:{path}"},
+        )
+        try:
+            with pytest.raises(RuntimeError, match="node exited"):
+                second.start(timeout=20)
+        finally:
+            second.stop()
+        assert second.process.returncode == 2
+        assert f"`server.bind` unix:{path} is in use" in second.log.read_text()
+        assert ready()
+    finally:
+        node.stop()
+    assert node.process.returncode == 0
+    assert not path.exists()
+
+
 def test_readiness_follows_storage(tmp_path):
     from tests.nodes import start_valkey
     from tests.nodes import tcp_url
@@ -179,6 +318,25 @@ def test_readiness_follows_storage(tmp_path):
     finally:
         node.stop()
         storage.stop()
+
+
+def test_the_embedded_storage_refuses_an_empty_data_dir(tmp_path):
+    # Empty means "no data directory" for an external storage; the embedded
+    # one would take over the working directory and its files.
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "notes.txt").chmod(0o644)
+    tmp_path.chmod(0o755)
+    node = Node(tmp_path, env={"NARAD_STORAGE_DATA_DIR": ""})
+    try:
+        with pytest.raises(RuntimeError):
+            node.start(timeout=10)
+    finally:
+        node.stop()
+    assert node.process.returncode == 2
+    assert "`storage.data_dir` is empty" in node.log.read_text()
+    assert tmp_path.stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "notes.txt").stat().st_mode & 0o777 == 0o644
+    assert not (tmp_path / "appendonlydir").exists()
 
 
 @pytest.mark.parametrize(

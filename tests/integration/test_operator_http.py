@@ -280,6 +280,43 @@ def test_request_counts_add_up_across_workers(node, topic):
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$topic": ".*"}
 
 
+def test_a_scrape_answers_while_the_storage_stalls(tmp_path):
+    # A storage that takes connections but does not answer (a stalled disk
+    # or host): a scrape must still answer, with the last known figures,
+    # well within Prometheus's scrape timeout (10 s), not after the storage
+    # socket timeout, when the figures are needed most.
+    from tests.httpclient import Client
+    from tests.nodes import Node
+    from tests.nodes import start_valkey
+    from tests.nodes import tcp_url
+
+    storage = start_valkey(tmp_path / "valkey")
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(storage),
+        workers=1,
+        env={
+            "NARAD_PLUGINS_REDIS_SOCKET_TIMEOUT_MS": "60000",
+            "NARAD_METRICS_TOPIC_STATS_WAIT_MS": "500",
+            "NARAD_METRICS_TOPIC_STATS_TTL_S": "0",
+        },
+    ).start()
+    client = Client(node.base, timeout=20)
+    try:
+        assert client.get("/metrics").status == 200
+        time.sleep(2.5)  # the storage figures are read again after 2 s
+        os.kill(storage.process.pid, signal.SIGSTOP)
+        for _ in range(2):
+            response = client.get("/metrics")
+            assert response.status == 200
+            assert b"narad_storage_durable 1.0" in response.data
+    finally:
+        os.kill(storage.process.pid, signal.SIGCONT)
+        client.close()
+        node.stop()
+        storage.stop()
+
+
 def metric_names(expression: str) -> set[str]:
     """The metric names a PromQL expression reads."""
     for variable, value in GRAFANA_VARIABLES.items():
@@ -429,3 +466,111 @@ def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
     # The access log's line of the probe, JSON like the rest.
     (probe,) = [r for r in records if r.get("request_id") == "probe-1"]
     assert (probe["route"], probe["status"]) == ("/healthz", 200)
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        # Read by conf/gunicorn.conf.py itself.
+        ({"NARAD_SERVER_WORKERS": "many"}, "`server.workers` ($NARAD_SERVER_WORKERS)"),
+        # Found as the master starts (on_starting).
+        ({"NARAD_STORAGE_URL": ""}, "`storage.url` is empty"),
+    ],
+)
+def test_a_gunicorn_node_with_a_bad_setting_says_why_without_a_traceback(
+    tmp_path, env, words
+):
+    ran = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "conf/gunicorn.conf.py")],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+            "NARAD_SERVER_BIND": f"127.0.0.1:{free_port()}",
+            "NARAD_LOG_FORMAT": "json",
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert words in ran.stderr
+    assert "Traceback" not in ran.stderr
+
+
+def test_a_gunicorn_node_aggregates_its_workers_metrics_as_written(
+    storage_url, tmp_path
+):
+    # `gunicorn -c conf/gunicorn.conf.py`, as the README writes it: no
+    # PROMETHEUS_MULTIPROC_DIR. Each scrape must count every worker's
+    # requests, not those of the worker that answered it.
+    from tests.httpclient import Client
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+        "NARAD_SERVER_BIND": f"127.0.0.1:{port}",
+        "NARAD_SERVER_WORKERS": "2",
+        "NARAD_STORAGE_URL": storage_url,
+        "NARAD_STORAGE_DATA_DIR": str(tmp_path / "data"),
+        "NARAD_VALIDATION_CAPACITY_DIR": str(tmp_path / "capacity"),
+        "NARAD_ADMIN_PASSWORD": ADMIN[1],
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    log = tmp_path / "node.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                str(ROOT / "conf/gunicorn.conf.py"),
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def healthz_count() -> float:
+        client = Client(base, auth=None)  # a new connection, any worker
+        try:
+            text = client.get("/metrics").data.decode()
+        finally:
+            client.close()
+        samples = {
+            (s.name, s.labels.get("route")): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        return samples.get(("narad_http_requests_total", "/healthz"), 0.0)
+
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            probe = Client(base, auth=None)
+            try:
+                if probe.get("/readyz").status == 200:
+                    break
+            except OSError:
+                pass
+            finally:
+                probe.close()
+            time.sleep(0.1)
+        for _ in range(20):  # each on its own connection: both workers get some
+            client = Client(base, auth=None)
+            assert client.get("/healthz").status == 200
+            client.close()
+        deadline = time.monotonic() + 15
+        while healthz_count() != 20 and time.monotonic() < deadline:
+            time.sleep(0.25)  # each worker writes its counts once a second
+        assert [healthz_count() for _ in range(4)] == [20] * 4
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    assert process.returncode == 0, log.read_text()[-2000:]

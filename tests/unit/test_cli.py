@@ -310,6 +310,58 @@ def test_main_returns_exit_statuses(capsys):
     assert "narad: cannot reach" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "garbage",
+        "[]",
+        '{"current": 5, "contexts": {}}',
+        '{"contexts": {"a": []}}',
+        '{"current": "a", "contexts": {"a": {"url": 5}}}',
+        '{"current": "a", "contexts": {"a": {"url": "http://h", "user": 1}}}',
+        None,  # a directory
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [["topic", "ls"], ["context", "ls"], ["context", "add", "b", "--url", "http://h"]],
+)
+def test_a_broken_contexts_file_is_a_usage_error(contexts_file, text, command, capsys):
+    contexts_file.parent.mkdir()
+    if text is None:
+        contexts_file.mkdir()
+    else:
+        contexts_file.write_text(text)
+    assert main([*command, "--no-password"] if "add" in command else command) == 2
+    assert f"narad: {contexts_file}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://x", "http://[::1", "http://h:x"])
+def test_a_url_that_cannot_work_is_a_usage_error(url, capsys, monkeypatch):
+    # Not "unavailable" (3): retrying will not help; and never a traceback.
+    monkeypatch.delenv("NARAD_URL", raising=False)
+    assert main(["--url", url, "topic", "ls"]) == 2
+    assert "--url" in capsys.readouterr().err
+    monkeypatch.setenv("NARAD_URL", url)
+    assert main(["topic", "ls"]) == 2
+    assert "NARAD_URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [(["--workers", "0"], "`server.workers`"), (["--bind", ""], "`server.bind`")],
+)
+def test_serve_refuses_an_option_out_of_range(args, key, capsys, monkeypatch):
+    from narad.cli import node
+
+    started = []
+    monkeypatch.setattr(node, "serve_forever", started.append)
+    monkeypatch.delenv("NARAD_CONFIG", raising=False)
+    assert main(["serve", *args]) == 2
+    assert key in capsys.readouterr().err
+    assert not started
+
+
 # -- the client library ------------------------------------------------------
 
 

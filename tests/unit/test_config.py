@@ -118,6 +118,20 @@ def test_unknown_setting_in_file_is_refused(tmp_path, text, key):
 
 
 @pytest.mark.parametrize(
+    "text", ["server = 3\n", "foo = 1\n", 'storage = "x"\n', 'plugins = ["x"]\n']
+)
+def test_a_value_where_a_table_belongs_is_named(tmp_path, text):
+    # Was "unknown setting `server.`" (a section is not a setting), or a
+    # traceback for `plugins`.
+    path = tmp_path / "n.toml"
+    path.write_text(text)
+    section = text.split()[0]
+    with pytest.raises(InvalidConfiguration) as info:
+        resolved(path)
+    assert str(info.value).startswith(f"`{section}` ({path}): expected a table")
+
+
+@pytest.mark.parametrize(
     "name",
     ["NARAD_STORAGE_RETRY_ATTEMPTS", "NARAD_SERVER_WOKERS", "NARAD_PLUGINS_REDIS_X"],
 )

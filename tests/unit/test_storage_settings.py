@@ -34,7 +34,11 @@ def test_max_memory_as_a_share_of_the_machine():
     assert config.get("storage.max_memory") == physical_memory() // 2
 
 
-@pytest.mark.parametrize("raw", ["lots", "-5", "1kb", "0%", "101%", "", "1.5gb"])
+@pytest.mark.parametrize(
+    "raw",
+    # Sizes Valkey cannot take (over 2**64 bytes) made it exit saying nothing.
+    ["lots", "-5", "1kb", "0%", "101%", "", "1.5gb", "20000000tb", str(1 << 64)],
+)
 def test_bad_max_memory_names_the_setting(raw):
     with pytest.raises(InvalidConfiguration, match=r"`storage\.max_memory`"):
         Config.load(env={"NARAD_STORAGE_MAX_MEMORY": raw})
