@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -169,22 +170,25 @@ def test_ctrl_c_stops_the_node_before_its_storage(tmp_path):
     assert wait_until(lambda: not valkey_pids_under(data))
 
 
+def refused_start(where: Path, storage_url: str, **env: str) -> str:
+    """Start a one-worker node that must refuse to: it exits 2 before
+    serving. Its log."""
+    node = Node(where, storage_url=storage_url, workers=1, env=env)
+    try:
+        with pytest.raises(RuntimeError, match="node exited"):
+            node.start(timeout=20)
+    finally:
+        node.stop()
+    assert node.process.returncode == 2
+    return node.log.read_text()
+
+
 def test_a_node_refuses_a_port_another_node_listens_on(node, storage_url, tmp_path):
     # Each worker binds its own socket with SO_REUSEPORT, which the kernel
     # would let it share with the other node: both would take connections.
-    second = Node(
-        tmp_path,
-        storage_url=storage_url,
-        workers=1,
-        env={"NARAD_SERVER_BIND": f"127.0.0.1:{node.port}"},
+    log = refused_start(
+        tmp_path, storage_url, NARAD_SERVER_BIND=f"127.0.0.1:{node.port}"
     )
-    try:
-        with pytest.raises(RuntimeError, match="node exited"):
-            second.start(timeout=20)
-    finally:
-        second.stop()
-    assert second.process.returncode == 2
-    log = second.log.read_text()
     assert f"`server.bind` 127.0.0.1:{node.port} is in use" in log
     assert "Booting worker" not in log
 
@@ -196,19 +200,9 @@ def test_a_capacity_dir_the_node_cannot_write_stops_start_up(
     # Found at start, naming the setting: not a worker's traceback, nor a 500
     # for every costly validation once the node serves.
     (tmp_path / "a-file").write_text("")
-    node = Node(
-        tmp_path,
-        storage_url=storage_url,
-        workers=1,
-        env={"NARAD_VALIDATION_CAPACITY_DIR": str(tmp_path / where)},
+    log = refused_start(
+        tmp_path, storage_url, NARAD_VALIDATION_CAPACITY_DIR=str(tmp_path / where)
     )
-    try:
-        with pytest.raises(RuntimeError, match="node exited"):
-            node.start(timeout=20)
-    finally:
-        node.stop()
-    assert node.process.returncode == 2
-    log = node.log.read_text()
     assert "`validation.capacity_dir`" in log
     assert "Traceback" not in log
 
@@ -217,16 +211,8 @@ def test_a_capacity_dir_the_node_cannot_write_stops_start_up(
 def test_a_node_refuses_an_address_it_cannot_listen_on(storage_url, tmp_path, bind):
     # Each worker binds for itself: without a check at start they failed and
     # were restarted forever, the node never serving and never exiting.
-    node = Node(
-        tmp_path, storage_url=storage_url, workers=1, env={"NARAD_SERVER_BIND": bind}
-    )
-    try:
-        with pytest.raises(RuntimeError, match="node exited"):
-            node.start(timeout=20)
-    finally:
-        node.stop()
-    assert node.process.returncode == 2
-    assert f"`server.bind` {bind} cannot be listened on" in node.log.read_text()
+    log = refused_start(tmp_path, storage_url, NARAD_SERVER_BIND=bind)
+    assert f"`server.bind` {bind} cannot be listened on" in log
 
 
 def test_a_node_serves_on_a_unix_socket(storage_url, tmp_path):
@@ -272,19 +258,10 @@ def test_a_node_serves_on_a_unix_socket(storage_url, tmp_path):
             assert answer.startswith(b"HTTP/1.1 200")
         assert " ERROR " not in node.log.read_text()
         # A second node on the same path is refused, not handed the path.
-        second = Node(
-            tmp_path / "second",
-            storage_url=storage_url,
-            workers=1,
-            env={"NARAD_SERVER_BIND": f"unix:{path}"},
+        log = refused_start(
+            tmp_path / "second", storage_url, NARAD_SERVER_BIND=f"unix:{path}"
         )
-        try:
-            with pytest.raises(RuntimeError, match="node exited"):
-                second.start(timeout=20)
-        finally:
-            second.stop()
-        assert second.process.returncode == 2
-        assert f"`server.bind` unix:{path} is in use" in second.log.read_text()
+        assert f"`server.bind` unix:{path} is in use" in log
         assert ready()
     finally:
         node.stop()

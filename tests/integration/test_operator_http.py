@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import promql_parser
 import pytest
@@ -400,6 +401,38 @@ def test_every_metric_the_dashboard_and_alerts_name_exists_on_a_node(node, topic
 # -- a node as the systemd unit runs it --------------------------------------------
 
 
+def gunicorn_node(
+    tmp_path: Path, storage_url: str, port: int, **extra: str
+) -> tuple[subprocess.Popen, Path]:
+    """``gunicorn -c conf/gunicorn.conf.py`` as the systemd unit runs a node,
+    two workers on ``port``: the process and its log. ``extra`` adds to the
+    environment; PROMETHEUS_MULTIPROC_DIR is set only there."""
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+            "NARAD_SERVER_BIND": f"127.0.0.1:{port}",
+            "NARAD_SERVER_WORKERS": "2",
+            "NARAD_STORAGE_URL": storage_url,
+            "NARAD_STORAGE_DATA_DIR": str(tmp_path / "data"),
+            "NARAD_VALIDATION_CAPACITY_DIR": str(tmp_path / "capacity"),
+            "NARAD_ADMIN_PASSWORD": ADMIN[1],
+            **extra,
+        }
+    )
+    conf = str(ROOT / "conf/gunicorn.conf.py")
+    log = tmp_path / "node.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", conf],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    return process, log
+
+
 def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
     storage_url, tmp_path
 ):
@@ -410,36 +443,16 @@ def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
     port = free_port()
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
-        "NOTIFY_SOCKET": str(notify),
-        "NARAD_SERVER_BIND": f"127.0.0.1:{port}",
-        "NARAD_SERVER_WORKERS": "2",
-        "NARAD_STORAGE_URL": storage_url,
-        "NARAD_STORAGE_DATA_DIR": str(tmp_path / "data"),
-        "NARAD_VALIDATION_CAPACITY_DIR": str(tmp_path / "capacity"),
-        "NARAD_LOG_FORMAT": "json",
-        "NARAD_SERVER_ACCESS_LOG": "json",
-        "NARAD_ADMIN_PASSWORD": ADMIN[1],
-        "NARAD_SECURITY_SCRYPT_LOG2_N": "10",
-        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
-    }
-    log = tmp_path / "node.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-c",
-                str(ROOT / "conf/gunicorn.conf.py"),
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-        )
+    process, log = gunicorn_node(
+        tmp_path,
+        storage_url,
+        port,
+        NOTIFY_SOCKET=str(notify),
+        NARAD_LOG_FORMAT="json",
+        NARAD_SERVER_ACCESS_LOG="json",
+        NARAD_SECURITY_SCRYPT_LOG2_N="10",
+        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+    )
     try:
         notice = listener.recv(4096).decode()
         assert notice.startswith("READY=1\n"), notice
@@ -509,32 +522,7 @@ def test_a_gunicorn_node_aggregates_its_workers_metrics_as_written(
     from tests.httpclient import Client
 
     port = free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
-        "NARAD_SERVER_BIND": f"127.0.0.1:{port}",
-        "NARAD_SERVER_WORKERS": "2",
-        "NARAD_STORAGE_URL": storage_url,
-        "NARAD_STORAGE_DATA_DIR": str(tmp_path / "data"),
-        "NARAD_VALIDATION_CAPACITY_DIR": str(tmp_path / "capacity"),
-        "NARAD_ADMIN_PASSWORD": ADMIN[1],
-    }
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    log = tmp_path / "node.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-c",
-                str(ROOT / "conf/gunicorn.conf.py"),
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-        )
+    process, log = gunicorn_node(tmp_path, storage_url, port)
     base = f"http://127.0.0.1:{port}"
 
     def healthz_count() -> float:
