@@ -44,7 +44,8 @@ SCHEMA_VALIDATION_SLOTS = Gauge(
 )
 SCHEMA_CAPACITY_REFUSED = Counter(
     "narad_schema_capacity_refused",
-    "Produces refused with 503 because no validation slot freed within 5 s.",
+    "Produces refused with 503 because no validation slot freed in time "
+    "(validation.capacity_wait_ms).",
 )
 SCHEMA_VALIDATIONS = Counter(
     "narad_schema_validations",

@@ -101,10 +101,19 @@ def get_plugin_manager(
     """
     pm = pluggy.PluginManager(hookspecs.NAME)
     pm.add_hookspecs(hookspecs)
+    found = list(entry_points(group=hookspecs.NAME)) if load_entry_points else []
+    known = {ep.name for ep in found} | set(DEFAULT_PLUGINS) | set(extra or {})
     for name in disabled:
         pm.set_blocked(name)
+        if name not in known:
+            # A misspelt name would leave the plugin meant running: say so.
+            log.warning(
+                "plugins.disabled names %r, which is no plugin here: it "
+                "disables nothing",
+                name,
+            )
     if load_entry_points:
-        for ep in entry_points(group=hookspecs.NAME):
+        for ep in found:
             if pm.is_blocked(ep.name) or pm.has_plugin(ep.name):
                 continue
             origin = f"entry point {ep.name!r} ({ep.value}"

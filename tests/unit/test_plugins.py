@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import configparser
 import json
+import logging
 import re
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -154,6 +155,20 @@ def test_disabled_plugins_are_not_loaded():
     plugins = Plugins(pm)
     assert plugins.storage_backends() == {}
     assert "redis" not in plugins.settings()
+
+
+def test_a_disabled_name_that_is_no_plugin_is_warned_of(caplog):
+    # A misspelt name leaves the plugin meant running: the log says so.
+    with caplog.at_level(logging.WARNING, logger="narad.plugins"):
+        pm = get_plugin_manager(
+            disabled=["narad_redis", "narad_rediss"], load_entry_points=False
+        )
+    assert not pm.has_plugin("narad_redis")
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned == [
+        "plugins.disabled names 'narad_rediss', which is no plugin here: it "
+        "disables nothing"
+    ]
 
 
 # -- start-up checks -----------------------------------------------------------
