@@ -54,12 +54,11 @@ from messaging import run_load
 
 PHASES = ("produce", "consume-ack", "flow")
 VERSIONS = ("old", "new")
-# What a turn of each phase may write to the AOF in a second, at most: the
-# full flow stores ~25,000 messages of 1 KiB a second, and leases and acks.
+# What a turn of each phase may write to the AOF in a second, at most.
 AOF_BYTES_PER_S = {
     "produce": Rewrites.BYTES_PER_S,
     "consume-ack": Rewrites.BYTES_PER_S,
-    "flow": 64 * 1024 * 1024,
+    "flow": Rewrites.BATCH_BYTES_PER_S,
 }
 
 
