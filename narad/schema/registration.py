@@ -146,7 +146,9 @@ def _register(
     # A reference may lead where the survey and the meta-schema do not look
     # (a member no keyword owns, a $defs the draft does not define, data such
     # as const): the validator compiles what it finds there all the same.
-    targets = _unchecked_targets(document, draft.keywords, analysis.reached)
+    targets = _unchecked_targets(
+        document, draft.keywords, analysis.reached, analysis.targets
+    )
     for pointer, target in targets.items():
         if not _surveyed(document, pointer):
             more = _survey(target, draft, at=_where_of(pointer))
@@ -271,31 +273,34 @@ def _surveyed(document: Any, pointer: str) -> bool:
 
 
 def _unchecked_targets(
-    document: Any, keywords: frozenset[str], reached: Iterable[str]
+    document: Any,
+    keywords: frozenset[str],
+    reached: Iterable[str],
+    targets: Iterable[str],
 ) -> dict[str, Any]:
-    """The outermost subschemas the validator reaches that the meta-schema
-    check of the document does not cover, by pointer.
+    """The reference targets the meta-schema check of the document does not
+    cover, by pointer.
 
     The meta-schema checks the subschemas in positions of the draft's own
-    keywords, from the root down. A reached subschema is covered when the way
-    to it from the root, or from another such subschema, goes only through
-    those positions.
+    keywords, from the root down. A subschema the validator reaches other
+    than by a reference sits in such a position of one it reaches: only a
+    reference target can be outside them. A target is covered when the way
+    to it from the nearest reached subschema above it (itself covered, or
+    checked here) goes only through those positions.
     """
+    above = set(reached)
+    leads = set(targets)
     kept: dict[str, Any] = {}
-    # Each reached subschema, checked or covered, by pointer: the nearest one
-    # above a subschema is where the way to it starts (the root at the latest).
-    seen: dict[str, Any] = {}
-    for pointer in sorted(reached, key=len):  # a subschema after its ancestors
-        base, value, end = "", document, len(pointer)
+    # In the order the checks have always run: shorter pointers first.
+    for pointer in sorted((p for p in reached if p in leads), key=len):
+        base, end = "", len(pointer)
         while (end := pointer.rfind("/", 0, end)) > 0:
-            if pointer[:end] in seen:
+            if pointer[:end] in above:
                 base = pointer[:end]
-                value = seen[base]
                 break
-        found = _through_keywords(value, pointer[len(base) :], keywords)
-        if found is None:
-            found = kept[pointer] = lookup(document, pointer)
-        seen[pointer] = found
+        start = lookup(document, base) if base else document
+        if _through_keywords(start, pointer[len(base) :], keywords) is None:
+            kept[pointer] = lookup(document, pointer)
     return kept
 
 

@@ -111,10 +111,12 @@ class Analysis:
             (a union of 64 or more branches does): the high-cost class.
         reached: The pointer of every subschema the validator can reach,
             reference targets in members no keyword owns included.
+        targets: The pointers references lead to.
     """
 
     applies_many: bool
     reached: Sequence[str] = ()
+    targets: frozenset[str] = frozenset()
 
 
 def analyse(index: SchemaIndex) -> Analysis:
@@ -132,7 +134,9 @@ def analyse(index: SchemaIndex) -> Analysis:
     order, forward = _topological(graph)
     _check_path_counts(graph, order, forward)
     return Analysis(
-        applies_many=_applies_many(graph, order, forward), reached=graph.pointers
+        applies_many=_applies_many(graph, order, forward),
+        reached=graph.pointers,
+        targets=frozenset(t for ts in graph.resolved.values() for t in ts),
     )
 
 
@@ -157,6 +161,7 @@ class _Graph:
             its message) does not depend on how nodes are numbered.
         out: Each node's edges, in the order its keywords are written.
         in_place: Each node's in-place edges, as (target, where) pairs.
+        resolved: Where each reference leads, by (keyword, text, base URI).
     """
 
     def __init__(self, index: SchemaIndex) -> None:
@@ -169,7 +174,7 @@ class _Graph:
         self.out: list[Sequence[Edge]] = []
         self.order: list[int] = []
         self.patterns: dict[str, Any] = {}
-        self._resolved: dict[tuple[str, Any, str], list[str]] = {}
+        self.resolved: dict[tuple[str, Any, str], list[str]] = {}
         self._schemas: list[Any] = []  # each node's subschema, until expanded
         self.in_place: list[Sequence[tuple[int, str]]] = []
         self.steps_left = 0
@@ -303,9 +308,9 @@ class _Graph:
         """Where a reference leads; resolved once per reference text and base
         (a document may repeat ``"#"`` thousands of times)."""
         key = (keyword, ref if isinstance(ref, str) else None, base)
-        if key not in self._resolved:
-            self._resolved[key] = self._resolve(keyword, ref, base, at)
-        return self._resolved[key]
+        if key not in self.resolved:
+            self.resolved[key] = self._resolve(keyword, ref, base, at)
+        return self.resolved[key]
 
     def _resolve(self, keyword: str, ref: Any, base: str, at: str) -> list[str]:
         index = self.index
