@@ -228,10 +228,19 @@ def hand_run_settings() -> dict[str, Any]:
         print(f"narad: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     settings = gunicorn_settings(config)
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not given:
         # Before prometheus-client is imported: it picks its mode then.
         _MADE_METRICS_DIR.append(tempfile.mkdtemp(prefix="narad-metrics-"))
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = _MADE_METRICS_DIR[0]
+    elif not (os.path.isdir(given) and os.access(given, os.W_OK | os.X_OK)):
+        # Else every worker dies on its first metric, in a traceback.
+        print(
+            f"narad: PROMETHEUS_MULTIPROC_DIR {given} is not a directory this "
+            "node can write (systemd's RuntimeDirectory= makes it)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
 
     def on_exit(server: Any) -> None:
         for made in _MADE_METRICS_DIR:

@@ -488,6 +488,11 @@ def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
         ({"NARAD_SERVER_WORKERS": "many"}, "`server.workers` ($NARAD_SERVER_WORKERS)"),
         # Found as the master starts (on_starting).
         ({"NARAD_STORAGE_URL": ""}, "`storage.url` is empty"),
+        # Else each worker would die on its first metric.
+        (
+            {"PROMETHEUS_MULTIPROC_DIR": "/nonexistent/metrics"},
+            "PROMETHEUS_MULTIPROC_DIR /nonexistent/metrics is not a directory",
+        ),
     ],
 )
 def test_a_gunicorn_node_with_a_bad_setting_says_why_without_a_traceback(
