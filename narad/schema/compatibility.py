@@ -115,13 +115,17 @@ def annotations_only_change(old: Any, new: Any, *, draft: Draft) -> bool:
 
     Annotations are removed from every subschema, wherever it sits; a member
     of ``properties`` named ``description`` is a property, not an annotation,
-    and is kept. Equal documents count as differing only in annotations.
+    and is kept. A subschema ``true`` reads as ``{}``, which accepts the same,
+    so annotations added to it are no change either. Equal documents count
+    as differing only in annotations.
     """
     old, new = _strip(old, draft.keywords), _strip(new, draft.keywords)
     return json_equal(old, new)
 
 
 def _strip(schema: Any, keywords: frozenset[str]) -> Any:
+    if schema is True:
+        return {}
     if not isinstance(schema, dict):
         return schema
     stripped = {k: v for k, v in schema.items() if k not in ANNOTATIONS}

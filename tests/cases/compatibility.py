@@ -69,6 +69,13 @@ CASES: list[tuple[str, str, str, bool, str | None]] = [
         None,
     ),
     (
+        "annotations are not a change: true may gain them",
+        '{"properties":{"a":true}}',
+        '{"properties":{"a":{"description":"any value"}},"title":"t"}',
+        True,
+        None,
+    ),
+    (
         "a property named description is a property: removed",
         '{"properties":{"description":{"type":"string"},"id":{}}}',
         '{"properties":{"id":{}}}',

@@ -89,6 +89,15 @@ def test_annotation_only_change_registers_nothing(http, topic):
     assert resp.status == 400
 
 
+def test_annotations_added_to_true_register_nothing(http, topic):
+    # true accepts what {} does: documenting it is no change either.
+    make(http, topic, {"properties": {"a": True}})
+    resp = change(http, topic, {"properties": {"a": {"description": "any value"}}})
+    assert resp.status == 200
+    assert resp.json()["schema_version"] == 1
+    assert len(http.get(f"/v1/topics/{topic}/schemas").json()["versions"]) == 1
+
+
 def test_conditional_change(http, topic):
     make(http, topic, widened(1))
     resp = change(http, topic, widened(2), schema_base_version=0)

@@ -106,6 +106,11 @@ def test_json_equal(old, new, expected):
         ('{"enum":[{"title":"a"}]}', '{"enum":[{"title":"b"}]}', False),
         ('{"title":"a","type":"string"}', '{"title":"b","type":"null"}', False),
         ('{"x-doc":"a"}', '{"x-doc":"b"}', False),
+        # true accepts what {} does: annotations added to it are no change.
+        ("true", '{"title":"x"}', True),
+        ('{"properties":{"a":true}}', '{"properties":{"a":{"description":"d"}}}', True),
+        ('{"properties":{"a":true}}', '{"properties":{"a":false}}', False),
+        ('{"const":true}', '{"const":{}}', False),  # data, not a subschema
     ],
 )
 def test_annotations_only_change(old, new, expected):
