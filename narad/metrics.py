@@ -85,7 +85,8 @@ STORAGE_RETRIES = Counter(
     "narad_storage_retries",
     "Storage calls retried, by reason: moved (to the leader), connection (refused, "
     "lost or timed out), clusterdown, tryagain, loading, readonly, raft "
-    "(RedisRaft's transient -ERR replies).",
+    "(RedisRaft's transient -ERR replies), timeout (RedisRaft's -TIMEOUT, for a "
+    "call that may run twice).",
     ["reason"],
 )
 STORAGE_RETRY_REASONS = (
@@ -96,6 +97,7 @@ STORAGE_RETRY_REASONS = (
     "loading",
     "readonly",
     "raft",
+    "timeout",
 )
 
 STORAGE_SCRIPT_SECONDS = Histogram(

@@ -26,8 +26,9 @@ and :meth:`first_answer`).
   transfer is in progress``, ``... try again``, ``cluster down``): the next
   known node is asked after a backoff (a node cut off from the majority
   says "no raft leader" while the others have one).
-- The link lost, or the reply timed out, after the command was sent: the
-  command may have run. It is sent again only when the caller says a
+- The link lost, or the reply timed out, after the command was sent (or
+  RedisRaft answered ``-TIMEOUT``: no majority in time): the command may
+  have run. It is sent again only when the caller says a
   second run is harmless (``replayable``: reads, and scripts whose rerun
   changes nothing a client relies on: an append whose entries all carry
   idempotency keys, an ack, a reserve; see
@@ -522,7 +523,14 @@ class RetryingClient:
             except redis.ResponseError as exc:
                 reason = _transient(exc)
                 if reason is None:
-                    raise
+                    if not _timed_out(exc):
+                        raise
+                    if not replayable:
+                        raise StorageUncertain(
+                            f"{link.address or 'storage'} timed out committing a "
+                            f"write, so it may have been applied: {exc}"
+                        ) from exc
+                    reason = "timeout"
                 last = exc
                 self._rotate(link)
             else:
@@ -738,6 +746,22 @@ def _transient(exc: redis.ResponseError) -> str | None:
         return "tryagain"
     if isinstance(exc, ReadOnlyError):
         return "readonly"
-    if _RAFT_TRANSIENT.search(str(exc)):
+    if _RAFT_TRANSIENT.search(_reply(exc)):
         return "raft"
     return None
+
+
+def _timed_out(exc: redis.ResponseError) -> bool:
+    """RedisRaft's -TIMEOUT: no majority answered in time. A write may still
+    be committed later; a read was not served."""
+    return _reply(exc).startswith("TIMEOUT")
+
+
+def _reply(exc: redis.ResponseError) -> str:
+    """The server's error reply, without the note redis-py puts before it
+    when it came from a pipeline ("Command # 1 (...) of pipeline caused
+    error: ...")."""
+    text = str(exc)
+    if text.startswith("Command # "):
+        return text.rpartition(" of pipeline caused error: ")[2]
+    return text

@@ -161,6 +161,39 @@ def test_transient_replies_ask_the_next_node_after_a_backoff(servers, reply):
     assert stuck.seen == ["GET"]
 
 
+@pytest.mark.parametrize("reply", [b"-ERR not leader\r\n", b"-TRYAGAIN\r\n"])
+def test_transient_replies_within_a_pipeline_are_retried_too(servers, reply):
+    # redis-py puts "Command # 1 (...) of pipeline caused error:" before them.
+    stuck = servers([reply] * 10)
+    other = servers([b"$5\r\nother\r\n"])
+    client = seeds_client([stuck.port, other.port], [])
+    pipelined = client.call(lambda r: r.pipeline(transaction=False).get("k").execute())
+    assert pipelined == [b"other"]
+
+
+def test_a_raft_timeout_is_retried_when_the_call_may_run_twice(servers):
+    """-TIMEOUT: no majority answered in time; a read was not served."""
+    server = servers(
+        [b"-TIMEOUT no quorum for read\r\n", b"$2\r\nok\r\n"] * 2 + [b":1\r\n"]
+    )
+    sleeps: list[float] = []
+    client = client_for(server, sleeps)
+    assert get(client) == b"ok"
+    pipelined = client.call(lambda r: r.pipeline(transaction=False).get("k").execute())
+    assert pipelined == [b"ok"]
+    assert sleeps == [0.01, 0.01]
+
+
+def test_a_write_that_timed_out_in_raft_is_not_sent_again(servers):
+    """A write may still be committed after -TIMEOUT: 503 saying so."""
+    server = servers([b"-TIMEOUT\r\n", b":1\r\n"])
+    client = client_for(server, [])
+    script = client.redis.register_script("return 1")
+    with pytest.raises(StorageUncertain, match="may have been applied"):
+        client.call(lambda r: script(keys=[], args=[], client=r), replayable=False)
+    assert server.seen == ["EVALSHA"]
+
+
 def test_other_errors_are_not_retried(servers):
     server = servers([b"-ERR user_script:1: boom\r\n"])
     sleeps: list[float] = []
