@@ -40,6 +40,7 @@ import errno
 import math
 import os
 import resource
+import signal
 import socket
 import time
 import warnings
@@ -375,6 +376,19 @@ class NaradWorker(JSONErrors, GeventWorker):
         )
         self.connections: set[Connection] = set()
         self._application: Callable[..., Iterable[bytes]] | None = None
+
+    def init_process(self) -> None:
+        # Until gunicorn sets the worker's own handlers, a stop signal runs
+        # the master's handler inherited across the fork, and is lost: a
+        # worker told to stop while it starts (a reload's, a stop right after
+        # one) would serve on until killed at the graceful timeout. gevent's
+        # patching, first in a start, is its slowest part.
+        for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+            signal.signal(stop, self._stop_while_starting)
+        super().init_process()
+
+    def _stop_while_starting(self, signum: int, frame: Any) -> None:
+        self.alive = False  # run() then stops at once, gracefully
 
     def patch(self) -> None:
         # The master imported redis-py, whose (unused) asyncio client binds

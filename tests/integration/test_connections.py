@@ -8,6 +8,7 @@ assertions (the bench measures those).
 from __future__ import annotations
 
 import json
+import os
 import resource
 import selectors
 import signal
@@ -359,3 +360,34 @@ def test_a_long_validation_does_not_hold_up_the_event_loop(strict_node, topic):
     assert read_response(producer)[0] == 202
     producer.close()
     http.close()
+
+
+def test_a_worker_told_to_stop_while_it_starts_stops(valkey, tmp_path):
+    """A reload (HUP) starts new workers; one told to stop (TERM) before it
+    set its own signal handlers must stop too, not serve on until the
+    graceful timeout (20 s) has it killed."""
+    node = Node(tmp_path, storage_url=tcp_url(valkey), workers=1).start()
+    try:
+        before = set(node.worker_pids())
+        node.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while not (fresh := set(node.worker_pids()) - before):
+            assert time.monotonic() < deadline, "no new worker"
+            time.sleep(0.001)
+        (worker,) = fresh
+        os.kill(worker, signal.SIGTERM)  # within its start: gevent patches first
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{worker}").exists() and _running(worker):
+            assert time.monotonic() < deadline, "the worker served on"
+            time.sleep(0.05)
+    finally:
+        node.stop()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its parent does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
