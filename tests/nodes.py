@@ -76,20 +76,7 @@ class Node:
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        client = Client(self.base, timeout=2)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"node exited: {self.log.read_text()[-3000:]}")
-            try:
-                if client.get("/readyz").status == 200:
-                    return
-            except OSError:
-                pass
-            finally:
-                client.close()
-            time.sleep(0.05)
-        raise RuntimeError(f"node not ready: {self.log.read_text()[-3000:]}")
+        wait_ready(self.base, self.process, self.log, timeout)
 
     def client(self) -> Client:
         return Client(self.base)
@@ -110,6 +97,27 @@ class Node:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+
+def wait_ready(
+    base: str, process: subprocess.Popen, log: Path, timeout: float = 30.0
+) -> None:
+    """Wait until the node at ``base`` answers /readyz 200; RuntimeError with
+    the end of its ``log`` if ``process`` exits first or time runs out."""
+    client = Client(base, timeout=2)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"node exited: {log.read_text()[-3000:]}")
+        try:
+            if client.get("/readyz").status == 200:
+                return
+        except OSError:
+            pass
+        finally:
+            client.close()
+        time.sleep(0.05)
+    raise RuntimeError(f"node not ready: {log.read_text()[-3000:]}")
 
 
 def _command(pid: int) -> str:

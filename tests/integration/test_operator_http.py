@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.httpclient import ADMIN
 from tests.nodes import ROOT
 from tests.nodes import free_port
+from tests.nodes import wait_ready
 
 
 def scrape(node) -> dict[tuple[str, tuple], float]:
@@ -544,17 +545,7 @@ def test_a_gunicorn_node_aggregates_its_workers_metrics_as_written(
         return samples.get(("narad_http_requests_total", "/healthz"), 0.0)
 
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            probe = Client(base, auth=None)
-            try:
-                if probe.get("/readyz").status == 200:
-                    break
-            except OSError:
-                pass
-            finally:
-                probe.close()
-            time.sleep(0.1)
+        wait_ready(base, process, log)
         for _ in range(20):  # each on its own connection: both workers get some
             client = Client(base, auth=None)
             assert client.get("/healthz").status == 200
