@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from narad.errors import InvalidPayload
-from narad.quoting import QUOTE_LIMIT
+from narad.quoting import cut_pointer
 from narad.schema.compiler import Compiler
 from narad.schema.compiler import Node
 from narad.schema.compiler import steps_per_level
@@ -68,12 +68,9 @@ def pointer_of(path: Path) -> str:
     tokens: list[str] = []
     while path is not None:
         path, token = path
-        token = escape(str(token))
-        # Keys come from the payload: quote at most so much of each.
-        if len(token) > QUOTE_LIMIT:
-            token = token[:QUOTE_LIMIT] + "…"
-        tokens.append(token)
-    return "".join("/" + token for token in reversed(tokens))
+        tokens.append(escape(str(token)))
+    # Keys come from the payload: quote at most so much of each.
+    return cut_pointer("".join("/" + token for token in reversed(tokens)))
 
 
 def printable(text: str) -> str:
