@@ -1060,6 +1060,7 @@ class Storage(Protocol):
         *,
         nonces: Sequence[str],
         now_ms: int,
+        max_bytes: int | None = None,
     ) -> BatchReserveResult:
         """Lease up to ``len(nonces)`` messages, in one step.
 
@@ -1069,6 +1070,13 @@ class Storage(Protocol):
         acked-ahead frontier and due times hold per message) before the
         next partition is looked at. The k-th message leased gets
         ``nonces[k]``.
+
+        With ``max_bytes``, it also stops before the first message that
+        would take the keys and payloads leased past ``max_bytes`` bytes
+        (the first message is leased whatever its size), so the answer is
+        bounded whatever the messages' sizes. That message and everything
+        after it are left as they were: the next reserve offers them, in
+        the same order.
 
         Returns:
             OK with the messages (possibly none, then with

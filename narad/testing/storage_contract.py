@@ -1176,6 +1176,76 @@ class StorageContract:
         frontier = storage.reserve_batch(meta, [0], nonces=nonces, now_ms=2000)
         assert [m.offset for m in frontier.messages] == [0]
 
+    def test_reserve_batch_stops_before_the_byte_budget(self, storage):
+        meta = self.topic(storage, partitions=2)
+        # Each message counts 100 bytes: a 1-byte key and 99 of payload.
+        for partition, count in ((0, 5), (1, 2)):
+            for i in range(count):
+                payload = b"%d-%d" % (partition, i)
+                payload += b"." * (99 - len(payload))
+                self.put(storage, meta, payload, now=0, partition=partition, key=b"k")
+        nonces = [nonce(i) for i in range(10)]
+
+        def batch(max_bytes):
+            got = storage.reserve_batch(
+                meta, [0, 1], nonces=nonces, now_ms=1, max_bytes=max_bytes
+            )
+            assert got.status is Status.OK
+            return [(m.partition, m.offset, m.nonce) for m in got.messages]
+
+        # Exactly the budget fits; the fourth message would go past it.
+        assert batch(300) == [(0, 0, nonces[0]), (0, 1, nonces[1]), (0, 2, nonces[2])]
+        # The budget spans partitions, and a batch stops at the first message
+        # that does not fit: what is left comes next, in order.
+        assert batch(250) == [(0, 3, nonces[0]), (0, 4, nonces[1])]
+        # The first message is leased whatever its size.
+        assert batch(1) == [(1, 0, nonces[0])]
+        assert batch(None) == [(1, 1, nonces[0])]
+        assert batch(None) == []
+
+    def test_reserve_batch_budget_leaves_lapsed_leases_for_the_next(self, storage):
+        meta = self.topic(
+            storage,
+            partitions=2,
+            visibility_timeout_ms=1000,
+            max_acked_ahead_per_partition=1,
+        )
+        for i in range(4):
+            self.put(storage, meta, b"%d" % i + b"." * 99, now=0)
+        self.put(storage, meta, b"p1" + b"." * 98, now=0, partition=1)
+        nonces = [nonce(i) for i in range(10)]
+        held = storage.reserve_batch(meta, [0], nonces=nonces[:3], now_ms=0)
+        assert [m.offset for m in held.messages] == [0, 1, 2]
+        # Lapsed leases are taken again first, within the budget.
+        again = storage.reserve_batch(
+            meta, [0], nonces=nonces[3:], now_ms=1000, max_bytes=250
+        )
+        assert [(m.offset, m.payload[:1]) for m in again.messages] == [
+            (0, b"0"),
+            (1, b"1"),
+        ]
+        rest = storage.reserve_batch(
+            meta, [0], nonces=nonces[5:], now_ms=1000, max_bytes=250
+        )
+        assert [m.offset for m in rest.messages] == [2, 3]
+        assert (
+            storage.settle(meta, 0, 3, nonces[6], action=Settle.ACK, now_ms=1001)
+            is Status.OK
+        )
+        # Acked-ahead is full: offset 0 alone may move once it lapses, and
+        # only if the budget has room for it after partition 1's message.
+        later = 2000
+        first = storage.reserve_batch(
+            meta, [1, 0], nonces=nonces, now_ms=later, max_bytes=150
+        )
+        assert [(m.partition, m.offset) for m in first.messages] == [(1, 0)]
+        frontier = storage.reserve_batch(
+            meta, [1, 0], nonces=nonces, now_ms=later, max_bytes=150
+        )
+        assert [(m.partition, m.offset, m.payload[:1]) for m in frontier.messages] == [
+            (0, 0, b"0")
+        ]
+
     def test_settle_batch_judges_each_lease_in_order(self, storage):
         meta = self.topic(storage, partitions=2, max_acked_ahead_per_partition=1)
         for partition in (0, 1):

@@ -804,14 +804,16 @@ class RedisStorage:
         *,
         nonces: Sequence[str],
         now_ms: int,
+        max_bytes: int | None = None,
     ) -> BatchReserveResult:
         keys = [self._topic(meta.name) + ":meta"]
         for index in partitions:
             keys += self._partition_keys(meta.name, index)
+        budget = -1 if max_bytes is None else max_bytes
         reply = self._run(
             "reserve",
             keys,
-            [meta.epoch, now_ms, len(partitions), *partitions, *nonces],
+            [meta.epoch, now_ms, budget, len(partitions), *partitions, *nonces],
         )
         if reply[0] == b"no_topic":
             return BatchReserveResult(Status.NO_TOPIC)

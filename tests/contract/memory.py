@@ -725,6 +725,7 @@ class MemoryStorage:
         *,
         nonces: Sequence[str],
         now_ms: int,
+        max_bytes: int | None = None,
     ) -> BatchReserveResult:
         with self._lock:
             topic = self._live(meta)
@@ -733,6 +734,8 @@ class MemoryStorage:
             stored = topic.meta
             earliest = due = None
             taken: list[Message] = []
+            spent = 0
+            full = False
             for index in partitions:
                 part = topic.partitions[index]
                 part.trim(stored.retention_ms, now_ms, TRIM_BUDGET)
@@ -741,13 +744,18 @@ class MemoryStorage:
                     offset = part.candidate(stored, now_ms)
                     if offset is None:
                         break
+                    message = part.log[offset]
+                    spent += len(message.key) + len(message.payload)
+                    if taken and max_bytes is not None and spent > max_bytes:
+                        full = True  # left where it is, offered next
+                        break
                     if offset == part.cursor:
                         part.cursor += 1
                     nonce = nonces[len(taken)]
                     part.leases[offset] = now_ms + stored.visibility_timeout_ms
                     part.nonces[offset] = nonce
-                    taken.append(replace(part.log[offset], nonce=nonce))
-                if len(taken) == len(nonces):
+                    taken.append(replace(message, nonce=nonce))
+                if len(taken) == len(nonces) or full:
                     break
                 if taken:
                     continue
