@@ -176,6 +176,7 @@ class MessageService:
         waiters: Waiters,
         *,
         max_wait_ms: int,
+        batch_max_bytes: int | None = None,
         idempotency: IdempotencyLimits = DEFAULT_IDEMPOTENCY,
     ) -> None:
         self.storage = storage
@@ -183,6 +184,7 @@ class MessageService:
         self.schemas = schemas
         self.waiters = waiters
         self.max_wait_ms = max_wait_ms
+        self.batch_max_bytes = batch_max_bytes
         self.idempotency = idempotency
         self._appends: Groups[_Append, AppendResult] = Groups(
             self._append_together, joins=_same_record
@@ -479,7 +481,11 @@ class MessageService:
             found = (one.message,) if one.message is not None else ()
             return one.status, found, one.next_change_ms
         many = self.storage.reserve_batch(
-            meta, order, nonces=new_nonces(count), now_ms=now_ms()
+            meta,
+            order,
+            nonces=new_nonces(count),
+            now_ms=now_ms(),
+            max_bytes=self.batch_max_bytes,
         )
         return many.status, many.messages, many.next_change_ms
 
