@@ -1096,7 +1096,8 @@ class Storage(Protocol):
         leased; an EXTEND or RELEASE of an acked message is GONE); for an ACK
         of a message above the partition's lowest unacked offset, fewer than
         ``max_acked_ahead_per_partition`` messages are acked out of order
-        (ACKED_AHEAD_FULL).
+        (ACKED_AHEAD_FULL), where what retention no longer keeps at
+        ``now_ms`` counts as acked, trimmed or not (its ack ends the lease).
 
         Changes, in one step: ACK ends the lease and marks the message acked
         under ``nonce`` (the lowest unacked offset moves past every acked

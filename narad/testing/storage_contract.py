@@ -929,6 +929,42 @@ class StorageContract:
         self.put(storage, meta, b"new", now=HOUR)
         assert settle(held[0], now=HOUR) is Status.GONE
 
+    def test_acks_of_messages_retention_aged_out_never_fill_the_acked_cap(
+        self, storage
+    ):
+        # Leases outlive retention here, and nothing writes to trim: offsets
+        # 0-2 age out at HOUR while leased. Their acks end the leases but
+        # count no more against max_acked_ahead than trimmed messages do.
+        meta = self.topic(
+            storage,
+            retention_ms=HOUR,
+            visibility_timeout_ms=3 * HOUR,
+            max_acked_ahead_per_partition=1,
+        )
+        for now in (0, 0, 0, HOUR // 2, HOUR // 2, HOUR // 2):
+            self.put(storage, meta, b"m", now=now)
+        held = [
+            storage.reserve(meta, [0], nonce=nonce(i), now_ms=HOUR // 2).message
+            for i in range(6)
+        ]
+        assert [m.offset for m in held] == list(range(6))
+
+        def ack(message):
+            return storage.settle(
+                meta, 0, message.offset, message.nonce, action=Settle.ACK, now_ms=HOUR
+            )
+
+        assert ack(held[1]) is Status.OK
+        assert ack(held[2]) is Status.OK
+        assert ack(held[4]) is Status.OK
+        assert ack(held[5]) is Status.ACKED_AHEAD_FULL  # live messages: capped
+        assert ack(held[3]) is Status.OK
+        assert ack(held[5]) is Status.OK
+        assert [ack(m) for m in held[1:]] == [Status.REPEATED] * 5
+        [stats] = storage.partition_stats(meta, now_ms=HOUR)
+        assert stats.in_flight == 0
+        assert storage.reserve(meta, [0], nonce=nonce(9), now_ms=HOUR).message is None
+
     def test_an_ack_of_a_lapsed_lease_taken_by_another_is_gone(self, storage):
         meta = self.topic(storage, visibility_timeout_ms=1000)
         self.put(storage, meta, b"m", now=0)

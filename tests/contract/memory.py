@@ -99,6 +99,16 @@ class _Partition:
             self.acked.remove(self.floor)
             self.floor += 1
 
+    def pass_expired(self, retention_ms: int, now_ms: int) -> None:
+        """Move the floor past what retention aged out untrimmed (at most
+        to the cursor), as a trim would."""
+        while self.floor < self.cursor and not _kept(
+            self.log.get(self.floor), retention_ms, now_ms
+        ):
+            self.floor += 1
+        self.acked = {o for o in self.acked if o >= self.floor}
+        self.advance_floor()
+
     def put(self, message: Message, ts: int) -> int:
         """Store ``message`` at the next offset, stamped at least ``ts``."""
         self.last_ts = max(ts, self.last_ts)
@@ -825,13 +835,17 @@ class MemoryStorage:
             part.leases[offset] = 0
             del part.nonces[offset]
             return Status.OK
-        if offset != part.floor:
-            if len(part.acked) >= topic.meta.max_acked_ahead_per_partition:
+        cap = topic.meta.max_acked_ahead_per_partition
+        if offset > part.floor and len(part.acked) >= cap:
+            part.pass_expired(topic.meta.retention_ms, now_ms)
+        if offset > part.floor:
+            if len(part.acked) >= cap:
                 return Status.ACKED_AHEAD_FULL
             part.acked.add(offset)
-        else:
+        elif offset == part.floor:
             part.floor += 1
             part.advance_floor()
+        # Below the floor (retention passed it over): ending the lease is all.
         del part.leases[offset]  # the nonce stays: a retried ack is known by it
         return Status.OK
 
