@@ -471,13 +471,29 @@ class MemoryStorage:
                 stats.append(PartitionStats(i, oldest, p.next, held))
             return stats
 
-    def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
+    def topic_stats(
+        self, metas: Sequence[TopicMeta], *, now_ms: int
+    ) -> list[TopicStats]:
         with self._lock:
-            return [self._stats(self._topics.get(meta.name)) for meta in metas]
+            return [
+                self._stats(self._topics.get(meta.name), meta.retention_ms, now_ms)
+                for meta in metas
+            ]
 
     @staticmethod
-    def _stats(topic: _Topic | None) -> TopicStats:
-        parts = topic.partitions if topic else []
+    def _stats(topic: _Topic | None, retention_ms: int, now_ms: int) -> TopicStats:
+        # Only a write trims: the positions a trim at now_ms would leave.
+        parts = []
+        for p in topic.partitions if topic else []:
+            p = replace(
+                p,
+                log=dict(p.log),
+                leases=dict(p.leases),
+                nonces=dict(p.nonces),
+                acked=set(p.acked),
+            )
+            p.trim(retention_ms, now_ms, budget=p.next)
+            parts.append(p)
         unacked = [
             p.log[p.floor].timestamp
             for p in parts
