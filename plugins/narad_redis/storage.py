@@ -456,24 +456,27 @@ class RedisStorage:
             for i in range(meta.partitions)
         ]
 
-    def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
+    def topic_stats(
+        self, metas: Sequence[TopicMeta], *, now_ms: int
+    ) -> list[TopicStats]:
         # A read-only script (the oldest unacked message's timestamp without
         # its payload), in calls of a bounded partition count, one pipeline.
         if not metas:
             return []
-        calls: list[list[str]] = [[]]
+        calls: list[tuple[list[str], list[int]]] = [([], [now_ms])]
         for meta in metas:
             for index in range(meta.partitions):
-                if len(calls[-1]) >= 4 * STATS_PARTITIONS_PER_CALL:
-                    calls.append([])
+                if len(calls[-1][0]) >= 4 * STATS_PARTITIONS_PER_CALL:
+                    calls.append(([], [now_ms]))
                 state, log, lease, _, acked = self._partition_keys(meta.name, index)
-                calls[-1] += [state, log, lease, acked]
+                calls[-1][0].extend((state, log, lease, acked))
+                calls[-1][1].append(meta.retention_ms)
         script = self.scripts["topic_stats"]
 
         def read(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)
-            for keys in calls:
-                script(keys=keys, args=[], client=pipe)
+            for keys, args in calls:
+                script(keys=keys, args=args, client=pipe)
             return pipe.execute()
 
         started = time.perf_counter()
