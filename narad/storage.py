@@ -1041,8 +1041,9 @@ class Storage(Protocol):
         - when ``max_acked_ahead_per_partition`` messages are acked out of
           order, only the message at its lowest unacked offset (if its lease
           lapsed, or if it was never delivered);
-        - otherwise the lowest-offset message whose lease lapsed (deadline at
-          or before ``now_ms``, or given back), else the next message never
+        - otherwise the message whose lease lapsed first (the earliest
+          deadline at or before ``now_ms``; a message given back comes before
+          them all), else the next message never
           delivered, the latter only while fewer than
           ``max_in_flight_per_partition`` leases are held;
         - a message never delivered only once its timestamp is at or before

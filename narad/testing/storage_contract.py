@@ -789,6 +789,25 @@ class StorageContract:
         assert settle(second, Settle.ACK, 1601) is Status.OK
         assert settle(second, Settle.ACK, 1602) is Status.REPEATED
 
+    def test_the_lease_that_lapsed_first_is_offered_first(self, storage):
+        meta = self.topic(storage, visibility_timeout_ms=1000)
+        for _ in range(2):
+            self.put(storage, meta, b"m", now=0)
+        held = [
+            storage.reserve(meta, [0], nonce=nonce(i), now_ms=0).message
+            for i in range(2)
+        ]
+        # Offset 0's lease is renewed, so offset 1's lapses first.
+        assert (
+            storage.settle(meta, 0, 0, held[0].nonce, action=Settle.EXTEND, now_ms=500)
+            is Status.OK
+        )
+        again = [
+            storage.reserve(meta, [0], nonce=nonce(9 - i), now_ms=2000).message
+            for i in range(2)
+        ]
+        assert [m.offset for m in again] == [1, 0]
+
     def test_settling_what_was_never_leased_is_gone(self, storage):
         meta = self.topic(storage)
         self.put(storage, meta, b"m", now=0)

@@ -138,7 +138,8 @@ class _Partition:
             o for o, d in self.leases.items() if d <= now_ms and o >= self.kept_from
         ]
         if lapsed:
-            return min(lapsed)
+            # As a sorted set orders them: by deadline, then member (a string).
+            return min(lapsed, key=lambda o: (self.leases[o], str(o)))
         return self.cursor if fresh else None
 
     def is_acked(self, offset: int) -> bool:
