@@ -808,6 +808,40 @@ class StorageContract:
         ]
         assert [m.offset for m in again] == [1, 0]
 
+    def test_acks_below_what_a_bounded_trim_passes_over_never_fill_the_cap(
+        self, storage
+    ):
+        # More expired messages than one call drops: a reserve passes over the
+        # rest (its floor jumps past them). Acks among them count no more
+        # against max_acked_ahead than trimmed messages do.
+        meta = self.topic(
+            storage,
+            retention_ms=HOUR,
+            visibility_timeout_ms=3 * HOUR,
+            max_acked_ahead_per_partition=2,
+        )
+        for _ in range(3):
+            entries = [Entry(0, b"", b"old", PayloadKind.TEXT)] * 700
+            storage.append(meta, entries, schema_version=0, now_ms=0)
+        held = []
+        while len(held) < 2100:
+            got = storage.reserve_batch(
+                meta, [0], nonces=[nonce(len(held) + i) for i in range(100)], now_ms=0
+            ).messages
+            held += got
+            in_order = [Lease(0, m.offset, m.nonce) for m in got if m.offset < 2050]
+            storage.settle_batch(meta, in_order, action=Settle.ACK, now_ms=0)
+        ahead = [Lease(0, m.offset, m.nonce) for m in held[2051:2053]]
+        assert storage.settle_batch(meta, ahead, action=Settle.ACK, now_ms=0) == [
+            Status.OK
+        ] * 2
+        for _ in range(2):
+            self.put(storage, meta, b"new", now=HOUR + 1)
+        got = storage.reserve_batch(
+            meta, [0], nonces=[nonce(9000), nonce(9001)], now_ms=HOUR + 1
+        )
+        assert [m.offset for m in got.messages] == [2100, 2101]
+
     def test_settling_what_was_never_leased_is_gone(self, storage):
         meta = self.topic(storage)
         self.put(storage, meta, b"m", now=0)

@@ -92,6 +92,7 @@ class _Partition:
         self.cursor = max(self.cursor, self.kept_from)
         if self.floor < self.kept_from:
             self.floor = self.kept_from
+            self.acked = {o for o in self.acked if o >= self.kept_from}
             self.advance_floor()
 
     def advance_floor(self) -> None:

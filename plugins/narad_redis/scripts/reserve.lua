@@ -115,6 +115,9 @@ local function trim(st, budget)
   end
   if st.floor < st.kept_from then
     st.floor = st.kept_from
+    -- Acks of what was passed over are below the floor now: drop them, or
+    -- they would count against max_acked_ahead until later calls trim them.
+    redis.call('ZREMRANGEBYSCORE', st.acked, '-inf', '(' .. int(st.kept_from))
     while redis.call('ZREM', st.acked, st.floor) == 1 do
       st.floor = st.floor + 1
     end
