@@ -472,6 +472,31 @@ class ProduceToDelayChild(Conflict):
         )
 
 
+class SchemaUnusable(Conflict):
+    """A produce to a topic whose current schema version cannot be used: one
+    stored before registration refused what it holds.
+
+    Not the payload's fault (a 400 would have it dropped as invalid), and no
+    retry helps until a new version is registered: the topic's state is in
+    the way, as for a produce to a delay child.
+
+    Attributes:
+        topic: The topic.
+        version: Its current schema version.
+        reason: Why the version cannot be used (a registration refusal's
+            detail, without its ``schema: `` lead-in).
+    """
+
+    def __init__(self, topic: str, version: int, reason: str) -> None:
+        self.topic, self.version, self.reason = topic, version, reason
+        super().__init__(
+            f"schema: version {version} of topic {topic}, its current schema, "
+            f"cannot be used: {reason}; it was stored before registration "
+            "refused that, and nothing was stored: register a new version of "
+            "the schema"
+        )
+
+
 class SchemaManagedByParent(Conflict):
     def __init__(self, topic: str, parent: str) -> None:
         self.topic, self.parent = topic, parent

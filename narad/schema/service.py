@@ -25,7 +25,10 @@ old one's validators. The cache is bounded by entries and by the validators'
 estimated bytes (``[cache] validators`` and ``validator_memory``), and a
 topic's validators go when any worker of any node changes the topic
 (deletes, recreates or alters it, or adds a schema version: see
-:meth:`TopicRecords.attach`).
+:meth:`TopicRecords.attach`). A version the validator cannot use (stored
+before registration refused what it holds) is cached as such: each produce
+gets 409 naming the problem without compiling it again, until a new version
+is registered.
 
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
@@ -59,6 +62,7 @@ from narad.errors import ParentHistoryOverBudget
 from narad.errors import ParentWithoutSchema
 from narad.errors import RetentionTooShort
 from narad.errors import SchemaManagedByParent
+from narad.errors import SchemaUnusable
 from narad.errors import SchemaVersionConflict
 from narad.errors import SchemaVersionNotFound
 from narad.errors import TooManyVersions
@@ -75,6 +79,7 @@ from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.modes import Mode
 from narad.schema.modes import Report
 from narad.schema.registration import RegisteredSchema
+from narad.schema.registration import check_stored
 from narad.schema.registration import register
 from narad.schema.validator import Validator
 from narad.storage import SchemaLimits
@@ -151,7 +156,8 @@ class SchemaService:
         self.rules = plugins.compatibility_rules()
         self.topic_budget = topic_budget
         self.cluster_budget = cluster_budget
-        self.validators: BoundedCache[ValidatorKey, Validator] = BoundedCache(
+        # A str where the version cannot be used: why (see _validator).
+        self.validators: BoundedCache[ValidatorKey, Validator | str] = BoundedCache(
             "validators",
             max_entries=cached_validators,
             max_bytes=validator_memory,
@@ -467,22 +473,37 @@ class SchemaService:
             offload.run(validator.validate, payload)
 
     def _validator(self, meta: TopicMeta) -> Validator:
+        """The compiled current version of ``meta``'s schema.
+
+        Raises:
+            SchemaUnusable: the version cannot be compiled; that outcome is
+                cached as a validator is, so each produce does not try again.
+        """
         key = (meta.name, meta.epoch, meta.schema_version)
-        validator = self.validators.get(key)
-        if validator is not None:
-            return validator
-        text = self.stored(meta.name, meta.schema_version).document
-        document = _parse(text)
-        validator = offload.run(
-            Validator,
+        cached = self.validators.get(key)
+        if cached is None:
+            text = self.stored(meta.name, meta.schema_version).document
+            try:
+                cached = offload.run(self._compile, meta, _parse(text))
+                size = cached.estimated_bytes(len(text))
+            except InvalidSchema as exc:
+                cached = exc.detail.removeprefix("schema: ")
+                size = len(cached)
+            self.validators.put(key, cached, size)
+        if isinstance(cached, str):
+            raise SchemaUnusable(meta.name, meta.schema_version, cached)
+        return cached
+
+    def _compile(self, meta: TopicMeta, document: Any) -> Validator:
+        draft = self.draft_of(document)
+        check_stored(document, draft)
+        return Validator(
             document,
-            draft=self.draft_of(document),
+            draft=draft,
             drafts=self.drafts,
             formats=self.formats,
             schema_uri=f"narad://schema/{meta.name}/{meta.schema_version}",
         )
-        self.validators.put(key, validator, validator.estimated_bytes(len(text)))
-        return validator
 
 
 def _count(outcome: str) -> None:

@@ -147,6 +147,37 @@ def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
     assert len(compiled) <= 2
 
 
+def test_a_version_that_cannot_be_used_is_not_compiled_per_produce(config, monkeypatch):
+    from narad.schema import service
+
+    client = app_over(config)
+    client.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    storage = storage_of(client)
+    # Stored before registration meta-checked what a reference leads to.
+    storage.append_schema(
+        storage.get_topic("t"),
+        SchemaVersion(2, b'{"$ref":"#/x","x":{"type":"bogus"}}', False),
+        expected_current=1,
+        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
+    )
+    checked = []
+    original = service.check_stored
+
+    def counting(document, draft):
+        checked.append(document)
+        return original(document, draft)
+
+    monkeypatch.setattr(service, "check_stored", counting)
+    for _ in range(5):
+        resp = client.simulate_post("/v1/topics/t/produce", body=b"{}")
+        assert resp.status_code == 409
+        assert (
+            "the subschema at '/x', which a reference leads to" in (resp.json["error"])
+        )
+    # Once more at most when the append's notification drops the first.
+    assert 1 <= len(checked) <= 2
+
+
 def test_a_patch_of_settings_and_schema_is_all_or_nothing(config):
     client = app_over(config)
     schemas = client.app._router.find("/v1/topics")[0].topics.schemas
