@@ -473,27 +473,26 @@ class ProduceToDelayChild(Conflict):
 
 
 class SchemaUnusable(Conflict):
-    """A produce to a topic whose current schema version cannot be used: one
-    stored before registration refused what it holds.
+    """A stored schema version this node cannot use: one stored before
+    registration refused what it holds, or one naming a draft no plugin of
+    this node provides.
 
-    Not the payload's fault (a 400 would have it dropped as invalid), and no
-    retry helps until a new version is registered: the topic's state is in
-    the way, as for a produce to a delay child.
+    Not the payload's or the proposed schema's fault (a 400 would have it
+    dropped as invalid), and no retry helps until the topic (or the node) is
+    put right: the topic's state is in the way, as for a produce to a delay
+    child.
 
     Attributes:
         topic: The topic.
-        version: Its current schema version.
-        reason: Why the version cannot be used (a registration refusal's
-            detail, without its ``schema: `` lead-in).
+        version: The version.
+        reason: Why it cannot be used, and what puts it right.
     """
 
     def __init__(self, topic: str, version: int, reason: str) -> None:
         self.topic, self.version, self.reason = topic, version, reason
         super().__init__(
-            f"schema: version {version} of topic {topic}, its current schema, "
-            f"cannot be used: {reason}; it was stored before registration "
-            "refused that, and nothing was stored: register a new version of "
-            "the schema"
+            f"schema: version {version} of topic {topic} cannot be used, so "
+            f"nothing was stored: {reason}"
         )
 
 

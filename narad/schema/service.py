@@ -70,6 +70,7 @@ from narad.errors import TopicBudgetExceeded
 from narad.errors import TopicExists
 from narad.errors import TopicNotFound
 from narad.plugins import Plugins
+from narad.quoting import quote
 from narad.schema import compatibility
 from narad.schema import jsontext
 from narad.schema import modes
@@ -92,6 +93,11 @@ from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 
 _NULL_SCHEMA = "schema: a schema cannot be removed (null); it can only be widened"
+# The remedy for a version registration would refuse now.
+_STORED_BEFORE = (
+    "; it was stored before registration refused that: register a new version "
+    "of the schema"
+)
 MIB = 1024 * 1024
 TOPIC_BUDGET = 4 * MIB
 CLUSTER_BUDGET = 256 * MIB
@@ -264,7 +270,7 @@ class SchemaService:
         True when ``mode`` lets it be the next one; else the refusal."""
         latest, against = self._versions(meta, mode.transitive)
         no_change, report = self._bounded_judge(
-            latest, against, new, mode, first=True, shortcut=True
+            meta.name, latest, against, new, mode, first=True, shortcut=True
         )
         if no_change:
             return False
@@ -289,6 +295,7 @@ class SchemaService:
 
     def _bounded_judge(
         self,
+        name: str,
         latest: SchemaVersion,
         against: list[SchemaVersion],
         new: RegisteredSchema,
@@ -301,7 +308,7 @@ class SchemaService:
         compares more than :data:`LARGE_CHECK` bytes."""
         size = len(new.compact)
         weight = len(mode.directions) * sum(len(v.document) + size for v in against)
-        args = (latest, against, new, mode)
+        args = (name, latest, against, new, mode)
         if weight <= LARGE_CHECK:
             return offload.run(self._judge, *args, first=first, shortcut=shortcut)
         with self.capacity.slot():
@@ -309,6 +316,7 @@ class SchemaService:
 
     def _judge(
         self,
+        name: str,
         latest: SchemaVersion,
         against: list[SchemaVersion],
         new: RegisteredSchema,
@@ -318,9 +326,10 @@ class SchemaService:
         shortcut: bool,
     ) -> tuple[bool, Report]:
         """Whether ``new`` registers nothing over ``latest``, and what
-        ``mode``'s check against ``against`` finds (nothing checked when
-        ``shortcut`` and it registers nothing, as a PATCH does)."""
-        parsed = self._load(latest.document)
+        ``mode``'s check against ``against`` (of ``name``'s history) finds
+        (nothing checked when ``shortcut`` and it registers nothing, as a
+        PATCH does)."""
+        parsed = self._load(name, latest)
         no_change = compatibility.no_change(parsed[0], new.document, draft=parsed[1])
         if no_change and shortcut:
             return True, Report()
@@ -330,7 +339,7 @@ class SchemaService:
                 if stored is latest:
                     yield stored.version, *parsed
                 else:
-                    yield stored.version, *self._load(stored.document)
+                    yield stored.version, *self._load(name, stored)
 
         report = modes.check(
             new.document,
@@ -378,7 +387,13 @@ class SchemaService:
         if isinstance(against, int) and against != current:
             versions = [self.stored(meta.name, against)]
         no_change, report = self._bounded_judge(
-            latest, versions, new, mode, first=False, shortcut=against is None
+            meta.name,
+            latest,
+            versions,
+            new,
+            mode,
+            first=False,
+            shortcut=against is None,
         )
         return DryRun(mode, no_change, report)
 
@@ -430,14 +445,30 @@ class SchemaService:
     def _document(self, name: str, version: int) -> Any:
         return _parse(self.stored(name, version).document)
 
-    def _load(self, document: bytes) -> tuple[Any, Draft]:
-        parsed = _parse(document)
-        return parsed, self.draft_of(parsed)
+    def _load(self, name: str, stored: SchemaVersion) -> tuple[Any, Draft]:
+        parsed = _parse(stored.document)
+        return parsed, self._draft_of(name, stored.version, parsed)
 
-    def draft_of(self, document: Any) -> Draft:
-        if isinstance(document, dict) and isinstance(document.get("$schema"), str):
-            return self.drafts[document["$schema"]]
-        return self.default_draft
+    def _draft_of(self, name: str, version: int, document: Any) -> Draft:
+        """The draft of version ``version`` of ``name``'s history.
+
+        Raises:
+            SchemaUnusable: its ``$schema`` names a draft no plugin of this
+                node provides (one disabled, or not installed here).
+        """
+        uri = document.get("$schema") if isinstance(document, dict) else None
+        if not isinstance(uri, str):
+            return self.default_draft
+        draft = self.drafts.get(uri)
+        if draft is None:
+            raise SchemaUnusable(
+                name,
+                version,
+                f"its $schema {quote(uri)} names a draft no plugin "
+                "of this node provides: load that draft's plugin (see plugins."
+                "disabled and `narad plugins`)",
+            )
+        return draft
 
     # -- validation on produce -----------------------------------------------
 
@@ -487,15 +518,17 @@ class SchemaService:
                 cached = offload.run(self._compile, meta, _parse(text))
                 size = cached.estimated_bytes(len(text))
             except InvalidSchema as exc:
-                cached = exc.detail.removeprefix("schema: ")
+                cached = exc.detail.removeprefix("schema: ") + _STORED_BEFORE
                 size = len(cached)
+            except SchemaUnusable as exc:
+                cached, size = exc.reason, len(exc.reason)
             self.validators.put(key, cached, size)
         if isinstance(cached, str):
             raise SchemaUnusable(meta.name, meta.schema_version, cached)
         return cached
 
     def _compile(self, meta: TopicMeta, document: Any) -> Validator:
-        draft = self.draft_of(document)
+        draft = self._draft_of(meta.name, meta.schema_version, document)
         check_stored(document, draft)
         return Validator(
             document,

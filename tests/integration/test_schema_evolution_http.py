@@ -334,3 +334,34 @@ def test_a_stored_version_that_cannot_be_used_refuses_produce_until_replaced(
     resp = change(http, topic, True)
     assert resp.status == 200 and resp.json()["schema_version"] == 3, resp.data
     assert http.post(f"/v1/topics/{topic}/produce", b"1").status == 202
+
+
+def test_a_version_whose_draft_this_node_lacks_is_refused_by_name(
+    http, storage_url, tmp_path, topic
+):
+    d4 = "http://json-schema.org/draft-04/schema#"
+    make(http, topic, {"$schema": d4, "type": "integer"})
+    # A node started without the draft-04 plugin, over the same storage.
+    lacking = Node(
+        tmp_path,
+        storage_url=storage_url,
+        env={"NARAD_PLUGINS_DISABLED": "narad_draft4"},
+    ).start()
+    try:
+        other = lacking.client()
+        for resp in (
+            other.post(f"/v1/topics/{topic}/produce", b"1"),
+            other.post(f"/v1/topics/{topic}/produce", b"2"),
+            other.post(f"/v1/topics/{topic}/schemas/compatibility", {"schema": True}),
+            change(other, topic, True),
+        ):
+            assert resp.status == 409, resp.data
+            assert f"version 1 of topic {topic} cannot be used" in resp.error
+            assert f"$schema '{d4}' names a draft no plugin" in resp.error
+        assert json.loads(other.get(f"/v1/topics/{topic}/schemas/1").data)["type"]
+        stats = other.get(f"/v1/topics/{topic}").json()["partition_stats"]
+        assert sum(s["next_offset"] for s in stats) == 0
+        assert change(http, topic, {"$schema": d4, "type": "number"}).status == 200
+        assert http.post(f"/v1/topics/{topic}/produce", b"1.5").status == 202
+    finally:
+        lacking.stop()
