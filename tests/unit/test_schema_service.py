@@ -178,6 +178,25 @@ def test_a_version_that_cannot_be_used_is_not_compiled_per_produce(config, monke
     assert 1 <= len(checked) <= 2
 
 
+def test_a_version_that_cannot_be_used_is_rechecked_against_a_newer_one(
+    two_nodes,
+):
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    a.app._listener.stop()  # a's worker hears of no change: its records stay
+    storage = storage_of(a)
+    storage.append_schema(
+        storage.get_topic("t"),
+        SchemaVersion(2, b'{"$ref":"#/x","x":{"type":"bogus"}}', False),
+        expected_current=1,
+        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
+    )
+    # Version 1 passes it, the append finds version 2: checked again, 409.
+    assert a.simulate_post("/v1/topics/t/produce", body=b"{}").status_code == 409
+    assert b.simulate_patch("/v1/topics/t", json={"schema": True}).status_code == 200
+    assert a.simulate_post("/v1/topics/t/produce", body=b"{}").status_code == 202
+
+
 def test_a_patch_of_settings_and_schema_is_all_or_nothing(config):
     client = app_over(config)
     schemas = client.app._router.find("/v1/topics")[0].topics.schemas
