@@ -26,9 +26,9 @@ estimated bytes (``[cache] validators`` and ``validator_memory``), and a
 topic's validators go when any worker of any node changes the topic
 (deletes, recreates or alters it, or adds a schema version: see
 :meth:`TopicRecords.attach`). A version the validator cannot use (stored
-before registration refused what it holds) is cached as such: each produce
-gets 409 naming the problem without compiling it again, until a new version
-is registered.
+before registration refused what it holds, or naming a draft no plugin of
+the node provides) is cached as such: each produce gets 409 naming the
+problem without compiling it again.
 
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
