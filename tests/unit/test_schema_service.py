@@ -147,6 +147,30 @@ def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
     assert len(compiled) <= 2
 
 
+def test_a_schema_at_the_size_limit_is_compiled_once(config, monkeypatch):
+    from narad.schema import service
+
+    client = app_over(config)
+    # 255 KiB of empty subschemas: some 40 MiB compiled, within the default
+    # validator_memory (64 MiB); an estimate past it is never kept.
+    schema = {"allOf": [{} for _ in range(87_000)]}
+    resp = client.simulate_post("/v1/topics", json={"name": "t", "schema": schema})
+    assert resp.status_code == 201
+    compiled = []
+    original = service.Validator
+
+    def counting(*args, **kwargs):
+        compiled.append(kwargs["schema_uri"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(service, "Validator", counting)
+    for _ in range(3):
+        assert (
+            client.simulate_post("/v1/topics/t/produce", body=b"1").status_code == 202
+        )
+    assert len(compiled) <= 2  # once more at most, as above
+
+
 def test_a_version_that_cannot_be_used_is_not_compiled_per_produce(config, monkeypatch):
     from narad.schema import service
 
