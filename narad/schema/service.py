@@ -25,10 +25,10 @@ old one's validators. The cache is bounded by entries and by the validators'
 estimated bytes (``[cache] validators`` and ``validator_memory``), and a
 topic's validators go when any worker of any node changes the topic
 (deletes, recreates or alters it, or adds a schema version: see
-:meth:`TopicRecords.attach`). A version the validator cannot use (stored
-before registration refused what it holds, or naming a draft no plugin of
-the node provides) is cached as such: each produce gets 409 naming the
-problem without compiling it again.
+:meth:`TopicRecords.attach`). A version the validator cannot use (one it
+fails on, stored before registration refused what makes it fail, or one
+naming a draft no plugin of the node provides) is cached as such: each
+produce gets 409 naming the problem without compiling it again.
 
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
@@ -477,6 +477,7 @@ class SchemaService:
         counting each outcome (``narad_schema_validations``)."""
         validator = self._validator(meta)
         high_cost = meta.schema_high_cost
+        key = (meta.name, meta.epoch, meta.schema_version)
 
         def check(payload: bytes) -> None:
             try:
@@ -495,6 +496,12 @@ class SchemaService:
             except CapacityBusy:
                 _count("busy")
                 raise
+            except Exception as exc:
+                # Only a version registration would refuse now gets here
+                # (multipleOf 0 where a reference leads): it is unusable.
+                reason = self._unusable(validator.document, validator.draft, exc)
+                self.validators.put(key, reason, len(reason))
+                raise SchemaUnusable(meta.name, meta.schema_version, reason) from None
             _count("valid")
 
         return check
@@ -507,36 +514,57 @@ class SchemaService:
         """The compiled current version of ``meta``'s schema.
 
         Raises:
-            SchemaUnusable: the version cannot be compiled; that outcome is
+            SchemaUnusable: the version cannot be used; that outcome is
                 cached as a validator is, so each produce does not try again.
         """
         key = (meta.name, meta.epoch, meta.schema_version)
         cached = self.validators.get(key)
         if cached is None:
             text = self.stored(meta.name, meta.schema_version).document
+            document = _parse(text)
             try:
-                cached = offload.run(self._compile, meta, _parse(text))
-                size = cached.estimated_bytes(len(text))
-            except InvalidSchema as exc:
-                cached = exc.detail.removeprefix("schema: ") + _STORED_BEFORE
-                size = len(cached)
+                draft = self._draft_of(meta.name, meta.schema_version, document)
             except SchemaUnusable as exc:
                 cached, size = exc.reason, len(exc.reason)
+            else:
+                try:
+                    cached = offload.run(
+                        Validator,
+                        document,
+                        draft=draft,
+                        drafts=self.drafts,
+                        formats=self.formats,
+                        schema_uri=f"narad://schema/{meta.name}/{meta.schema_version}",
+                    )
+                    size = cached.estimated_bytes(len(text))
+                except Exception as exc:
+                    cached = self._unusable(document, draft, exc)
+                    size = len(cached)
             self.validators.put(key, cached, size)
         if isinstance(cached, str):
             raise SchemaUnusable(meta.name, meta.schema_version, cached)
         return cached
 
-    def _compile(self, meta: TopicMeta, document: Any) -> Validator:
-        draft = self._draft_of(meta.name, meta.schema_version, document)
-        check_stored(document, draft)
-        return Validator(
-            document,
-            draft=draft,
-            drafts=self.drafts,
-            formats=self.formats,
-            schema_uri=f"narad://schema/{meta.name}/{meta.schema_version}",
-        )
+    def _unusable(self, document: Any, draft: Draft, exc: Exception) -> str:
+        """Why a stored version cannot be used, now that compiling or
+        validating it raised ``exc``.
+
+        The validator relies on what registration checks, and a version stored
+        before registration checked something (what a reference leads to,
+        outside the meta-schema's reach) may break it; one that merely breaks
+        a rule of today (minLength -1 there) keeps working until it does.
+
+        Raises:
+            Exception: ``exc`` again, when registration finds nothing wrong
+                with the version: Narad's fault, not the version's.
+        """
+        if isinstance(exc, InvalidSchema):  # the compiler's own refusal
+            return exc.detail.removeprefix("schema: ") + _STORED_BEFORE
+        try:
+            offload.run(check_stored, document, draft)
+        except InvalidSchema as found:
+            return found.detail.removeprefix("schema: ") + _STORED_BEFORE
+        raise exc
 
 
 def _count(outcome: str) -> None:

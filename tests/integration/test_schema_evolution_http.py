@@ -336,6 +336,21 @@ def test_a_stored_version_that_cannot_be_used_refuses_produce_until_replaced(
     assert http.post(f"/v1/topics/{topic}/produce", b"1").status == 202
 
 
+def test_a_stored_version_the_validator_can_use_keeps_working(http, topic, storage):
+    make(http, topic, {"type": "string"})
+    # Registration refuses minLength -1 there today, but the validator reads
+    # it as it always did: no limit.
+    stored = b'{"$ref":"#/x-lib","x-lib":{"minLength":-1}}'
+    storage.append_schema(
+        storage.get_topic(topic),
+        SchemaVersion(2, stored, False),
+        expected_current=1,
+        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
+    )
+    for body in (b'""', b"1", b"{}"):
+        assert http.post(f"/v1/topics/{topic}/produce", body).status == 202
+
+
 def test_a_version_whose_draft_this_node_lacks_is_refused_by_name(
     http, storage_url, tmp_path, topic
 ):
