@@ -173,13 +173,12 @@ def _register(
 
 def check_stored(document: Any, draft: Draft) -> None:
     """Check what a stored version's references lead to, as :func:`register`
-    does, before the validator compiles it.
+    does: why the validator failed on a version stored before that check.
 
     A version stored before registration meta-checked reference targets
     outside the meta-schema's reach (a member no keyword owns, data such as
     ``const``) may hold one the validator cannot compile or run. The rest of
-    a stored version met the rules of its day and is not checked again: a
-    shape refused only since keeps working.
+    a stored version met the rules of its day and is not checked again.
 
     Raises:
         InvalidSchema: a reference leads nowhere, or to a subschema the
