@@ -59,6 +59,7 @@ from narad.errors import MalformedReceipt
 from narad.errors import MessageNotFound
 from narad.errors import PartitionOutOfRange
 from narad.errors import ProduceToDelayChild
+from narad.errors import SchemaUnusable
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.metrics import ACKS_REPEATED
@@ -234,9 +235,10 @@ class MessageService:
                 meta = self._refuse_delay_child(meta)
             try:
                 entries = self._entries(meta, outgoing, batch)
-            except InvalidArgument:
+            except (InvalidArgument, SchemaUnusable):
                 # A refusal by a cached version is checked against the current
-                # one: a newer version may accept what the cached one refused.
+                # one: a newer version may accept what the cached one refused
+                # (or be usable where it was not).
                 fresh = self.records.refresh(topic)
                 if (fresh.epoch, fresh.schema_version) == (
                     meta.epoch,
