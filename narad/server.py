@@ -181,8 +181,12 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # PROMETHEUS_MULTIPROC_DIR.
         from narad.app import check_capacity_at_start
         from narad.guard import check_at_start
+        from narad.plugins import load_plugins
         from narad.security.seed import prepare_at_start
 
+        # The plugins' settings: else each worker fails on them as it boots,
+        # and gunicorn stops with a traceback.
+        load_plugins(config).configure(config)
         check_capacity_at_start(config)
         check_at_start(config)
         prepare_at_start(config)
@@ -241,8 +245,8 @@ def hand_run_settings() -> dict[str, Any]:
     try:
         config = Config.load()
         if _NODE_CONFIG:
-            # A reload (SIGHUP): the plugins' settings too, which the workers
-            # would otherwise be the first to read (at start, on_starting does).
+            # A reload (SIGHUP): the plugins' settings too (at start,
+            # on_starting checks them once metrics may be imported).
             from narad.plugins import load_plugins
 
             config = load_plugins(config).configure(config)

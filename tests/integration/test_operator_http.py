@@ -489,6 +489,14 @@ def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
         ({"NARAD_SERVER_WORKERS": "many"}, "`server.workers` ($NARAD_SERVER_WORKERS)"),
         # Found as the master starts (on_starting).
         ({"NARAD_STORAGE_URL": ""}, "`storage.url` is empty"),
+        # Else each worker fails on it at boot.
+        (
+            {
+                "NARAD_PLUGINS_REDIS_POOL_SIZE": "0",
+                "NARAD_STORAGE_URL": "redis://127.0.0.1:1/0",
+            },
+            "`plugins.redis.pool_size` ($NARAD_PLUGINS_REDIS_POOL_SIZE)",
+        ),
         # Else each worker would die on its first metric.
         (
             {"PROMETHEUS_MULTIPROC_DIR": "/nonexistent/metrics"},
