@@ -37,6 +37,7 @@ import itertools
 import json
 import time
 import zlib
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -176,6 +177,7 @@ class MessageService:
         waiters: Waiters,
         *,
         max_wait_ms: int,
+        batch_max_bytes: int | None = None,
         idempotency: IdempotencyLimits = DEFAULT_IDEMPOTENCY,
     ) -> None:
         self.storage = storage
@@ -183,6 +185,7 @@ class MessageService:
         self.schemas = schemas
         self.waiters = waiters
         self.max_wait_ms = max_wait_ms
+        self.batch_max_bytes = batch_max_bytes
         self.idempotency = idempotency
         self._appends: Groups[_Append, AppendResult] = Groups(
             self._append_together, joins=_same_record
@@ -372,21 +375,43 @@ class MessageService:
     # -- consume -------------------------------------------------------------
 
     def consume(
-        self, topic: str, *, wait_ms: int, partition: int | None
+        self,
+        topic: str,
+        *,
+        wait_ms: int,
+        partition: int | None,
+        recheck: Callable[[], None] | None = None,
     ) -> Delivery | None:
-        """Reserve one message, long-polling up to ``wait_ms`` for one."""
-        deliveries = self._lease(topic, 1, wait_ms, partition)
+        """Reserve one message, long-polling up to ``wait_ms`` for one.
+
+        ``recheck`` runs before every look after a wait and raises to end
+        the poll (the caller's access, checked again: a user deleted or a
+        grant revoked while the poll waited must lease nothing).
+        """
+        deliveries = self._lease(topic, 1, wait_ms, partition, recheck)
         return deliveries[0] if deliveries else None
 
     def consume_batch(
-        self, topic: str, *, count: int, wait_ms: int, partition: int | None
+        self,
+        topic: str,
+        *,
+        count: int,
+        wait_ms: int,
+        partition: int | None,
+        recheck: Callable[[], None] | None = None,
     ) -> list[Delivery]:
         """Reserve up to ``count`` messages in one step, long-polling up to
-        ``wait_ms`` for the first; an empty list when none came."""
-        return self._lease(topic, count, wait_ms, partition)
+        ``wait_ms`` for the first; an empty list when none came. ``recheck``
+        as for :meth:`consume`."""
+        return self._lease(topic, count, wait_ms, partition, recheck)
 
     def _lease(
-        self, topic: str, count: int, wait_ms: int, partition: int | None
+        self,
+        topic: str,
+        count: int,
+        wait_ms: int,
+        partition: int | None,
+        recheck: Callable[[], None] | None,
     ) -> list[Delivery]:
         meta = self._record_with(topic, partition)
         self._check_partition(meta, partition)
@@ -446,6 +471,8 @@ class MessageService:
                 and (expiry is None or now_ms() < expiry)
             ):
                 return []  # nothing was published and no lease fell due
+            if recheck is not None:
+                recheck()
 
     def _mark_waiting(self, meta: TopicMeta, wait_ms: int) -> TopicMeta:
         """Make sure ``meta``'s topic is marked as waited on for ``wait_ms``
@@ -479,7 +506,11 @@ class MessageService:
             found = (one.message,) if one.message is not None else ()
             return one.status, found, one.next_change_ms
         many = self.storage.reserve_batch(
-            meta, order, nonces=new_nonces(count), now_ms=now_ms()
+            meta,
+            order,
+            nonces=new_nonces(count),
+            now_ms=now_ms(),
+            max_bytes=self.batch_max_bytes,
         )
         return many.status, many.messages, many.next_change_ms
 
