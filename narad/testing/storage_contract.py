@@ -832,9 +832,10 @@ class StorageContract:
             in_order = [Lease(0, m.offset, m.nonce) for m in got if m.offset < 2050]
             storage.settle_batch(meta, in_order, action=Settle.ACK, now_ms=0)
         ahead = [Lease(0, m.offset, m.nonce) for m in held[2051:2053]]
-        assert storage.settle_batch(meta, ahead, action=Settle.ACK, now_ms=0) == [
-            Status.OK
-        ] * 2
+        assert (
+            storage.settle_batch(meta, ahead, action=Settle.ACK, now_ms=0)
+            == [Status.OK] * 2
+        )
         for _ in range(2):
             self.put(storage, meta, b"new", now=HOUR + 1)
         got = storage.reserve_batch(
