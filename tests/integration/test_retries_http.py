@@ -139,6 +139,37 @@ def test_a_batch_retried_after_its_worker_died_is_stored_once(crash, topic):
     assert stored(crash, topic) == 5
 
 
+def test_a_retry_the_new_schema_refuses_is_still_a_retry(crash, topic):
+    """The first attempt was stored under version 1; before its client
+    retries, a FORWARD-compatible version 2 that refuses the payload lands.
+    The retry must say "stored" (202), not "refused" (400)."""
+    loose = {"type": "object", "required": ["id"]}
+    make(crash, topic, partitions=2, schema=loose, compatibility="FORWARD")
+    path = f"/v1/topics/{topic}/produce"
+    headers = {"Idempotency-Key": "order-1"}
+    dies(crash, "append", "POST", path, b'{"id": 1}', headers)
+    batch_path = f"/v1/topics/{topic}/produce/batch"
+    messages = [{"value": f'{{"id": {i}}}', "idempotency_key": f"b{i}"} for i in (2, 3)]
+    batch = json.dumps({"messages": messages}).encode()
+    dies(crash, "append", "POST", batch_path, batch)
+    strict = {"type": "object", "required": ["id", "note"]}
+    body = json.dumps({"schema": strict}).encode()
+    assert call(crash, "PATCH", f"/v1/topics/{topic}", body).status == 200
+
+    retry = call(crash, "POST", path, b'{"id": 1}', headers)
+    assert (retry.status, retry.headers.get("idempotent-replayed")) == (202, "true")
+    retry = call(crash, "POST", batch_path, batch)
+    assert (retry.status, retry.json()) == (202, {"accepted": 2, "duplicates": 2})
+    assert stored(crash, topic) == 3
+    # A new message, or one whose key is not remembered, is still refused.
+    refused = call(crash, "POST", path, b'{"id": 4}', {"Idempotency-Key": "order-4"})
+    assert refused.status == 400
+    messages[1]["idempotency_key"] = "b9"
+    refused = call(crash, "POST", batch_path, json.dumps({"messages": messages}))
+    assert refused.status == 400
+    assert stored(crash, topic) == 3
+
+
 def test_without_a_key_the_same_retry_stores_the_message_twice(crash, topic):
     """What the README calls at-least-once: a retry cannot know."""
     make(crash, topic, partitions=1)
