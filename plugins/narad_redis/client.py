@@ -28,10 +28,13 @@ and :meth:`first_answer`).
   says "no raft leader" while the others have one).
 - The link lost, or the reply timed out, after the command was sent (or
   RedisRaft answered ``-TIMEOUT``: no majority in time): the command may
-  have run. It is sent again only when the caller says a
-  second run is harmless (``replayable``: reads, and scripts whose rerun
-  changes nothing a client relies on: an append whose entries all carry
-  idempotency keys, an ack, a reserve; see
+  have run. A node whose reply timed out counts as down, as one that
+  refused a connection does (a frozen leader keeps its port open while its
+  peers elect another), so later calls ask the other known nodes. The
+  command is sent again only when the caller says a second run is
+  harmless (``replayable``: reads, and scripts whose rerun changes nothing
+  a client relies on: an append whose entries all carry idempotency keys,
+  an ack, a reserve; see
   :data:`narad_redis.storage.REPLAYABLE`). Otherwise :class:`StorageUncertain`
   is raised at once (503, saying the write may have been applied): running
   it again could apply it twice within one request.
@@ -492,6 +495,12 @@ class RetryingClient:
                 # changed anything (a script is refused at its first write).
                 raise StorageFull(str(exc)) from exc
             except ReplyLost as exc:
+                if isinstance(exc.__cause__, redis.TimeoutError):
+                    # No reply within the socket timeout: a frozen node (a
+                    # hung leader keeps its port open while its peers elect
+                    # another). The next attempt, and the next calls, ask
+                    # the other nodes instead of waiting on it again.
+                    self._failed(link, exc)
                 if not replayable:
                     raise StorageUncertain(
                         f"link to {link.address or 'storage'} lost after a write "

@@ -13,6 +13,7 @@ from narad_redis.client import Address
 from narad_redis.client import RetryingClient
 from narad_redis.client import parse_seeds
 from tests.nodes import free_port
+from tests.unit.storage.fakeresp import HANG
 from tests.unit.storage.fakeresp import ScriptedServer
 
 
@@ -135,6 +136,21 @@ def test_peers_naming_a_dead_leader_are_asked_in_turn_until_one_knows(servers):
     assert Address("127.0.0.1", dead) in client.known  # a MOVED target is kept
     assert sleeps == [0.01]
     assert follower.seen == ["GET", "GET"]  # before and after the dead leader
+
+
+def test_a_node_that_stops_answering_is_passed_over_by_the_next_calls(servers):
+    """A frozen leader keeps its port open while its peers elect another: a
+    call whose reply timed out answers 503, and the calls after it ask the
+    other nodes instead of waiting out the timeout on it again."""
+    hung = servers([HANG] * 3)
+    follower = servers([b"$2\r\nok\r\n"] * 2)
+    sleeps: list[float] = []
+    client = seeds_client([hung.port, follower.port], sleeps, socket_timeout_s=0.3)
+    with pytest.raises(StorageError):
+        get(client)
+    assert get(client) == b"ok"
+    assert get(client) == b"ok"
+    assert hung.seen == ["GET"]
 
 
 @pytest.mark.parametrize(
