@@ -15,9 +15,10 @@ and :meth:`first_answer`).
   last ``backoff_max_s``: after a leader dies its peers go on naming it
   until they elect another (about 1.5 s), so the client asks the next
   known node after a backoff instead.
-- A connection refused or timed out while connecting: nothing was sent. The
-  address counts as down for ``backoff_max_s`` and the next known node that
-  is not down is asked at once. A pooled connection found dead before the
+- A connection refused, or not made or answered (the handshake) within
+  ``connect_timeout_s``: nothing was sent. The address counts as down for
+  ``backoff_max_s`` and the next known node that is not down is asked at
+  once. A pooled connection found dead before the
   command left (redis-py's health-check PING, a failed send) is replaced by
   a fresh one to the same node at once.
 - Replies that say the command was not run: ``-CLUSTERDOWN``, ``-TRYAGAIN``,
@@ -158,6 +159,18 @@ class _ReplyTracking:
             raise ConnectFailed(str(exc)) from exc
         finally:
             self._quiet = quiet
+
+    def on_connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        # The handshake is part of connecting: a frozen process's port still
+        # accepts connections (the kernel does), and its silence must cost
+        # the connect timeout, after which the next node is asked, not the
+        # socket timeout.
+        self._sock.settimeout(self.socket_connect_timeout)
+        try:
+            super().on_connect_check_health(*args, **kwargs)
+        finally:
+            if self._sock is not None:
+                self._sock.settimeout(self.socket_timeout)
 
     def check_health(self) -> None:
         quiet, self._quiet = self._quiet, True

@@ -3,6 +3,8 @@ asks the other known nodes when the one it talks to is gone."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import redis
 
@@ -151,6 +153,31 @@ def test_a_node_that_stops_answering_is_passed_over_by_the_next_calls(servers):
     assert get(client) == b"ok"
     assert get(client) == b"ok"
     assert hung.seen == ["GET"]
+
+
+def test_a_node_accepting_connections_but_not_answering_costs_the_connect_timeout(
+    servers,
+):
+    """A frozen process's port still accepts connections (the kernel does):
+    its silence during the handshake is a failed connection attempt after
+    ``connect_timeout_s``, not a wait of the whole socket timeout, which
+    would leave the call no time for anything else."""
+    frozen = socket.socket()
+    frozen.bind(("127.0.0.1", 0))
+    frozen.listen(8)  # never accepted, never answered
+    busy = servers([b"-TRYAGAIN\r\n", b"$2\r\nok\r\n"])
+    sleeps: list[float] = []
+    client = seeds_client(
+        [frozen.getsockname()[1], busy.port],
+        sleeps,
+        socket_timeout_s=2.0,
+        connect_timeout_s=0.1,
+    )
+    try:
+        assert get(client) == b"ok"
+    finally:
+        frozen.close()
+    assert busy.seen == ["GET", "GET"]
 
 
 @pytest.mark.parametrize(
