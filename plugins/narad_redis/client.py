@@ -18,15 +18,16 @@ and :meth:`first_answer`).
 - A connection refused, or not made or answered (the handshake) within
   ``connect_timeout_s``: nothing was sent. The address counts as down for
   ``backoff_max_s`` and the next known node that is not down is asked at
-  once. A pooled connection found dead before the
-  command left (redis-py's health-check PING, a failed send) is replaced by
-  a fresh one to the same node at once.
+  once. A pooled connection found dead before the command left (redis-py's
+  health-check PING, a failed send) is replaced by a fresh one to the same
+  node at once.
 - Replies that say the command was not run: ``-CLUSTERDOWN``, ``-TRYAGAIN``,
-  ``-LOADING``, ``-READONLY`` (a replica), ``-NOCLUSTER`` and RedisRaft's
-  plain ``-ERR`` forms (``not leader``, ``no raft leader``, ``leader
-  transfer is in progress``, ``... try again``, ``cluster down``): the next
-  known node is asked after a backoff (a node cut off from the majority
-  says "no raft leader" while the others have one).
+  ``-LOADING``, ``-BUSY`` (another client's script runs long),
+  ``-READONLY`` (a replica), ``-NOCLUSTER`` and RedisRaft's plain ``-ERR``
+  forms (``not leader``, ``no raft leader``, ``leader transfer is in
+  progress``, ``... try again``, ``cluster down``): the next known node is
+  asked after a backoff (a node cut off from the majority says "no raft
+  leader" while the others have one).
 - The link lost, or the reply timed out, after the command was sent (or
   RedisRaft answered ``-TIMEOUT``: no majority in time): the command may
   have run. A node whose reply timed out counts as down, as one that
@@ -109,6 +110,11 @@ _RAFT_TRANSIENT = re.compile(
     r"|nocluster)\b|\btry again\b",
     re.IGNORECASE,
 )
+
+
+# -BUSY: another client's script has run past busy-reply-threshold; every
+# other command is refused (not run) until it ends.
+_BUSY = re.compile(r"BUSY\b")
 
 
 class ReplyLost(redis.ConnectionError):
@@ -768,8 +774,11 @@ def _transient(exc: redis.ResponseError) -> str | None:
         return "tryagain"
     if isinstance(exc, ReadOnlyError):
         return "readonly"
-    if _RAFT_TRANSIENT.search(_reply(exc)):
+    reply = _reply(exc)
+    if _RAFT_TRANSIENT.search(reply):
         return "raft"
+    if _BUSY.match(reply):
+        return "busy"
     return None
 
 

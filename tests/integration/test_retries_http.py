@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+import redis
 
 from tests import crashing
 from tests.httpclient import ADMIN
@@ -208,6 +209,35 @@ def test_a_batch_ack_retried_after_its_worker_died_answers_acked(crash, topic):
     retry = call(crash, "POST", path, body)
     assert (retry.status, retry.json()) == (200, {"results": ["acked"] * 4})
     assert sum(s["in_flight"] for s in stats(crash, topic)) == 0
+
+
+def test_a_storage_busy_with_a_long_script_is_waited_for(tmp_path, topic):
+    """While another client's script runs past busy-reply-threshold, Valkey
+    refuses every other command with -BUSY (not run): a produce then waits
+    and retries within its budget, and never answers 500."""
+    storage = start_valkey(tmp_path / "valkey", extra=("busy-reply-threshold 50",))
+    node = Node(tmp_path / "node", storage_url=storage.tcp_url).start()
+    http = node.client()
+    try:
+        make(node, topic, partitions=1)
+        long_script = threading.Thread(
+            target=lambda: redis.Redis(port=storage.port).eval(
+                "local n = 0 for i = 1, 4e8 do n = n + 1 end return n", 0
+            )
+        )
+        long_script.start()
+        time.sleep(0.3)  # past the threshold: others get -BUSY now
+        produced = http.post(f"/v1/topics/{topic}/produce", b"m")
+        long_script.join()
+        assert produced.status in (202, 503), produced
+        if produced.status == 503:  # the script outlasted the retry budget
+            assert produced.error == "storage unavailable, retry"
+            assert http.post(f"/v1/topics/{topic}/produce", b"m").status == 202
+        assert stored(node, topic) == 1
+    finally:
+        http.close()
+        node.stop()
+        storage.stop()
 
 
 # -- chaos -----------------------------------------------------------------------

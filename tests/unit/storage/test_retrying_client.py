@@ -204,6 +204,27 @@ def test_transient_replies_ask_the_next_node_after_a_backoff(servers, reply):
     assert stuck.seen == ["GET"]
 
 
+BUSY = (
+    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL "
+    b"or SHUTDOWN NOSAVE.\r\n"
+)
+
+
+def test_a_server_busy_running_a_script_is_waited_for_then_503(servers):
+    """-BUSY: another client's script ran past busy-reply-threshold and the
+    command was refused, not run: retried after a backoff, as any transient
+    reply, and 503 once the budget is spent (never a 500)."""
+    server = servers([BUSY, BUSY, b"$2\r\nok\r\n"])
+    sleeps: list[float] = []
+    client = client_for(server, sleeps)
+    script = client.redis.register_script("return 1")
+    assert get(client) == b"ok"
+    assert sleeps == [0.01, 0.02]
+    server.replies = [BUSY] * 10
+    with pytest.raises(StorageError, match="storage unavailable after 5 retries"):
+        client.call(lambda r: script(keys=[], args=[], client=r), replayable=False)
+
+
 @pytest.mark.parametrize("reply", [b"-ERR not leader\r\n", b"-TRYAGAIN\r\n"])
 def test_transient_replies_within_a_pipeline_are_retried_too(servers, reply):
     # redis-py puts "Command # 1 (...) of pipeline caused error:" before them.
