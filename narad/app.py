@@ -258,6 +258,7 @@ def create_app(
         schemas,
         waiters,
         max_wait_ms=config.get("broker.max_wait_ms"),
+        batch_max_bytes=config.get("broker.batch_consume_max_bytes"),
         idempotency=IdempotencyLimits(
             window_ms=config.get("broker.idempotency_window_ms"),
             max_keys=config.get("broker.idempotency_max_keys"),

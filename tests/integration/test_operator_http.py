@@ -21,6 +21,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+import narad_redis
+from narad.config import Config
+from narad.storage import Entry
+from narad.storage import PayloadKind
 from tests.httpclient import ADMIN
 from tests.nodes import ROOT
 from tests.nodes import free_port
@@ -277,6 +281,34 @@ def test_request_counts_add_up_across_workers(node, topic):
     node.client().delete(f"/v1/topics/{topic}")
     seen = eventually(node, lambda seen: produced not in seen)
     assert not [k for k in seen if k[1] == label]
+
+
+def test_topic_metrics_leave_out_what_retention_no_longer_keeps(
+    node, topic, storage_url
+):
+    # Messages that aged out while nothing wrote to the topic: no consumer
+    # can get them, so they are neither backlog nor an unacked message
+    # waiting (which the alerts would page for).
+    topic = f"0-{topic}"[:249]
+    hour = 3_600_000
+    http = node.client()
+    assert http.post("/v1/topics", {"name": topic, "retention_ms": hour}).status == 201
+    storage = narad_redis.connect(storage_url, Config.load(env={}))
+    try:
+        meta = storage.get_topic(topic)
+        aged = int(time.time() * 1000) - 2 * hour
+        entries = [Entry(0, b"", b"old", PayloadKind.TEXT)] * 3
+        assert storage.append(meta, entries, schema_version=0, now_ms=aged).count == 3
+    finally:
+        storage.close()
+    label = (("topic", topic),)
+    produced = ("narad_topic_messages_produced_total", label)
+    seen = eventually(node, lambda seen: seen.get(produced) == 3)
+    assert seen[("narad_topic_backlog_messages", label)] == 0
+    assert seen[("narad_topic_oldest_unacked_age_seconds", label)] == 0
+    assert seen[("narad_topic_messages_consumed_total", label)] == 3
+    http.delete(f"/v1/topics/{topic}")
+    http.close()
 
 
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$topic": ".*"}
