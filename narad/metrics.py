@@ -84,7 +84,8 @@ FANOUT_COPIES = Counter(
 STORAGE_RETRIES = Counter(
     "narad_storage_retries",
     "Storage calls retried, by reason: moved (to the leader), connection (refused, "
-    "lost or timed out), clusterdown, tryagain, loading, readonly, raft "
+    "lost or timed out), clusterdown, tryagain, loading, busy (another client's "
+    "script ran long), readonly, raft "
     "(RedisRaft's transient -ERR replies), timeout (RedisRaft's -TIMEOUT, for a "
     "call that may run twice).",
     ["reason"],
@@ -95,6 +96,7 @@ STORAGE_RETRY_REASONS = (
     "clusterdown",
     "tryagain",
     "loading",
+    "busy",
     "readonly",
     "raft",
     "timeout",

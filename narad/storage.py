@@ -1006,7 +1006,9 @@ class Storage(Protocol):
         child's flow-control caps; remembers each key not remembered yet
         with its digest at ``now_ms``; forgets keys whose window closed and,
         past ``limits.max_keys`` or ``limits.max_bytes``, the keys stored
-        earliest; drops messages of every touched partition whose timestamp
+        earliest (at most 2 per key of ``idempotency`` plus 100 in one call:
+        after the bounds are lowered the excess goes over several calls);
+        drops messages of every touched partition whose timestamp
         plus its topic's ``retention_ms`` is at or before ``now_ms`` (with
         their leases and acks; it may stop after a bounded number and leave
         the rest to later writes); and, when it stored anything, publishes

@@ -224,8 +224,10 @@ class Connection:
     gunicorn's parser and responses use it as the socket. Between requests it
     waits up to ``keepalive`` for a first byte (``header`` for the first
     request); once one arrives, the head must be complete within ``header``;
-    a body (from :meth:`begin_request`) gets ``body`` seconds plus one per
-    ``min_rate`` bytes received.
+    a body gets ``body`` seconds plus one per ``min_rate`` bytes received,
+    counted from its first read: the time the app takes before it reads
+    (waiting on the storage, hashing a password) is the server's, not the
+    client's, whose bytes wait in the socket meanwhile.
 
     A response's head (gunicorn sends it on its own) is held and goes out
     with the body's first bytes: one send, not two. Each send on a TCP socket
@@ -242,6 +244,7 @@ class Connection:
         "limits",
         "linger",
         "probes_only",
+        "reading",
         "request",
         "sock",
     )
@@ -251,6 +254,7 @@ class Connection:
         self.limits = limits
         self.probes_only = probes_only  # over the cap: answer health probes only
         self.request: Any = None  # gunicorn's Request while one is being served
+        self.reading = False  # the request's body is being read: its clock runs
         self.idle = True  # no byte of the next request yet
         self.first = True  # the first request counts from the connection's start
         self.linger = False  # closing with request bytes unread
@@ -263,8 +267,8 @@ class Connection:
 
     def begin_request(self, request: Any) -> None:
         self.request = request
+        self.reading = False
         self.hold = True
-        self.deadline = time.monotonic() + self.limits.body
 
     def end_request(self) -> None:
         self.request = None
@@ -273,6 +277,9 @@ class Connection:
         self.deadline = time.monotonic() + self.limits.keepalive
 
     def recv(self, size: int) -> bytes:
+        if self.request is not None and not self.reading:
+            self.reading = True
+            self.deadline = time.monotonic() + self.limits.body
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             return self._late()

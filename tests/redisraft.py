@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import time
 from functools import cache
@@ -118,6 +119,18 @@ class RaftCluster:
     def start(self, port: int) -> None:
         """Restart the node on ``port`` on its data (it rejoins by itself)."""
         self._run("start", str(self.workdir), str(self.ports.index(port) + 1))
+
+    def freeze(self, port: int) -> None:
+        """SIGSTOP the node on ``port``: it keeps its port open, answering
+        nothing (a hung node), until :meth:`thaw`."""
+        os.kill(self._pid(port), signal.SIGSTOP)
+
+    def thaw(self, port: int) -> None:
+        os.kill(self._pid(port), signal.SIGCONT)
+
+    def _pid(self, port: int) -> int:
+        node = self.workdir / f"n{self.ports.index(port) + 1}"
+        return int((node / "pid").read_text())
 
     def transfer_leader(self) -> int:
         """Ask the leader to hand over (``RAFT.TRANSFER_LEADER``); its port."""

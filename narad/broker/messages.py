@@ -244,6 +244,9 @@ class MessageService:
                     meta.epoch,
                     meta.schema_version,
                 ):
+                    stored = self._stored_before(meta, outgoing, guards)
+                    if stored is not None:
+                        return stored
                     TALLY.inc(MESSAGES_REFUSED, ())
                     raise
                 meta = fresh
@@ -271,6 +274,39 @@ class MessageService:
             # attached as a delay child.
             meta = self.records.refresh(topic)
         raise TopicKeptChanging(topic)
+
+    def _stored_before(
+        self,
+        meta: TopicMeta,
+        outgoing: Sequence[Outgoing],
+        guards: Sequence[IdempotencyKey],
+    ) -> Produced | None:
+        """A refused produce that an earlier attempt stored whole (every
+        message under a key the topic remembers with the same content): a
+        retry, answered 202 as one, although the topic's schema now refuses
+        what the first attempt's version accepted. None otherwise.
+
+        The check is an append at schema version -1, which no topic has: the
+        storage answers STALE_SCHEMA, storing nothing, unless every entry is
+        under a remembered key, and then OK, storing nothing either.
+        """
+        if sum(guard.stop - guard.start for guard in guards) < len(outgoing):
+            return None
+        entries = [
+            Entry(0, item.key, item.payload, PayloadKind.BINARY) for item in outgoing
+        ]
+        result = self.storage.append(
+            meta,
+            entries,
+            schema_version=-1,
+            now_ms=now_ms(),
+            idempotency=guards,
+            limits=self.idempotency,
+        )
+        if result.status is not Status.OK:
+            return None
+        TALLY.inc(MESSAGES_DEDUPLICATED, (), result.repeated)
+        return Produced(0, result.repeated)
 
     def _append(
         self,

@@ -1200,6 +1200,31 @@ class StorageContract:
             assert append("c", 3).repeated == 1
             assert append("a", 3).count == 1  # forgotten: stored again
 
+    def test_lowered_bounds_forget_the_excess_a_bounded_number_at_a_time(self, storage):
+        """An append forgets at most 2 keys per key it brings, plus 100, past
+        the bounds: a topic holding many keys when the bounds are lowered
+        (``broker.idempotency_max_keys``) gets back within them over several
+        appends, none blocking the server while it drops them all."""
+        meta = self.topic(storage)
+        entries = self.entries(*[b"m"] * 500)
+        for batch in range(2):
+            keys = [IdempotencyKey(f"k{batch}-{i}", "d", i, i + 1) for i in range(500)]
+            storage.append(meta, entries, schema_version=0, now_ms=0, idempotency=keys)
+        lowered = IdempotencyLimits(window_ms=HOUR, max_keys=10, max_bytes=1 << 30)
+        forgotten = [
+            storage.append(
+                meta,
+                self.entries(b"m"),
+                schema_version=0,
+                now_ms=1,
+                idempotency=[self.guard(f"new-{n}")],
+                limits=lowered,
+            ).evicted
+            for n in range(10)
+        ]
+        assert forgotten[:9] == [102] * 9
+        assert sum(forgotten) == 1_000  # then within the bounds again
+
     def test_expired_keys_free_their_room(self, storage):
         meta = self.topic(storage)
         limits = IdempotencyLimits(window_ms=10, max_keys=2, max_bytes=1 << 20)

@@ -15,23 +15,28 @@ and :meth:`first_answer`).
   last ``backoff_max_s``: after a leader dies its peers go on naming it
   until they elect another (about 1.5 s), so the client asks the next
   known node after a backoff instead.
-- A connection refused or timed out while connecting: nothing was sent. The
-  address counts as down for ``backoff_max_s`` and the next known node that
-  is not down is asked at once. A pooled connection found dead before the
-  command left (redis-py's health-check PING, a failed send) is replaced by
-  a fresh one to the same node at once.
+- A connection refused, or not made or answered (the handshake) within
+  ``connect_timeout_s``: nothing was sent. The address counts as down for
+  ``backoff_max_s`` and the next known node that is not down is asked at
+  once. A pooled connection found dead before the command left (redis-py's
+  health-check PING, a failed send) is replaced by a fresh one to the same
+  node at once.
 - Replies that say the command was not run: ``-CLUSTERDOWN``, ``-TRYAGAIN``,
-  ``-LOADING``, ``-READONLY`` (a replica), ``-NOCLUSTER`` and RedisRaft's
-  plain ``-ERR`` forms (``not leader``, ``no raft leader``, ``leader
-  transfer is in progress``, ``... try again``, ``cluster down``): the next
-  known node is asked after a backoff (a node cut off from the majority
-  says "no raft leader" while the others have one).
+  ``-LOADING``, ``-BUSY`` (another client's script runs long),
+  ``-READONLY`` (a replica), ``-NOCLUSTER`` and RedisRaft's plain ``-ERR``
+  forms (``not leader``, ``no raft leader``, ``leader transfer is in
+  progress``, ``... try again``, ``cluster down``): the next known node is
+  asked after a backoff (a node cut off from the majority says "no raft
+  leader" while the others have one).
 - The link lost, or the reply timed out, after the command was sent (or
   RedisRaft answered ``-TIMEOUT``: no majority in time): the command may
-  have run. It is sent again only when the caller says a
-  second run is harmless (``replayable``: reads, and scripts whose rerun
-  changes nothing a client relies on: an append whose entries all carry
-  idempotency keys, an ack, a reserve; see
+  have run. A node whose reply timed out counts as down, as one that
+  refused a connection does (a frozen leader keeps its port open while its
+  peers elect another), so later calls ask the other known nodes. The
+  command is sent again only when the caller says a second run is
+  harmless (``replayable``: reads, and scripts whose rerun changes nothing
+  a client relies on: an append whose entries all carry idempotency keys,
+  an ack, a reserve; see
   :data:`narad_redis.storage.REPLAYABLE`). Otherwise :class:`StorageUncertain`
   is raised at once (503, saying the write may have been applied): running
   it again could apply it twice within one request.
@@ -107,6 +112,11 @@ _RAFT_TRANSIENT = re.compile(
 )
 
 
+# -BUSY: another client's script has run past busy-reply-threshold; every
+# other command is refused (not run) until it ends.
+_BUSY = re.compile(r"BUSY\b")
+
+
 class ReplyLost(redis.ConnectionError):
     """The link failed after a command was sent: the command may have run."""
 
@@ -155,6 +165,18 @@ class _ReplyTracking:
             raise ConnectFailed(str(exc)) from exc
         finally:
             self._quiet = quiet
+
+    def on_connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        # The handshake is part of connecting: a frozen process's port still
+        # accepts connections (the kernel does), and its silence must cost
+        # the connect timeout, after which the next node is asked, not the
+        # socket timeout.
+        self._sock.settimeout(self.socket_connect_timeout)
+        try:
+            super().on_connect_check_health(*args, **kwargs)
+        finally:
+            if self._sock is not None:
+                self._sock.settimeout(self.socket_timeout)
 
     def check_health(self) -> None:
         quiet, self._quiet = self._quiet, True
@@ -492,6 +514,12 @@ class RetryingClient:
                 # changed anything (a script is refused at its first write).
                 raise StorageFull(str(exc)) from exc
             except ReplyLost as exc:
+                if isinstance(exc.__cause__, redis.TimeoutError):
+                    # No reply within the socket timeout: a frozen node (a
+                    # hung leader keeps its port open while its peers elect
+                    # another). The next attempt, and the next calls, ask
+                    # the other nodes instead of waiting on it again.
+                    self._failed(link, exc)
                 if not replayable:
                     raise StorageUncertain(
                         f"link to {link.address or 'storage'} lost after a write "
@@ -746,8 +774,11 @@ def _transient(exc: redis.ResponseError) -> str | None:
         return "tryagain"
     if isinstance(exc, ReadOnlyError):
         return "readonly"
-    if _RAFT_TRANSIENT.search(_reply(exc)):
+    reply = _reply(exc)
+    if _RAFT_TRANSIENT.search(reply):
         return "raft"
+    if _BUSY.match(reply):
+        return "busy"
     return None
 
 

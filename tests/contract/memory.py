@@ -172,7 +172,11 @@ class _Keys:
         self.bytes -= len(key) + len(digest) + IdempotencyLimits.KEY_OVERHEAD
 
     def remember(
-        self, fresh: list[IdempotencyKey], limits: IdempotencyLimits, now_ms: int
+        self,
+        fresh: list[IdempotencyKey],
+        limits: IdempotencyLimits,
+        now_ms: int,
+        budget: int,
     ) -> int:
         for key, (_, at) in list(self.stored.items()):
             if at + limits.window_ms > now_ms:
@@ -186,8 +190,10 @@ class _Keys:
                 len(guard.key) + len(guard.digest) + IdempotencyLimits.KEY_OVERHEAD
             )
         evicted = 0
-        while self.stored and (
-            len(self.stored) > limits.max_keys or self.bytes > limits.max_bytes
+        while (
+            self.stored
+            and evicted < budget
+            and (len(self.stored) > limits.max_keys or self.bytes > limits.max_bytes)
         ):
             self.forget(next(iter(self.stored)))
             evicted += 1
@@ -693,7 +699,8 @@ class MemoryStorage:
                 if topic.meta.children != meta.children:
                     return AppendResult(Status.STALE_CHILDREN)
                 self._store(topic, meta.children, kept, now_ms)
-            evicted = topic.keys.remember(fresh, limits, now_ms)
+            budget = 2 * len(idempotency) + 100  # as many as the scripts drop
+            evicted = topic.keys.remember(fresh, limits, now_ms, budget)
             return AppendResult(
                 Status.OK, count=len(kept), repeated=len(skip), evicted=evicted
             )

@@ -13,6 +13,7 @@ import resource
 import selectors
 import signal
 import socket
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -172,6 +173,54 @@ def test_body_too_slow_gets_408_and_nothing_is_stored(strict_node, topic):
     assert closed(sock)
     assert stored(http, topic) == 0
     http.close()
+
+
+def test_a_storage_stall_before_the_body_is_read_is_not_a_slow_client(tmp_path):
+    """A user's first request reads their record before its body; while the
+    storage stalls past body_timeout, a body sent at once must not get 408
+    (the client was not slow: the server had not read it yet)."""
+    from tests.nodes import start_valkey
+
+    storage = start_valkey(tmp_path / "valkey")
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(storage),
+        workers=1,
+        env={"NARAD_SERVER_BODY_TIMEOUT": "1"},
+    ).start()
+    http = node.client()
+    try:
+        make(http, "stalled")
+        user = {"action": "produce", "patterns": ["stalled"]}
+        created = http.post(
+            "/v1/users",
+            {"username": "bob", "password": "bob-password", "grants": [user]},
+        )
+        assert created.status == 201, created.data
+        payload = json.dumps({"x": "a" * 200_000}).encode()
+        pid = storage.process.pid
+        os.kill(pid, signal.SIGSTOP)
+        # Past body_timeout, well within the storage client's socket timeout.
+        resume = threading.Timer(2.0, os.kill, (pid, signal.SIGCONT))
+        resume.start()
+        try:
+            sock = raw(node)
+            sock.sendall(
+                b"POST /v1/topics/stalled/produce HTTP/1.1\r\nHost: x\r\n"
+                b"Authorization: " + basic("bob", "bob-password").encode() + b"\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+            )
+            status, _, body = read_response(sock)
+            sock.close()
+        finally:
+            resume.join()
+            os.kill(pid, signal.SIGCONT)
+        assert status == 202, body
+        assert stored(http, "stalled") == 1
+    finally:
+        http.close()
+        node.stop()
+        storage.stop()
 
 
 def test_a_body_at_the_minimum_rate_is_accepted(strict_node, topic):

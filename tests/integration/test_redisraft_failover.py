@@ -11,6 +11,7 @@ for afterwards, by its unique id and by its (partition, offset), as in
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
@@ -25,6 +26,7 @@ from tests.integration.test_durability import assert_wakes_promptly
 from tests.integration.test_durability import drain_and_check
 from tests.integration.test_durability import make
 from tests.integration.test_durability import wait_for_progress
+from tests.nodes import Node
 
 pytestmark = pytest.mark.slow
 
@@ -112,6 +114,66 @@ def test_leadership_transfers_under_load_answer_no_5xx(cluster, raft_node, topic
     drain_and_check(raft_node, topic, load.ledger, VISIBILITY_MS)
     assert_wakes_promptly(raft_node, http, topic)
     http.close()
+
+
+def test_a_frozen_leader_is_passed_over_after_one_timeout(cluster, tmp_path, topic):
+    """A hung leader keeps its port open while the others elect a new one.
+    A worker's first call to it times out (503, after the 3 s socket
+    timeout); the calls after that go to the new leader instead of each
+    waiting out the timeout on a connection the pool still holds to it."""
+    node = Node(
+        tmp_path,
+        storage_url=cluster.url(first=cluster.follower()),
+        workers=1,
+        env={"NARAD_PLUGINS_REDIS_SOCKET_TIMEOUT_MS": "3000"},
+    ).start()
+    http = node.client()
+    make(http, topic, partitions=1)
+    produce = f"/v1/topics/{topic}/produce"
+
+    def keyed(i: int) -> int:
+        client = node.client()
+        try:
+            key = {"Idempotency-Key": f"k{i}"}
+            return client.post(produce, {"id": f"k{i}"}, headers=key).status
+        finally:
+            client.close()
+
+    leader = cluster.leader()
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            # Keyed produces go alone, one pooled connection each: the pool
+            # keeps several to the leader.
+            assert set(pool.map(keyed, range(32))) == {202}
+            cluster.freeze(leader)
+            _leader_besides(cluster, leader)
+            # Times out on the frozen leader (503), unless this worker's
+            # listener, whose subscription died with it, moved on first.
+            assert keyed(100) in (202, 503)
+            statuses = list(pool.map(keyed, range(101, 109)))
+    finally:
+        cluster.thaw(leader)
+        http.close()
+        node.stop()
+    assert statuses == [202] * 8, statuses
+
+
+def _leader_besides(cluster, frozen: int, timeout: float = 30.0) -> int:
+    """The port of a leader other than ``frozen`` (asked with a timeout:
+    ``cluster.sh leader`` would hang on the frozen node)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for port in cluster.ports:
+            if port == frozen:
+                continue
+            try:
+                with redis.Redis(port=port, socket_timeout=1) as client:
+                    if client.info("raft").get("raft_role") == "leader":
+                        return port
+            except redis.RedisError:
+                pass
+        time.sleep(0.05)
+    raise AssertionError(f"no leader besides {frozen} within {timeout} s")
 
 
 def test_the_listener_resubscribes_on_the_new_leader(cluster, topic):

@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+import redis
 
 from tests import crashing
 from tests.httpclient import ADMIN
@@ -139,6 +140,37 @@ def test_a_batch_retried_after_its_worker_died_is_stored_once(crash, topic):
     assert stored(crash, topic) == 5
 
 
+def test_a_retry_the_new_schema_refuses_is_still_a_retry(crash, topic):
+    """The first attempt was stored under version 1; before its client
+    retries, a FORWARD-compatible version 2 that refuses the payload lands.
+    The retry must say "stored" (202), not "refused" (400)."""
+    loose = {"type": "object", "required": ["id"]}
+    make(crash, topic, partitions=2, schema=loose, compatibility="FORWARD")
+    path = f"/v1/topics/{topic}/produce"
+    headers = {"Idempotency-Key": "order-1"}
+    dies(crash, "append", "POST", path, b'{"id": 1}', headers)
+    batch_path = f"/v1/topics/{topic}/produce/batch"
+    messages = [{"value": f'{{"id": {i}}}', "idempotency_key": f"b{i}"} for i in (2, 3)]
+    batch = json.dumps({"messages": messages}).encode()
+    dies(crash, "append", "POST", batch_path, batch)
+    strict = {"type": "object", "required": ["id", "note"]}
+    body = json.dumps({"schema": strict}).encode()
+    assert call(crash, "PATCH", f"/v1/topics/{topic}", body).status == 200
+
+    retry = call(crash, "POST", path, b'{"id": 1}', headers)
+    assert (retry.status, retry.headers.get("idempotent-replayed")) == (202, "true")
+    retry = call(crash, "POST", batch_path, batch)
+    assert (retry.status, retry.json()) == (202, {"accepted": 2, "duplicates": 2})
+    assert stored(crash, topic) == 3
+    # A new message, or one whose key is not remembered, is still refused.
+    refused = call(crash, "POST", path, b'{"id": 4}', {"Idempotency-Key": "order-4"})
+    assert refused.status == 400
+    messages[1]["idempotency_key"] = "b9"
+    refused = call(crash, "POST", batch_path, json.dumps({"messages": messages}))
+    assert refused.status == 400
+    assert stored(crash, topic) == 3
+
+
 def test_without_a_key_the_same_retry_stores_the_message_twice(crash, topic):
     """What the README calls at-least-once: a retry cannot know."""
     make(crash, topic, partitions=1)
@@ -177,6 +209,35 @@ def test_a_batch_ack_retried_after_its_worker_died_answers_acked(crash, topic):
     retry = call(crash, "POST", path, body)
     assert (retry.status, retry.json()) == (200, {"results": ["acked"] * 4})
     assert sum(s["in_flight"] for s in stats(crash, topic)) == 0
+
+
+def test_a_storage_busy_with_a_long_script_is_waited_for(tmp_path, topic):
+    """While another client's script runs past busy-reply-threshold, Valkey
+    refuses every other command with -BUSY (not run): a produce then waits
+    and retries within its budget, and never answers 500."""
+    storage = start_valkey(tmp_path / "valkey", extra=("busy-reply-threshold 50",))
+    node = Node(tmp_path / "node", storage_url=storage.tcp_url).start()
+    http = node.client()
+    try:
+        make(node, topic, partitions=1)
+        long_script = threading.Thread(
+            target=lambda: redis.Redis(port=storage.port).eval(
+                "local n = 0 for i = 1, 4e8 do n = n + 1 end return n", 0
+            )
+        )
+        long_script.start()
+        time.sleep(0.3)  # past the threshold: others get -BUSY now
+        produced = http.post(f"/v1/topics/{topic}/produce", b"m")
+        long_script.join()
+        assert produced.status in (202, 503), produced
+        if produced.status == 503:  # the script outlasted the retry budget
+            assert produced.error == "storage unavailable, retry"
+            assert http.post(f"/v1/topics/{topic}/produce", b"m").status == 202
+        assert stored(node, topic) == 1
+    finally:
+        http.close()
+        node.stop()
+        storage.stop()
 
 
 # -- chaos -----------------------------------------------------------------------

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,19 @@ def test_a_body_keeps_going_at_the_minimum_rate_and_no_slower(pair):
     with pytest.raises(RequestTimeout, match=r"server\.body_min_rate"):
         conn.recv(1000)
     assert request.must_close
+
+
+def test_time_before_the_body_is_read_is_not_the_clients(pair):
+    """The app may take a while before it reads the body (a storage call, a
+    password hash); a body the client sent at once is not late for that."""
+    conn, client = pair
+    conn.begin_request(Request())
+    client.sendall(b"x" * 100)
+    time.sleep(LIMITS.body * 1.5)
+    assert conn.recv(1000) == b"x" * 100
+    # From the first read on, the body's own deadlines hold.
+    with pytest.raises(RequestTimeout, match=r"server\.body_min_rate"):
+        conn.recv(1000)
 
 
 def test_a_body_cut_short_ends_like_a_closed_socket(pair):

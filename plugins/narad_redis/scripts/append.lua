@@ -113,7 +113,10 @@ local function check_keys()
 end
 
 -- Remember the new keys at `now`, drop expired ones, and keep within bounds by
--- dropping the earliest stored. Returns how many were dropped before their time.
+-- dropping the earliest stored. Each is bounded per call (2 per key this call
+-- brings, plus 100): a topic far over bounds that were just lowered gets back
+-- within them over several appends, without one blocking the server while it
+-- drops them all. Returns how many were dropped before their time.
 local function remember(fresh)
   if guards == 0 and redis.call('EXISTS', idem_at) == 0 then
     return 0
@@ -129,8 +132,9 @@ local function remember(fresh)
     redis.call('ZADD', idem_at, now, key)
     bytes = bytes + #key + #digest + per_key
   end
-  local evicted = 0
-  while redis.call('ZCARD', idem_at) > max_keys or (bytes > max_bytes and bytes > 0) do
+  local evicted, budget = 0, 2 * guards + 100
+  while evicted < budget
+      and (redis.call('ZCARD', idem_at) > max_keys or (bytes > max_bytes and bytes > 0)) do
     local oldest = redis.call('ZRANGE', idem_at, 0, 0)
     if not oldest[1] then
       break

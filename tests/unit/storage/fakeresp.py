@@ -19,8 +19,13 @@ def _read_command(stream) -> list[bytes] | None:
     return parts
 
 
+#: A reply never sent.
+HANG = b""
+
+
 class ScriptedServer:
-    """Replies come from ``replies``: raw RESP bytes, or ``None`` to drop the link.
+    """Replies come from ``replies``: raw RESP bytes, ``None`` to drop the link,
+    or :data:`HANG` never to answer (a frozen node keeping its port open).
 
     ``INFO`` answers ``info`` (the text of its sections).
     """
@@ -29,6 +34,7 @@ class ScriptedServer:
         self.replies = list(replies)
         self.info = info
         self.seen: list[str] = []
+        self.closed = threading.Event()
         outer = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -53,6 +59,9 @@ class ScriptedServer:
                     if reply is None:
                         self.request.shutdown(socket.SHUT_RDWR)
                         return
+                    if reply == HANG:
+                        outer.closed.wait()
+                        return
                     self.wfile.write(reply)
 
         self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
@@ -67,5 +76,6 @@ class ScriptedServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def close(self) -> None:
+        self.closed.set()
         self.server.shutdown()
         self.server.server_close()

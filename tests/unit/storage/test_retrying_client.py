@@ -3,6 +3,8 @@ asks the other known nodes when the one it talks to is gone."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import redis
 
@@ -13,6 +15,7 @@ from narad_redis.client import Address
 from narad_redis.client import RetryingClient
 from narad_redis.client import parse_seeds
 from tests.nodes import free_port
+from tests.unit.storage.fakeresp import HANG
 from tests.unit.storage.fakeresp import ScriptedServer
 
 
@@ -137,6 +140,46 @@ def test_peers_naming_a_dead_leader_are_asked_in_turn_until_one_knows(servers):
     assert follower.seen == ["GET", "GET"]  # before and after the dead leader
 
 
+def test_a_node_that_stops_answering_is_passed_over_by_the_next_calls(servers):
+    """A frozen leader keeps its port open while its peers elect another: a
+    call whose reply timed out answers 503, and the calls after it ask the
+    other nodes instead of waiting out the timeout on it again."""
+    hung = servers([HANG] * 3)
+    follower = servers([b"$2\r\nok\r\n"] * 2)
+    sleeps: list[float] = []
+    client = seeds_client([hung.port, follower.port], sleeps, socket_timeout_s=0.3)
+    with pytest.raises(StorageError):
+        get(client)
+    assert get(client) == b"ok"
+    assert get(client) == b"ok"
+    assert hung.seen == ["GET"]
+
+
+def test_a_node_accepting_connections_but_not_answering_costs_the_connect_timeout(
+    servers,
+):
+    """A frozen process's port still accepts connections (the kernel does):
+    its silence during the handshake is a failed connection attempt after
+    ``connect_timeout_s``, not a wait of the whole socket timeout, which
+    would leave the call no time for anything else."""
+    frozen = socket.socket()
+    frozen.bind(("127.0.0.1", 0))
+    frozen.listen(8)  # never accepted, never answered
+    busy = servers([b"-TRYAGAIN\r\n", b"$2\r\nok\r\n"])
+    sleeps: list[float] = []
+    client = seeds_client(
+        [frozen.getsockname()[1], busy.port],
+        sleeps,
+        socket_timeout_s=2.0,
+        connect_timeout_s=0.1,
+    )
+    try:
+        assert get(client) == b"ok"
+    finally:
+        frozen.close()
+    assert busy.seen == ["GET", "GET"]
+
+
 @pytest.mark.parametrize(
     "reply",
     [
@@ -159,6 +202,27 @@ def test_transient_replies_ask_the_next_node_after_a_backoff(servers, reply):
     assert get(client) == b"other"
     assert sleeps == [0.01]
     assert stuck.seen == ["GET"]
+
+
+BUSY = (
+    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL "
+    b"or SHUTDOWN NOSAVE.\r\n"
+)
+
+
+def test_a_server_busy_running_a_script_is_waited_for_then_503(servers):
+    """-BUSY: another client's script ran past busy-reply-threshold and the
+    command was refused, not run: retried after a backoff, as any transient
+    reply, and 503 once the budget is spent (never a 500)."""
+    server = servers([BUSY, BUSY, b"$2\r\nok\r\n"])
+    sleeps: list[float] = []
+    client = client_for(server, sleeps)
+    script = client.redis.register_script("return 1")
+    assert get(client) == b"ok"
+    assert sleeps == [0.01, 0.02]
+    server.replies = [BUSY] * 10
+    with pytest.raises(StorageError, match="storage unavailable after 5 retries"):
+        client.call(lambda r: script(keys=[], args=[], client=r), replayable=False)
 
 
 @pytest.mark.parametrize("reply", [b"-ERR not leader\r\n", b"-TRYAGAIN\r\n"])
