@@ -247,7 +247,9 @@ class SchemaService:
             # landed first; check again from there. STALE_CHILDREN: a child
             # came or went: the version goes to the children there are now.
             # RETENTION_TOO_SHORT: a delay child came.
-            meta = self.records.refresh(meta.name)
+            # Deleted and created again: the change was asked (and allowed)
+            # for the topic that is gone (404).
+            meta = self.records.refresh(meta.name, epoch=meta.epoch)
             retention = changes.retention_ms
             if retention and retention < meta.min_retention_ms():
                 raise RetentionTooShort(meta.name, retention, meta.min_retention_ms())

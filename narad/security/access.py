@@ -24,6 +24,11 @@ The rules (see :class:`~narad.security.grants.Action`):
 
 A user with no grant matching a topic is answered 403 whether or not the
 topic exists, so names cannot be probed.
+
+Owning is a property of one incarnation of a name: :func:`authorize` returns
+the epoch of the record that made its user the owner, and the service acts
+on that epoch only (a topic deleted and created again meanwhile, by someone
+else, is not the one its user owns).
 """
 
 from __future__ import annotations
@@ -45,8 +50,14 @@ class Gate:
     def __init__(self, records: TopicRecords) -> None:
         self._records = records
 
-    def check(self, principal: Principal, action: Action, topic: str | None) -> None:
+    def check(
+        self, principal: Principal, action: Action, topic: str | None
+    ) -> str | None:
         """Return if ``principal`` may do ``action`` to ``topic``; else raise.
+
+        Returns:
+            The epoch of the topic's record when owning it is what allows
+            ``action``; None when a grant does, whatever the topic is now.
 
         Raises:
             NotAllowed: 403, naming the user, the action and the topic.
@@ -59,15 +70,18 @@ class Gate:
                 raise NotAllowed(
                     principal.name, "manage", None, "that takes an admin grant"
                 )
-            return
+            return None
         assert topic is not None, f"{action} names a topic"
         if action is Action.READ:
             if perms.any_matches(topic) or self._owns(principal, topic):
-                return
+                return None
             raise NotAllowed(principal.name, action.words, topic, "no grant matches it")
         if action in OWNER_ACTIONS:
-            if perms.allows(Action.ADMIN, topic) or self._owns(principal, topic):
-                return
+            if perms.allows(Action.ADMIN, topic):
+                return None
+            epoch = self._owns(principal, topic)
+            if epoch is not None:
+                return epoch
             raise NotAllowed(
                 principal.name,
                 action.words,
@@ -81,27 +95,37 @@ class Gate:
                 topic,
                 f"no {action.value} grant matches it",
             )
+        return None
 
-    def _owns(self, principal: Principal, topic: str) -> bool:
+    def _owns(self, principal: Principal, topic: str) -> str | None:
+        """The epoch of ``topic`` as ``principal`` owns it; None if not."""
         try:
             meta: TopicMeta = self._records.refresh(topic)
         except TopicNotFound:
             if principal.permissions.any_matches(topic):
                 raise
-            return False
-        return bool(principal.name) and meta.owner == principal.name
+            return None
+        if principal.name and meta.owner == principal.name:
+            return meta.epoch
+        return None
 
 
-def authorize(req: falcon.Request, action: Action, topic: str | None = None) -> None:
+def authorize(
+    req: falcon.Request, action: Action, topic: str | None = None
+) -> str | None:
     """Refuse the request (403) unless its user may do ``action`` to ``topic``.
 
     ``topic`` is omitted for :attr:`Action.ADMIN` (the Users API); given,
     it is also the topic the access log names (a create's comes from its
     body, not its path).
+
+    Returns:
+        The epoch the user owns when owning the topic is what allows
+        ``action`` (the service must act on that incarnation only), else None.
     """
     if topic is not None:
         req.context.topic = topic
-    req.context.gate.check(req.context.principal, action, topic)
+    return req.context.gate.check(req.context.principal, action, topic)
 
 
 def principal(req: falcon.Request) -> Principal:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import secrets
 import subprocess
+import threading
 import time
 import uuid
 
@@ -874,3 +875,42 @@ def test_fan_out_children_are_their_parents_owners_business(http, as_user, p):
     assert theirs.delete(f"/v1/topics/{p}.parent/children/{p}.kid").status == 403
     assert mine.delete(f"/v1/topics/{p}.parent/children/{p}.kid").status == 204
     assert mine.delete(f"/v1/topics/{p}.parent/children/{p}.loose").status == 204
+
+
+def test_an_owner_never_deletes_the_topic_another_user_created_again(http, as_user, p):
+    # Concurrent deletes by a topic's owner, while another user creates the
+    # name again: the gate judged ownership on the owner's topic and the
+    # delete took whatever the name held next, so a second delete (after the
+    # first) removed the other user's new topic. Each delete now acts on
+    # the incarnation its user owns: one delete of it, never two.
+    grants = [grant("create", f"{p}.*")]
+    owner, rival = new_user(http, grants), new_user(http, grants)
+    deleters = [as_user(*owner) for _ in range(6)]
+    creators = [as_user(*rival) for _ in range(3)]
+    topic = f"/v1/topics/{p}.x"
+
+    def delete(client, deleted):
+        deleted.append(client.delete(topic).status)
+
+    def create(client, created):
+        for _ in range(3):
+            status = client.post("/v1/topics", {"name": f"{p}.x"}).status
+            created.append(status)
+            if status == 201:
+                return
+
+    for _ in range(40):
+        assert deleters[0].post("/v1/topics", {"name": f"{p}.x"}).status == 201
+        deleted, created = [], []
+        threads = [threading.Thread(target=delete, args=(c, deleted)) for c in deleters]
+        threads += [
+            threading.Thread(target=create, args=(c, created)) for c in creators
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert deleted.count(204) == 1, (deleted, created)
+        if 201 in created:
+            assert http.get(topic).json()["owner"] == rival[0]
+        assert http.delete(topic).status in (204, 404)
