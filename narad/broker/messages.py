@@ -58,6 +58,7 @@ from narad.errors import MalformedReceipt
 from narad.errors import MessageNotFound
 from narad.errors import PartitionOutOfRange
 from narad.errors import ProduceToDelayChild
+from narad.errors import SchemaVersionNotFound
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.metrics import ACKS_REPEATED
@@ -240,6 +241,17 @@ class MessageService:
                     meta.schema_version,
                 ):
                     TALLY.inc(MESSAGES_REFUSED, ())
+                    raise
+                meta = fresh
+                continue
+            except SchemaVersionNotFound:
+                # The record's schema went with the topic (deleted, maybe
+                # created again) before this worker heard: read it again.
+                fresh = self.records.refresh(topic)
+                if (fresh.epoch, fresh.schema_version) == (
+                    meta.epoch,
+                    meta.schema_version,
+                ):
                     raise
                 meta = fresh
                 continue

@@ -34,6 +34,24 @@ def test_a_recreated_topic_is_never_validated_with_the_old_schema(two_nodes):
     assert sum(s["next_offset"] for s in stats) == 0
 
 
+def test_a_record_whose_history_is_gone_is_read_again(two_nodes):
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    assert a.simulate_post("/v1/topics/t/produce", body=b'{"x": 1}').status_code == 202
+    # a's worker hears nothing more (the notification is on its way), and
+    # has no validator compiled (a topic just created, or one evicted): its
+    # record names version 1 of a history that went with the topic. It
+    # answered 404 "topic t has no schema version 1".
+    a.app._listener.stop()
+    b.simulate_delete("/v1/topics/t")
+    a.app._router.find("/v1/topics/t/schemas")[0].schemas.validators.clear()
+    resp = a.simulate_post("/v1/topics/t/produce", body=b'{"x": 1}')
+    assert (resp.status_code, resp.json["error"]) == (404, "topic t not found")
+    b.simulate_post("/v1/topics", json={"name": "t"})
+    resp = a.simulate_post("/v1/topics/t/produce", body=b'{"x": 1}')
+    assert resp.status_code == 202, resp.text
+
+
 def test_a_refusal_is_rechecked_against_a_newer_version(two_nodes):
     a, b = two_nodes
     a.simulate_post(
