@@ -60,16 +60,15 @@ class SchemaHistory:
         authorize(req, Action.READ, check_name(name))
         meta = self.topics.refresh(name)
         if version == "latest":
-            if not meta.schema_version:
+            stored = self.schemas.latest(meta)
+            if stored is None:
                 raise NotFound(f"topic {meta.name} has no schema")
-            number = meta.schema_version
         elif ascii_digits(version) and len(version) < 10:
-            number = int(version)
+            stored = self.schemas.stored(meta.name, int(version))
         else:
             raise InvalidArgument(
                 f"version must be a positive integer or latest, got {quote(version)}"
             )
-        stored = self.schemas.stored(meta.name, number)
         resp.content_type = falcon.MEDIA_JSON
         resp.set_header("Narad-Schema-Version", str(stored.version))
         resp.data = stored.document

@@ -64,6 +64,7 @@ from narad.errors import SchemaVersionNotFound
 from narad.errors import TooManyVersions
 from narad.errors import TopicBudgetExceeded
 from narad.errors import TopicExists
+from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.plugins import Plugins
 from narad.schema import compatibility
@@ -412,6 +413,28 @@ class SchemaService:
             raise HistoriesDiffer(name, parent.name, version)
 
     # -- reading histories ---------------------------------------------------
+
+    def latest(self, meta: TopicMeta) -> SchemaVersion | None:
+        """The current version of the topic ``meta`` was read from, or of the
+        topic of that name now if that one went meanwhile; None: no schema.
+
+        Raises:
+            TopicNotFound: the topic went, and no other took its name.
+            TopicKeptChanging: it went and came back time after time.
+        """
+        for _ in range(CHANGE_ATTEMPTS):
+            if not meta.schema_version:
+                return None
+            found = self.storage.get_schema(meta.name, meta.schema_version)
+            if found is not None:
+                return found
+            # The history went with the topic (deleted, maybe created again)
+            # after its record was read: answer for the topic as it is now.
+            fresh = self.records.refresh(meta.name)
+            if fresh.epoch == meta.epoch:
+                raise SchemaVersionNotFound(meta.name, meta.schema_version)
+            meta = fresh
+        raise TopicKeptChanging(meta.name)
 
     def stored(self, name: str, version: int) -> SchemaVersion:
         found = self.storage.get_schema(name, version)

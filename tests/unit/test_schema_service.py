@@ -197,3 +197,34 @@ def test_a_patch_of_settings_and_schema_is_all_or_nothing(config):
     # A schema that changes nothing leaves the version; the settings apply.
     resp = patch(retention_ms=hour, schema=widened)
     assert (resp.json["retention_ms"], resp.json["schema_version"]) == (hour, 2)
+
+
+@pytest.mark.parametrize(
+    ("again", "answer"),
+    [
+        (None, (404, {"error": "topic t has no schema"})),
+        ({"required": ["id"]}, (200, {"required": ["id"]})),
+    ],
+)
+def test_latest_of_a_topic_created_again_meanwhile(
+    two_nodes, monkeypatch, again, answer
+):
+    # The record said version 2 and the history had gone with the topic by
+    # the time it was read: 404 "topic t has no schema version 2", true of
+    # no topic that ever existed.
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    a.simulate_patch("/v1/topics/t", json={"schema": {"type": ["object", "array"]}})
+    storage = storage_of(a)
+    read = storage.get_schema
+
+    def recreated_first(name, version):
+        monkeypatch.setattr(storage, "get_schema", read)
+        assert b.simulate_delete("/v1/topics/t").status_code == 204
+        body = {"name": "t"} if again is None else {"name": "t", "schema": again}
+        assert b.simulate_post("/v1/topics", json=body).status_code == 201
+        return read(name, version)
+
+    monkeypatch.setattr(storage, "get_schema", recreated_first)
+    resp = a.simulate_get("/v1/topics/t/schemas/latest")
+    assert (resp.status_code, resp.json) == answer
