@@ -152,6 +152,7 @@ class ChildrenService:
             if schema_raw is not None:
                 self.schemas.check_child_schema(meta.name, parent, schema_raw)
             child = replace(meta, partitions=meta.partitions or parent.partitions)
+            heard = self.records.heard
             result = self.storage.create_child(
                 child,
                 parent,
@@ -173,7 +174,7 @@ class ChildrenService:
                     fanout_delay_ms=delay_ms,
                     compatibility=parent.compatibility,
                 )
-                self.records.put(created)  # the script wrote exactly this
+                self.records.put(created, heard)  # the script wrote exactly this
                 return created
             self._raise_for_budget(result, child)
         raise TopicKeptChanging(parent_name)

@@ -123,8 +123,18 @@ class TopicRecords:
             raise TopicNotFound(name)
         return meta
 
-    def put(self, meta: TopicMeta) -> None:
-        """Cache a record the caller just wrote or read."""
+    @property
+    def heard(self) -> int:
+        """Changes (and stream losses) heard so far (see :meth:`put`)."""
+        return self._heard
+
+    def put(self, meta: TopicMeta, heard: int | None = None) -> None:
+        """Cache a record the caller just wrote or read; with ``heard``
+        (:attr:`heard` before the write), only if no change was heard since:
+        another worker may have deleted the topic meanwhile, and the record
+        cached after its drop would outlive it."""
+        if heard is not None and heard != self._heard:
+            return
         self._listener.start()
         self.cache.put(meta.name, meta)
         with self._lock:

@@ -103,6 +103,7 @@ class TopicService:
             return self.children.create(
                 meta, parent, delay_ms, schema_raw, mode, parent_epoch=parent_epoch
             )
+        heard = self.records.heard
         if schema_raw is not None:
             created = self.schemas.create_topic(meta, schema_raw)
         elif self.storage.create_topic(meta).status is Status.EXISTS:
@@ -110,7 +111,7 @@ class TopicService:
         else:
             created = meta
         # The script wrote exactly this record: no need to read it back.
-        self.records.put(created)
+        self.records.put(created, heard)
         return created
 
     def describe(self, name: str) -> tuple[TopicMeta, list[PartitionStats]]:
