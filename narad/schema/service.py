@@ -276,13 +276,24 @@ class SchemaService:
         current one, or ``every`` stored one up to it, latest first."""
         current = meta.schema_version
         if not every:
-            latest = self.stored(meta.name, current)
+            latest = self.storage.get_schema(meta.name, current)
+            if latest is None:
+                self._check_still(meta)
+                raise SchemaVersionNotFound(meta.name, current)
             return latest, [latest]
         history = self.storage.get_schemas(meta.name)
         against = [v for v in reversed(history) if v.version <= current]
         if not against or against[0].version != current:
+            self._check_still(meta)
             raise SchemaVersionNotFound(meta.name, current)
         return against[0], against
+
+    def _check_still(self, meta: TopicMeta) -> None:
+        """Raise ``TopicNotFound`` if ``meta``'s topic is gone (deleted, maybe
+        created again) since its record was read: its history went with it,
+        so a version the record names is missing, and that is no fault of
+        the topic there is now."""
+        self.records.refresh(meta.name, epoch=meta.epoch)
 
     def _bounded_judge(
         self,

@@ -229,6 +229,21 @@ def test_the_latest_schema_racing_a_delete_and_recreate(http, topic, node):
     assert answers <= allowed
 
 
+def test_a_compatibility_check_racing_a_delete_and_recreate(http, topic, node):
+    # The record read said version 1, and the history went with the topic
+    # before the check read it: 404 "topic ... has no schema version 1".
+    answers = racing_recreates(
+        http,
+        node,
+        topic,
+        lambda client: client.post(
+            f"/v1/topics/{topic}/schemas/compatibility", {"schema": {"type": "array"}}
+        ),
+    )
+    allowed = {(200, ""), (404, f"topic {topic} not found")}
+    assert answers <= allowed
+
+
 def test_a_topic_holds_at_most_1000_versions(http, topic):
     make(http, topic, {"enum": [0]})
     for n in range(2, 1001):

@@ -228,3 +228,36 @@ def test_latest_of_a_topic_created_again_meanwhile(
     monkeypatch.setattr(storage, "get_schema", recreated_first)
     resp = a.simulate_get("/v1/topics/t/schemas/latest")
     assert (resp.status_code, resp.json) == answer
+
+
+@pytest.mark.parametrize("against", [None, "latest", "all"])
+def test_a_check_against_a_topic_deleted_meanwhile_finds_no_topic(
+    two_nodes, monkeypatch, against
+):
+    # The record said version 2, and the history went with the topic before
+    # it was read: 404 "topic t has no schema version 2", true of no topic
+    # that ever existed (the topic there is now has a version 1 only).
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    a.simulate_patch("/v1/topics/t", json={"schema": {"type": ["object", "array"]}})
+    storage = storage_of(a)
+    reads = {"get_schema": storage.get_schema, "get_schemas": storage.get_schemas}
+
+    def recreated_first(read):
+        def read_after(*args):
+            for name, original in reads.items():
+                monkeypatch.setattr(storage, name, original)
+            assert b.simulate_delete("/v1/topics/t").status_code == 204
+            body = {"name": "t", "schema": {"type": "object"}}
+            assert b.simulate_post("/v1/topics", json=body).status_code == 201
+            return read(*args)
+
+        return read_after
+
+    for name, original in reads.items():
+        monkeypatch.setattr(storage, name, recreated_first(original))
+    body = {"schema": {"type": "array"}}
+    if against is not None:
+        body["against"] = against
+    resp = a.simulate_post("/v1/topics/t/schemas/compatibility", json=body)
+    assert (resp.status_code, resp.json) == (404, {"error": "topic t not found"})
