@@ -41,8 +41,7 @@ class SchemaHistory:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         authorize(req, Action.READ, check_name(name))
-        meta = self.topics.refresh(name)
-        sizes = self.schemas.sizes(meta.name)
+        meta, sizes = self.schemas.sizes(self.topics.refresh(name))
         resp.text = dumps(
             {
                 "topic": meta.name,

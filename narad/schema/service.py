@@ -453,9 +453,24 @@ class SchemaService:
             raise SchemaVersionNotFound(name, version)
         return found
 
-    def sizes(self, name: str) -> list[SchemaSize]:
-        """Every version of ``name``'s history with its stored bytes."""
-        return self.storage.schema_sizes(name)
+    def sizes(self, meta: TopicMeta) -> tuple[TopicMeta, list[SchemaSize]]:
+        """Every version of the topic's history with its stored bytes, and
+        the record they agree with: ``meta`` unless a new version or another
+        topic of that name came while the history was read.
+
+        Raises:
+            TopicNotFound: the topic went meanwhile.
+            TopicKeptChanging: it changed on every read.
+        """
+        for _ in range(CHANGE_ATTEMPTS):
+            sizes = self.storage.schema_sizes(meta.name)
+            after = self.records.refresh(meta.name)
+            # Versions are only ever added to one topic's history: one
+            # unchanged across the read holds exactly those it reports.
+            if (after.epoch, after.schema_version) == (meta.epoch, meta.schema_version):
+                return after, sizes
+            meta = after
+        raise TopicKeptChanging(meta.name)
 
     def _document(self, name: str, version: int) -> Any:
         return _parse(self.stored(name, version).document)

@@ -169,9 +169,14 @@ def test_delete_deletes_history(http, topic):
     assert len(http.get(f"/v1/topics/{topic}/schemas").json()["versions"]) == 1
 
 
-def racing_recreates(http, node, topic, request) -> set[tuple[int, str]]:
-    """The answers ``request(client)`` got from 4 clients while ``topic`` was
-    deleted and created again 60 times, with a schema every other time."""
+def outcome(resp) -> tuple[int, str]:
+    return resp.status, resp.error if resp.status >= 400 else ""
+
+
+def racing_recreates(http, node, topic, request, judge=outcome) -> set:
+    """What ``judge`` made of the answers ``request(client)`` got from 4
+    clients while ``topic`` was deleted and created again 60 times, with a
+    schema every other time."""
     make(http, topic, {"type": "object"})
     answers: set[tuple[int, str]] = set()
     done = threading.Event()
@@ -179,8 +184,7 @@ def racing_recreates(http, node, topic, request) -> set[tuple[int, str]]:
     def repeat() -> None:
         client = node.client()
         while not done.is_set():
-            resp = request(client)
-            answers.add((resp.status, resp.error if resp.status >= 400 else ""))
+            answers.add(judge(request(client)))
         client.close()
 
     threads = [threading.Thread(target=repeat) for _ in range(4)]
@@ -242,6 +246,26 @@ def test_a_compatibility_check_racing_a_delete_and_recreate(http, topic, node):
     )
     allowed = {(200, ""), (404, f"topic {topic} not found")}
     assert answers <= allowed
+
+
+def test_a_history_racing_a_delete_and_recreate_is_one_topics(http, topic, node):
+    # The record and the history were two reads: "current_version": 1 came
+    # with no versions, or none with version 1.
+    def judge(resp):
+        if resp.status != 200:
+            return outcome(resp)
+        history = resp.json()
+        versions = [v["version"] for v in history["versions"]]
+        return 200, versions == list(range(1, (history["current_version"] or 0) + 1))
+
+    answers = racing_recreates(
+        http,
+        node,
+        topic,
+        lambda client: client.get(f"/v1/topics/{topic}/schemas"),
+        judge,
+    )
+    assert answers <= {(200, True), (404, f"topic {topic} not found")}
 
 
 def test_a_topic_holds_at_most_1000_versions(http, topic):

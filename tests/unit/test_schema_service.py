@@ -261,3 +261,37 @@ def test_a_check_against_a_topic_deleted_meanwhile_finds_no_topic(
         body["against"] = against
     resp = a.simulate_post("/v1/topics/t/schemas/compatibility", json=body)
     assert (resp.status_code, resp.json) == (404, {"error": "topic t not found"})
+
+
+@pytest.mark.parametrize(
+    ("meanwhile", "current", "versions"),
+    [
+        ("patch", 2, [1, 2]),  # a new version came after the record was read
+        ("recreate", None, []),  # another topic took the name
+    ],
+)
+def test_a_history_agrees_with_its_current_version(
+    two_nodes, monkeypatch, meanwhile, current, versions
+):
+    # The record and the history were two reads: a change between them gave
+    # "current_version": 1 with versions [1, 2], or 1 with none at all.
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    storage = storage_of(a)
+    read = storage.schema_sizes
+
+    def changed_first(name):
+        monkeypatch.setattr(storage, "schema_sizes", read)
+        if meanwhile == "patch":
+            newer = {"schema": {"type": ["object", "array"]}}
+            assert b.simulate_patch("/v1/topics/t", json=newer).status_code == 200
+        else:
+            assert b.simulate_delete("/v1/topics/t").status_code == 204
+            assert b.simulate_post("/v1/topics", json={"name": "t"}).status_code == 201
+        return read(name)
+
+    monkeypatch.setattr(storage, "schema_sizes", changed_first)
+    history = a.simulate_get("/v1/topics/t/schemas").json
+    assert history["current_version"] == current
+    assert [v["version"] for v in history["versions"]] == versions
+    assert history["total_bytes"] == sum(v["size"] for v in history["versions"])
