@@ -20,6 +20,7 @@ from narad.http.topics import delay_ms
 from narad.http.topics import topic_name
 from narad.http.topics import topic_record
 from narad.security.access import authorize
+from narad.security.access import confirm_read
 from narad.security.grants import Action
 
 ATTACH_FIELDS = ("child", "delay_ms")
@@ -43,8 +44,9 @@ class Children:
         resp.text = dumps(topic_record(parent))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        authorize(req, Action.READ, check_name(name))
+        owned = authorize(req, Action.READ, check_name(name))
         parent, lags = self.children.children(name)
+        confirm_read(req, name, owned)
         resp.text = dumps(
             {"parent": parent.name, "children": [_lag(lag) for lag in lags]}
         )

@@ -23,6 +23,7 @@ from narad.quoting import quote
 from narad.schema import jsontext
 from narad.schema.modes import Mode
 from narad.security.access import authorize
+from narad.security.access import confirm_read
 from narad.security.access import principal
 from narad.security.grants import Action
 from narad.storage import PartitionStats
@@ -202,8 +203,9 @@ class TopicItem:
         self.topics = topics
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        authorize(req, Action.READ, check_name(name))
+        owned = authorize(req, Action.READ, check_name(name))
         meta, stats = self.topics.describe(name)
+        confirm_read(req, name, owned)
         record = topic_record(meta)
         record["partition_stats"] = [_stats(s) for s in stats]
         resp.text = dumps(record)

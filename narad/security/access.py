@@ -73,8 +73,11 @@ class Gate:
             return None
         assert topic is not None, f"{action} names a topic"
         if action is Action.READ:
-            if perms.any_matches(topic) or self._owns(principal, topic):
+            if perms.any_matches(topic):
                 return None
+            epoch = self._owns(principal, topic)
+            if epoch is not None:
+                return epoch
             raise NotAllowed(principal.name, action.words, topic, "no grant matches it")
         if action in OWNER_ACTIONS:
             if perms.allows(Action.ADMIN, topic):
@@ -96,6 +99,25 @@ class Gate:
                 f"no {action.value} grant matches it",
             )
         return None
+
+    def confirm_read(self, principal: Principal, topic: str, epoch: str | None) -> None:
+        """After a read allowed by owning ``topic`` at ``epoch`` (what
+        :meth:`check` returned), refuse it unless the topic is still that
+        incarnation: then all that was read was its own (an incarnation,
+        once gone, never comes back).
+
+        Raises:
+            NotAllowed: another topic took the name (403, as for any topic
+                no grant of the user matches).
+        """
+        if epoch is None:
+            return
+        try:
+            self._records.refresh(topic, epoch=epoch)
+        except TopicNotFound:
+            raise NotAllowed(
+                principal.name, Action.READ.words, topic, "no grant matches it"
+            ) from None
 
     def _owns(self, principal: Principal, topic: str) -> str | None:
         """The epoch of ``topic`` as ``principal`` owns it; None if not."""
@@ -121,11 +143,19 @@ def authorize(
 
     Returns:
         The epoch the user owns when owning the topic is what allows
-        ``action`` (the service must act on that incarnation only), else None.
+        ``action`` (the service must act on that incarnation only, and a
+        read be confirmed with :func:`confirm_read`), else None.
     """
     if topic is not None:
         req.context.topic = topic
     return req.context.gate.check(req.context.principal, action, topic)
+
+
+def confirm_read(req: falcon.Request, topic: str, owned: str | None) -> None:
+    """Refuse (403) a read that :func:`authorize` allowed by owning ``topic``
+    (``owned``: the epoch it returned) if another topic took the name since:
+    call it once everything answered is read."""
+    req.context.gate.confirm_read(req.context.principal, topic, owned)
 
 
 def principal(req: falcon.Request) -> Principal:

@@ -914,3 +914,40 @@ def test_an_owner_never_deletes_the_topic_another_user_created_again(http, as_us
         if 201 in created:
             assert http.get(topic).json()["owner"] == rival[0]
         assert http.delete(topic).status in (204, 404)
+
+
+def test_an_owner_without_a_grant_never_reads_another_users_topic(http, as_user, p):
+    # Owning a topic is what lets a user no grant of whom matches it read
+    # it: while the name was deleted and created again by another user,
+    # such reads answered that user's topic (its owner, its schema).
+    owner, owner_pw = new_user(http, [grant("create", f"{p}.*")])
+    rival = new_user(http, [grant("create", f"{p}.*")])
+    mine = as_user(owner, owner_pw)
+    theirs = as_user(*rival)
+    names = [f"{p}.x{i}" for i in range(40)]
+    for name in names:
+        assert mine.post("/v1/topics", {"name": name}).status == 201
+    elsewhere = {"grants": [grant("produce", f"{p}-elsewhere.*")]}
+    assert http.put(f"/v1/users/{owner}/grants", elsewhere).status == 200
+    # A new password: no worker remembers the credentials with old grants.
+    reset = {"password": secrets.token_urlsafe(12)}
+    assert http.put(f"/v1/users/{owner}/password", reset).status == 204
+    mine = as_user(owner, reset["password"])
+    seen: set = set()
+
+    def read(name: str, done: threading.Event) -> None:
+        while not done.is_set():
+            resp = mine.get(f"/v1/topics/{name}")
+            seen.add(resp.json()["owner"] if resp.status == 200 else resp.status)
+
+    for name in names:
+        done = threading.Event()
+        readers = [threading.Thread(target=read, args=(name, done)) for _ in range(4)]
+        for reader in readers:
+            reader.start()
+        assert http.delete(f"/v1/topics/{name}").status == 204
+        assert theirs.post("/v1/topics", {"name": name}).status == 201
+        done.set()
+        for reader in readers:
+            reader.join()
+    assert rival[0] not in seen, seen

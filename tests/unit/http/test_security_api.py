@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 
@@ -245,4 +246,56 @@ def test_an_owner_acts_only_on_the_incarnation_it_owns(
     assert children["children"] == []
     assert secure.simulate_get("/v1/topics/t.kid").status_code == (
         200 if "children" in path and method == "DELETE" else 404
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/v1/topics/t.x", None),
+        ("GET", "/v1/topics/t.x/schemas", None),
+        ("GET", "/v1/topics/t.x/schemas/latest", None),
+        ("GET", "/v1/topics/t.x/children", None),
+        ("POST", "/v1/topics/t.x/schemas/compatibility", {"schema": {}}),
+    ],
+)
+def test_an_owner_without_a_grant_reads_only_the_incarnation_it_owns(
+    secure, monkeypatch, method, path, body
+):
+    # Owning t.x is what lets a user whose grants no longer match it read
+    # it; the topic another user created under that name meanwhile was
+    # answered to it (its record, schema and children).
+    grants = [{"action": "create", "patterns": ["t.*"]}]
+    owner = add_user(secure, "owner", grants)
+    rival = add_user(secure, "rival", grants)
+    mine = {"name": "t.x", "schema": {"type": "array"}}
+    resp = secure.simulate_post("/v1/topics", json=mine, headers=owner)
+    assert resp.status_code == 201
+    elsewhere = {"grants": [{"action": "produce", "patterns": ["z.*"]}]}
+    resp = secure.simulate_put("/v1/users/owner/grants", json=elsewhere)
+    assert resp.status_code == 200
+    # Once the worker heard of the new grants (z.* matches, t.* does not).
+    deadline = time.monotonic() + 10
+    while secure.simulate_get("/v1/topics/z.none", headers=owner).status_code != 404:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    resp = secure.simulate_request(method, path, json=body, headers=owner)
+    assert resp.status_code == 200
+    original = Gate._owns
+
+    def owns(self, principal, name):
+        epoch = original(self, principal, name)
+        if principal.name == "owner" and epoch is not None:
+            monkeypatch.setattr(Gate, "_owns", original)  # once
+            assert secure.simulate_delete("/v1/topics/t.x").status_code == 204
+            again = {"name": "t.x", "schema": {"type": "object"}}
+            resp = secure.simulate_post("/v1/topics", json=again, headers=rival)
+            assert resp.status_code == 201
+        return epoch
+
+    monkeypatch.setattr(Gate, "_owns", owns)
+    resp = secure.simulate_request(method, path, json=body, headers=owner)
+    assert resp.status_code == 403, resp.text
+    assert resp.json["error"] == (
+        "user owner may not read topic t.x: no grant matches it"
     )
