@@ -1,9 +1,9 @@
 """The WSGI application: routes, error handling, and the wiring of services.
 
 ``get_app()`` is what gunicorn loads in each worker (``'narad.app:get_app()'``);
-it reads the configuration from ``NARAD_*`` variables (the CLI hands its
-resolved settings to the workers that way). Each worker builds its own storage
-client, so no connection crosses a fork.
+it builds the app with the settings the master runs with
+(:func:`narad.server.node_config`), not the file as it is now. Each worker
+builds its own storage client, so no connection crosses a fork.
 """
 
 from __future__ import annotations
@@ -258,6 +258,7 @@ def create_app(
         schemas,
         waiters,
         max_wait_ms=config.get("broker.max_wait_ms"),
+        batch_max_bytes=config.get("broker.batch_consume_max_bytes"),
         idempotency=IdempotencyLimits(
             window_ms=config.get("broker.idempotency_window_ms"),
             max_keys=config.get("broker.idempotency_max_keys"),
@@ -335,8 +336,11 @@ def create_app(
 
 
 def get_app() -> NaradApp:
-    """The gunicorn entry point: configuration from the environment."""
-    return create_app(Config.load())
+    """The gunicorn entry point: the master's settings
+    (:func:`narad.server.node_config`)."""
+    from narad.server import node_config
+
+    return create_app(node_config())
 
 
 def _json_error(resp: falcon.Response, status: int, message: str) -> None:

@@ -279,6 +279,13 @@ SETTINGS: tuple[Setting, ...] = (
             "max_wait_ms", 10_000, integer(0, 600_000), "cap on a consume's ?wait="
         ),
         Setting(
+            "batch_consume_max_bytes",
+            4 * MIN_MEMORY,
+            _cache_size,
+            "key and payload bytes one batch consume answers at most, e.g. 4mb "
+            "(it always takes one message; the rest come next, in order)",
+        ),
+        Setting(
             "idempotency_window_ms",
             600_000,
             integer(1_000, 7 * 86_400_000),

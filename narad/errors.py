@@ -472,6 +472,30 @@ class ProduceToDelayChild(Conflict):
         )
 
 
+class SchemaUnusable(Conflict):
+    """A stored schema version this node cannot use: one stored before
+    registration refused what it holds, or one naming a draft no plugin of
+    this node provides.
+
+    Not the payload's or the proposed schema's fault (a 400 would have it
+    dropped as invalid), and no retry helps until the topic (or the node) is
+    put right: the topic's state is in the way, as for a produce to a delay
+    child.
+
+    Attributes:
+        topic: The topic.
+        version: The version.
+        reason: Why it cannot be used, and what puts it right.
+    """
+
+    def __init__(self, topic: str, version: int, reason: str) -> None:
+        self.topic, self.version, self.reason = topic, version, reason
+        super().__init__(
+            f"schema: version {version} of topic {topic} cannot be used, so "
+            f"nothing was stored: {reason}"
+        )
+
+
 class SchemaManagedByParent(Conflict):
     def __init__(self, topic: str, parent: str) -> None:
         self.topic, self.parent = topic, parent

@@ -91,6 +91,9 @@ class StorageGuard:
         self._checked = self._clock()
         self._status = status
         if status is None:
+            # Writes are refused until it answers and is checked again: no
+            # write is on disk meanwhile (the memory gauges keep their last).
+            metrics.STORAGE_DURABLE.set(0)
             return
         metrics.STORAGE_DURABLE.set(int(status.durable))
         metrics.STORAGE_MEMORY_USED.set(status.memory_used)

@@ -163,7 +163,7 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 STORAGE_DURABLE = Gauge(
     "narad_storage_durable",
     "1 while the storage has every write on disk (AOF, fsync always) or on a "
-    "Raft majority before it answers; else 0.",
+    "Raft majority before it answers; else 0, as while it cannot be reached.",
     multiprocess_mode="mostrecent",
 )
 STORAGE_MEMORY_USED = Gauge(

@@ -32,6 +32,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
 from narad import logs
+from narad.config import CONFIG_ENV
 from narad.config import Config
 from narad.errors import InvalidConfiguration
 from narad.errors import PluginError
@@ -158,6 +159,19 @@ def refuse_an_address_in_use(address: str) -> None:
             ) from None
 
 
+# The settings of this node's workers: the last that loaded in the master.
+# Workers are forks of the master and take them from there rather than read
+# the file again, which may have been broken since (see hand_run_settings).
+_NODE_CONFIG: list[Config] = []
+
+
+def node_config() -> Config:
+    """The settings a worker builds its app with: those the master runs with,
+    else ``NARAD_CONFIG`` and ``NARAD_*`` read now (the app run under another
+    server)."""
+    return _NODE_CONFIG[-1] if _NODE_CONFIG else Config.load()
+
+
 def gunicorn_settings(config: Config) -> dict[str, Any]:
     def on_starting(server: Any) -> None:
         refuse_an_address_in_use(config.get("server.bind"))
@@ -167,8 +181,12 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # PROMETHEUS_MULTIPROC_DIR.
         from narad.app import check_capacity_at_start
         from narad.guard import check_at_start
+        from narad.plugins import load_plugins
         from narad.security.seed import prepare_at_start
 
+        # The plugins' settings: else each worker fails on them as it boots,
+        # and gunicorn stops with a traceback.
+        load_plugins(config).configure(config)
         check_capacity_at_start(config)
         check_at_start(config)
         prepare_at_start(config)
@@ -215,7 +233,10 @@ def hand_run_settings() -> dict[str, Any]:
 
     A setting or storage the node cannot start with ends gunicorn with status
     2 and its message, as ``narad serve`` does: gunicorn would print a
-    traceback (not a log line, not JSON) around it.
+    traceback (not a log line, not JSON) around it. On a reload (SIGHUP:
+    ``systemctl reload``) gunicorn runs the file again: settings that do not
+    load, the plugins' included, are logged and refused, and the node and its
+    new workers keep the settings they had.
 
     Without ``PROMETHEUS_MULTIPROC_DIR`` the master makes one for this run
     and removes it at exit, as ``narad serve`` does: each worker would
@@ -223,10 +244,25 @@ def hand_run_settings() -> dict[str, Any]:
     """
     try:
         config = Config.load()
-    except InvalidConfiguration as exc:
-        # Before gunicorn has set up logging.
-        print(f"narad: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        if _NODE_CONFIG:
+            # A reload (SIGHUP): the plugins' settings too (at start,
+            # on_starting checks them once metrics may be imported).
+            from narad.plugins import load_plugins
+
+            config = load_plugins(config).configure(config)
+    except (InvalidConfiguration, PluginError) as exc:
+        if not _NODE_CONFIG:
+            # Before gunicorn has set up logging.
+            print(f"narad: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        # Stopping the node for a typo would be worse than ignoring the reload.
+        log.error(
+            "reload refused, the node keeps its settings: %s (fix %s and reload again)",
+            exc,
+            os.environ.get(CONFIG_ENV, "the NARAD_* variables"),
+        )
+        config = _NODE_CONFIG[-1]
+    _NODE_CONFIG[:] = [config]
     settings = gunicorn_settings(config)
     given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not given:
@@ -267,6 +303,7 @@ class NaradApplication(BaseApplication):
         super().__init__()
 
     def load_config(self) -> None:
+        _NODE_CONFIG[:] = [self.config]
         for key, value in gunicorn_settings(self.config).items():
             self.cfg.set(key, value)
 

@@ -272,8 +272,9 @@ class TopicStats:
     """A topic's message counts, summed over its partitions, for metrics.
 
     Positions only grow (until the topic is deleted), so the first three are
-    counters. Retention moves them too: a message it drops before anyone
-    took (or acked) it counts as delivered (or acked) from then on.
+    counters. Retention moves them too: a message it no longer keeps before
+    anyone took (or acked) it counts as delivered (or acked) from then on,
+    trimmed or not.
 
     Attributes:
         produced: Messages ever appended, copies from a parent included (the
@@ -897,13 +898,17 @@ class Storage(Protocol):
         topics."""
         ...
 
-    def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
+    def topic_stats(
+        self, metas: Sequence[TopicMeta], *, now_ms: int
+    ) -> list[TopicStats]:
         """A :class:`TopicStats` per topic, in order, for the metrics.
 
         A read in one round trip however many topics (the caller bounds the
         batch), that neither trims nor checks epochs: a topic gone since
-        ``metas`` were read counts as empty. It must work while the storage
-        refuses writes for lack of memory. Only called when
+        ``metas`` were read counts as empty. Yet what retention no longer
+        keeps at ``now_ms`` (each meta's ``retention_ms``) counts as a trim
+        would leave it, as in :meth:`partition_stats`. It must work while
+        the storage refuses writes for lack of memory. Only called when
         ``capabilities.topic_stats`` is true.
         """
         ...
@@ -1036,8 +1041,9 @@ class Storage(Protocol):
         - when ``max_acked_ahead_per_partition`` messages are acked out of
           order, only the message at its lowest unacked offset (if its lease
           lapsed, or if it was never delivered);
-        - otherwise the lowest-offset message whose lease lapsed (deadline at
-          or before ``now_ms``, or given back), else the next message never
+        - otherwise the message whose lease lapsed first (the earliest
+          deadline at or before ``now_ms``; a message given back comes before
+          them all), else the next message never
           delivered, the latter only while fewer than
           ``max_in_flight_per_partition`` leases are held;
         - a message never delivered only once its timestamp is at or before
@@ -1060,6 +1066,7 @@ class Storage(Protocol):
         *,
         nonces: Sequence[str],
         now_ms: int,
+        max_bytes: int | None = None,
     ) -> BatchReserveResult:
         """Lease up to ``len(nonces)`` messages, in one step.
 
@@ -1069,6 +1076,13 @@ class Storage(Protocol):
         acked-ahead frontier and due times hold per message) before the
         next partition is looked at. The k-th message leased gets
         ``nonces[k]``.
+
+        With ``max_bytes``, it also stops before the first message that
+        would take the keys and payloads leased past ``max_bytes`` bytes
+        (the first message is leased whatever its size), so the answer is
+        bounded whatever the messages' sizes. That message and everything
+        after it are left as they were: the next reserve offers them, in
+        the same order.
 
         Returns:
             OK with the messages (possibly none, then with
@@ -1096,7 +1110,8 @@ class Storage(Protocol):
         leased; an EXTEND or RELEASE of an acked message is GONE); for an ACK
         of a message above the partition's lowest unacked offset, fewer than
         ``max_acked_ahead_per_partition`` messages are acked out of order
-        (ACKED_AHEAD_FULL).
+        (ACKED_AHEAD_FULL), where what retention no longer keeps at
+        ``now_ms`` counts as acked, trimmed or not (its ack ends the lease).
 
         Changes, in one step: ACK ends the lease and marks the message acked
         under ``nonce`` (the lowest unacked offset moves past every acked

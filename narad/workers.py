@@ -70,6 +70,7 @@ from narad.config import Config
 from narad.errors import RequestTimeout
 from narad.http import error_body
 from narad.http import new_request_id
+from narad.server import node_config
 
 # Connections a worker takes past its share of server.max_connections, only
 # to answer health probes; past those, new connections wait in the kernel's
@@ -368,7 +369,8 @@ class NaradWorker(JSONErrors, GeventWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        config = Config.load()
+        # In the master, before the fork: its settings, not the file's now.
+        config = node_config()
         self.limits = Limits.from_config(config)
         self.cap = math.ceil(config.get("server.max_connections") / self.cfg.workers)
         self.offload_threads = (

@@ -37,6 +37,7 @@ import itertools
 import json
 import time
 import zlib
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ from narad.errors import MalformedReceipt
 from narad.errors import MessageNotFound
 from narad.errors import PartitionOutOfRange
 from narad.errors import ProduceToDelayChild
+from narad.errors import SchemaUnusable
 from narad.errors import SchemaVersionNotFound
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
@@ -177,6 +179,7 @@ class MessageService:
         waiters: Waiters,
         *,
         max_wait_ms: int,
+        batch_max_bytes: int | None = None,
         idempotency: IdempotencyLimits = DEFAULT_IDEMPOTENCY,
     ) -> None:
         self.storage = storage
@@ -184,6 +187,7 @@ class MessageService:
         self.schemas = schemas
         self.waiters = waiters
         self.max_wait_ms = max_wait_ms
+        self.batch_max_bytes = batch_max_bytes
         self.idempotency = idempotency
         self._appends: Groups[_Append, AppendResult] = Groups(
             self._append_together, joins=_same_record
@@ -232,9 +236,10 @@ class MessageService:
                 meta = self._refuse_delay_child(meta)
             try:
                 entries = self._entries(meta, outgoing, batch)
-            except InvalidArgument:
+            except (InvalidArgument, SchemaUnusable):
                 # A refusal by a cached version is checked against the current
-                # one: a newer version may accept what the cached one refused.
+                # one: a newer version may accept what the cached one refused
+                # (or be usable where it was not).
                 fresh = self.records.refresh(topic)
                 if (fresh.epoch, fresh.schema_version) == (
                     meta.epoch,
@@ -384,21 +389,43 @@ class MessageService:
     # -- consume -------------------------------------------------------------
 
     def consume(
-        self, topic: str, *, wait_ms: int, partition: int | None
+        self,
+        topic: str,
+        *,
+        wait_ms: int,
+        partition: int | None,
+        recheck: Callable[[], None] | None = None,
     ) -> Delivery | None:
-        """Reserve one message, long-polling up to ``wait_ms`` for one."""
-        deliveries = self._lease(topic, 1, wait_ms, partition)
+        """Reserve one message, long-polling up to ``wait_ms`` for one.
+
+        ``recheck`` runs before every look after a wait and raises to end
+        the poll (the caller's access, checked again: a user deleted or a
+        grant revoked while the poll waited must lease nothing).
+        """
+        deliveries = self._lease(topic, 1, wait_ms, partition, recheck)
         return deliveries[0] if deliveries else None
 
     def consume_batch(
-        self, topic: str, *, count: int, wait_ms: int, partition: int | None
+        self,
+        topic: str,
+        *,
+        count: int,
+        wait_ms: int,
+        partition: int | None,
+        recheck: Callable[[], None] | None = None,
     ) -> list[Delivery]:
         """Reserve up to ``count`` messages in one step, long-polling up to
-        ``wait_ms`` for the first; an empty list when none came."""
-        return self._lease(topic, count, wait_ms, partition)
+        ``wait_ms`` for the first; an empty list when none came. ``recheck``
+        as for :meth:`consume`."""
+        return self._lease(topic, count, wait_ms, partition, recheck)
 
     def _lease(
-        self, topic: str, count: int, wait_ms: int, partition: int | None
+        self,
+        topic: str,
+        count: int,
+        wait_ms: int,
+        partition: int | None,
+        recheck: Callable[[], None] | None,
     ) -> list[Delivery]:
         meta = self._record_with(topic, partition)
         self._check_partition(meta, partition)
@@ -458,6 +485,8 @@ class MessageService:
                 and (expiry is None or now_ms() < expiry)
             ):
                 return []  # nothing was published and no lease fell due
+            if recheck is not None:
+                recheck()
 
     def _mark_waiting(self, meta: TopicMeta, wait_ms: int) -> TopicMeta:
         """Make sure ``meta``'s topic is marked as waited on for ``wait_ms``
@@ -491,7 +520,11 @@ class MessageService:
             found = (one.message,) if one.message is not None else ()
             return one.status, found, one.next_change_ms
         many = self.storage.reserve_batch(
-            meta, order, nonces=new_nonces(count), now_ms=now_ms()
+            meta,
+            order,
+            nonces=new_nonces(count),
+            now_ms=now_ms(),
+            max_bytes=self.batch_max_bytes,
         )
         return many.status, many.messages, many.next_change_ms
 

@@ -138,7 +138,8 @@ class TopicMetrics:
             )
             metas = [m for m in self.storage.get_topics(page.names) if m is not None]
             if with_stats:
-                found += zip(metas, self.storage.topic_stats(metas), strict=True)
+                stats = self.storage.topic_stats(metas, now_ms=now_ms())
+                found += zip(metas, stats, strict=True)
             else:
                 found += [(meta, None) for meta in metas]
             after, more = page.next_token or "", page.next_token is not None

@@ -28,6 +28,7 @@ from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
 from narad.quoting import quote
 from narad.security.access import authorize
+from narad.security.access import reauthorize
 from narad.security.grants import Action
 from narad.storage import PayloadKind
 from narad.storage import Settle
@@ -194,7 +195,12 @@ class Consume:
             self._replay(resp, name, partition, offset)
             return
         wait_ms = query_duration_ms(req, "wait")
-        delivery = self.messages.consume(name, wait_ms=wait_ms, partition=partition)
+        delivery = self.messages.consume(
+            name,
+            wait_ms=wait_ms,
+            partition=partition,
+            recheck=lambda: reauthorize(req, Action.CONSUME, name),
+        )
         if delivery is None:
             resp.status = falcon.HTTP_204
             return
@@ -217,6 +223,7 @@ class Consume:
             count=DEFAULT_CONSUME_BATCH if count is None else count,
             wait_ms=wait_ms,
             partition=partition,
+            recheck=lambda: reauthorize(req, Action.CONSUME, name),
         )
         if not deliveries:
             resp.status = falcon.HTTP_204

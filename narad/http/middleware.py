@@ -172,6 +172,7 @@ class Authenticate:
         self, req: falcon.Request, resp: falcon.Response, resource, params
     ) -> None:
         req.context.gate = self.gate
+        req.context.authenticator = self.authenticator
         # Only a name a topic can have: the path arrives percent-decoded, and
         # a newline in it would forge access-log lines.
         if resource is not None and valid_name(params.get("name", "")):

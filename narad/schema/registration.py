@@ -36,6 +36,7 @@ from narad.schema.resolver import lookup
 from narad.schema.resolver import unescape
 from narad.schema.shapes import ShapeError
 from narad.schema.shapes import analyse
+from narad.schema.shapes import reach
 
 __all__ = (
     "BASE_URI",
@@ -44,6 +45,7 @@ __all__ = (
     "MAX_PATTERN_PROPERTIES",
     "MAX_SIZE",
     "RegisteredSchema",
+    "check_stored",
     "register",
 )
 
@@ -160,6 +162,40 @@ def _register(
         raise InvalidSchema(
             f"schema: not valid under the {draft.name} meta-schema: {message}"
         )
+    _meta_check(targets, draft)
+    high_cost = (
+        survey.names > MAX_NAMES
+        or survey.pattern_properties > MAX_PATTERN_PROPERTIES
+        or analysis.applies_many
+    )
+    return RegisteredSchema(document, compact, draft, high_cost=high_cost)
+
+
+def check_stored(document: Any, draft: Draft) -> None:
+    """Check what a stored version's references lead to, as :func:`register`
+    does: why the validator failed on a version stored before that check.
+
+    A version stored before registration meta-checked reference targets
+    outside the meta-schema's reach (a member no keyword owns, data such as
+    ``const``) may hold one the validator cannot compile or run. The rest of
+    a stored version met the rules of its day and is not checked again.
+
+    Raises:
+        InvalidSchema: a reference leads nowhere, or to a subschema the
+            draft's meta-schema refuses; the message says where.
+    """
+    if not isinstance(document, dict):
+        return
+    index = SchemaIndex(document, draft=draft, base_uri=BASE_URI)
+    try:
+        reached, targets = reach(index)
+    except ShapeError as exc:
+        raise InvalidSchema(f"schema: {exc}") from None
+    _meta_check(_unchecked_targets(document, draft.keywords, reached, targets), draft)
+
+
+def _meta_check(targets: Mapping[str, Any], draft: Draft) -> None:
+    """Meta-check each of ``targets`` (subschemas by pointer) on its own."""
     for pointer, target in targets.items():
         for message in draft.meta_validator(target):
             raise InvalidSchema(
@@ -167,12 +203,6 @@ def _register(
                 f"subschema at {quote_pointer(pointer)}, which a reference leads "
                 f"to, {message}"
             )
-    high_cost = (
-        survey.names > MAX_NAMES
-        or survey.pattern_properties > MAX_PATTERN_PROPERTIES
-        or analysis.applies_many
-    )
-    return RegisteredSchema(document, compact, draft, high_cost=high_cost)
 
 
 def _draft_of(document: Any, drafts: Mapping[str, Draft], default: Draft) -> Draft:

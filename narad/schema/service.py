@@ -25,7 +25,10 @@ old one's validators. The cache is bounded by entries and by the validators'
 estimated bytes (``[cache] validators`` and ``validator_memory``), and a
 topic's validators go when any worker of any node changes the topic
 (deletes, recreates or alters it, or adds a schema version: see
-:meth:`TopicRecords.attach`).
+:meth:`TopicRecords.attach`). A version the validator cannot use (one it
+fails on, stored before registration refused what makes it fail, or one
+naming a draft no plugin of the node provides) is cached as such: each
+produce gets 409 naming the problem without compiling it again.
 
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
@@ -59,6 +62,7 @@ from narad.errors import ParentHistoryOverBudget
 from narad.errors import ParentWithoutSchema
 from narad.errors import RetentionTooShort
 from narad.errors import SchemaManagedByParent
+from narad.errors import SchemaUnusable
 from narad.errors import SchemaVersionConflict
 from narad.errors import SchemaVersionNotFound
 from narad.errors import TooManyVersions
@@ -67,6 +71,7 @@ from narad.errors import TopicExists
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.plugins import Plugins
+from narad.quoting import quote
 from narad.schema import compatibility
 from narad.schema import jsontext
 from narad.schema import modes
@@ -76,6 +81,7 @@ from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.modes import Mode
 from narad.schema.modes import Report
 from narad.schema.registration import RegisteredSchema
+from narad.schema.registration import check_stored
 from narad.schema.registration import register
 from narad.schema.validator import Validator
 from narad.storage import SchemaLimits
@@ -88,6 +94,11 @@ from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 
 _NULL_SCHEMA = "schema: a schema cannot be removed (null); it can only be widened"
+# The remedy for a version registration would refuse now.
+_STORED_BEFORE = (
+    "; it was stored before registration refused that: register a new version "
+    "of the schema"
+)
 MIB = 1024 * 1024
 TOPIC_BUDGET = 4 * MIB
 CLUSTER_BUDGET = 256 * MIB
@@ -152,7 +163,8 @@ class SchemaService:
         self.rules = plugins.compatibility_rules()
         self.topic_budget = topic_budget
         self.cluster_budget = cluster_budget
-        self.validators: BoundedCache[ValidatorKey, Validator] = BoundedCache(
+        # A str where the version cannot be used: why (see _validator).
+        self.validators: BoundedCache[ValidatorKey, Validator | str] = BoundedCache(
             "validators",
             max_entries=cached_validators,
             max_bytes=validator_memory,
@@ -261,7 +273,7 @@ class SchemaService:
         True when ``mode`` lets it be the next one; else the refusal."""
         latest, against = self._versions(meta, mode.transitive)
         no_change, report = self._bounded_judge(
-            latest, against, new, mode, first=True, shortcut=True
+            meta.name, latest, against, new, mode, first=True, shortcut=True
         )
         if no_change:
             return False
@@ -297,6 +309,7 @@ class SchemaService:
 
     def _bounded_judge(
         self,
+        name: str,
         latest: SchemaVersion,
         against: list[SchemaVersion],
         new: RegisteredSchema,
@@ -309,7 +322,7 @@ class SchemaService:
         compares more than :data:`LARGE_CHECK` bytes."""
         size = len(new.compact)
         weight = len(mode.directions) * sum(len(v.document) + size for v in against)
-        args = (latest, against, new, mode)
+        args = (name, latest, against, new, mode)
         if weight <= LARGE_CHECK:
             return offload.run(self._judge, *args, first=first, shortcut=shortcut)
         with self.capacity.slot():
@@ -317,6 +330,7 @@ class SchemaService:
 
     def _judge(
         self,
+        name: str,
         latest: SchemaVersion,
         against: list[SchemaVersion],
         new: RegisteredSchema,
@@ -326,9 +340,10 @@ class SchemaService:
         shortcut: bool,
     ) -> tuple[bool, Report]:
         """Whether ``new`` registers nothing over ``latest``, and what
-        ``mode``'s check against ``against`` finds (nothing checked when
-        ``shortcut`` and it registers nothing, as a PATCH does)."""
-        parsed = self._load(latest.document)
+        ``mode``'s check against ``against`` (of ``name``'s history) finds
+        (nothing checked when ``shortcut`` and it registers nothing, as a
+        PATCH does)."""
+        parsed = self._load(name, latest)
         no_change = compatibility.no_change(parsed[0], new.document, draft=parsed[1])
         if no_change and shortcut:
             return True, Report()
@@ -338,7 +353,7 @@ class SchemaService:
                 if stored is latest:
                     yield stored.version, *parsed
                 else:
-                    yield stored.version, *self._load(stored.document)
+                    yield stored.version, *self._load(name, stored)
 
         report = modes.check(
             new.document,
@@ -386,7 +401,13 @@ class SchemaService:
         if isinstance(against, int) and against != current:
             versions = [self.stored(meta.name, against)]
         no_change, report = self._bounded_judge(
-            latest, versions, new, mode, first=False, shortcut=against is None
+            meta.name,
+            latest,
+            versions,
+            new,
+            mode,
+            first=False,
+            shortcut=against is None,
         )
         return DryRun(mode, no_change, report)
 
@@ -475,14 +496,30 @@ class SchemaService:
     def _document(self, name: str, version: int) -> Any:
         return _parse(self.stored(name, version).document)
 
-    def _load(self, document: bytes) -> tuple[Any, Draft]:
-        parsed = _parse(document)
-        return parsed, self.draft_of(parsed)
+    def _load(self, name: str, stored: SchemaVersion) -> tuple[Any, Draft]:
+        parsed = _parse(stored.document)
+        return parsed, self._draft_of(name, stored.version, parsed)
 
-    def draft_of(self, document: Any) -> Draft:
-        if isinstance(document, dict) and isinstance(document.get("$schema"), str):
-            return self.drafts[document["$schema"]]
-        return self.default_draft
+    def _draft_of(self, name: str, version: int, document: Any) -> Draft:
+        """The draft of version ``version`` of ``name``'s history.
+
+        Raises:
+            SchemaUnusable: its ``$schema`` names a draft no plugin of this
+                node provides (one disabled, or not installed here).
+        """
+        uri = document.get("$schema") if isinstance(document, dict) else None
+        if not isinstance(uri, str):
+            return self.default_draft
+        draft = self.drafts.get(uri)
+        if draft is None:
+            raise SchemaUnusable(
+                name,
+                version,
+                f"its $schema {quote(uri)} names a draft no plugin "
+                "of this node provides: load that draft's plugin (see plugins."
+                "disabled and `narad plugins`)",
+            )
+        return draft
 
     # -- validation on produce -----------------------------------------------
 
@@ -491,6 +528,7 @@ class SchemaService:
         counting each outcome (``narad_schema_validations``)."""
         validator = self._validator(meta)
         high_cost = meta.schema_high_cost
+        key = (meta.name, meta.epoch, meta.schema_version)
 
         def check(payload: bytes) -> None:
             try:
@@ -509,6 +547,12 @@ class SchemaService:
             except CapacityBusy:
                 _count("busy")
                 raise
+            except Exception as exc:
+                # Only a version registration would refuse now gets here
+                # (multipleOf 0 where a reference leads): it is unusable.
+                reason = self._unusable(validator.document, validator.draft, exc)
+                self.validators.put(key, reason, len(reason))
+                raise SchemaUnusable(meta.name, meta.schema_version, reason) from None
             _count("valid")
 
         return check
@@ -518,22 +562,60 @@ class SchemaService:
             offload.run(validator.validate, payload)
 
     def _validator(self, meta: TopicMeta) -> Validator:
+        """The compiled current version of ``meta``'s schema.
+
+        Raises:
+            SchemaUnusable: the version cannot be used; that outcome is
+                cached as a validator is, so each produce does not try again.
+        """
         key = (meta.name, meta.epoch, meta.schema_version)
-        validator = self.validators.get(key)
-        if validator is not None:
-            return validator
-        text = self.stored(meta.name, meta.schema_version).document
-        document = _parse(text)
-        validator = offload.run(
-            Validator,
-            document,
-            draft=self.draft_of(document),
-            drafts=self.drafts,
-            formats=self.formats,
-            schema_uri=f"narad://schema/{meta.name}/{meta.schema_version}",
-        )
-        self.validators.put(key, validator, validator.estimated_bytes(len(text)))
-        return validator
+        cached = self.validators.get(key)
+        if cached is None:
+            text = self.stored(meta.name, meta.schema_version).document
+            document = _parse(text)
+            try:
+                draft = self._draft_of(meta.name, meta.schema_version, document)
+            except SchemaUnusable as exc:
+                cached, size = exc.reason, len(exc.reason)
+            else:
+                try:
+                    cached = offload.run(
+                        Validator,
+                        document,
+                        draft=draft,
+                        drafts=self.drafts,
+                        formats=self.formats,
+                        schema_uri=f"narad://schema/{meta.name}/{meta.schema_version}",
+                    )
+                    size = cached.estimated_bytes(len(text))
+                except Exception as exc:
+                    cached = self._unusable(document, draft, exc)
+                    size = len(cached)
+            self.validators.put(key, cached, size)
+        if isinstance(cached, str):
+            raise SchemaUnusable(meta.name, meta.schema_version, cached)
+        return cached
+
+    def _unusable(self, document: Any, draft: Draft, exc: Exception) -> str:
+        """Why a stored version cannot be used, now that compiling or
+        validating it raised ``exc``.
+
+        The validator relies on what registration checks, and a version stored
+        before registration checked something (what a reference leads to,
+        outside the meta-schema's reach) may break it; one that merely breaks
+        a rule of today (minLength -1 there) keeps working until it does.
+
+        Raises:
+            Exception: ``exc`` again, when registration finds nothing wrong
+                with the version: Narad's fault, not the version's.
+        """
+        if isinstance(exc, InvalidSchema):  # the compiler's own refusal
+            return exc.detail.removeprefix("schema: ") + _STORED_BEFORE
+        try:
+            offload.run(check_stored, document, draft)
+        except InvalidSchema as found:
+            return found.detail.removeprefix("schema: ") + _STORED_BEFORE
+        raise exc
 
 
 def _count(outcome: str) -> None:

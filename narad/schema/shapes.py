@@ -136,8 +136,23 @@ def analyse(index: SchemaIndex) -> Analysis:
     return Analysis(
         applies_many=_applies_many(graph, order, forward),
         reached=graph.pointers,
-        targets=frozenset(t for ts in graph.resolved.values() for t in ts),
+        targets=_targets(graph),
     )
+
+
+def reach(index: SchemaIndex) -> tuple[Sequence[str], frozenset[str]]:
+    """The pointers of every subschema the validator can reach, and of those
+    references lead to, without checking the shapes.
+
+    Raises:
+        ShapeError: a reference leads nowhere.
+    """
+    graph = _Graph(index)
+    return graph.pointers, _targets(graph)
+
+
+def _targets(graph: _Graph) -> frozenset[str]:
+    return frozenset(t for ts in graph.resolved.values() for t in ts)
 
 
 def _sizes(components: list[int]) -> list[int]:

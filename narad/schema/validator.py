@@ -52,11 +52,15 @@ _RECURSION_CEILING = 200_000
 # What a compiled validator holds, measured with tracemalloc over varied
 # schemas (20 pattern properties, a typical event, 200 properties, enums and
 # consts of thousands of bytes, 30 mutual references, 50 anyOf branches,
-# unevaluatedProperties): per subschema, and per byte of the compact
-# document (enum and const values, names). Within a factor of two of the
-# measure either way (tests/unit/schema/test_validator_size.py). Compiled
-# patterns are shared and counted by the pattern cache instead.
-BYTES_PER_NODE = 1500
+# unevaluatedProperties, thousands of subschemas with one keyword or none):
+# per subschema, per compiled keyword, and per byte of the compact document
+# (enum and const values, names). Within a factor of two of the measure
+# either way (tests/unit/schema/test_validator_size.py); a flat 1,500 bytes
+# per subschema counted an empty one three times over, so a 255 KiB union of
+# them (40 MiB) passed the cache's 64 MiB and was compiled for every produce.
+# Compiled patterns are shared and counted by the pattern cache instead.
+BYTES_PER_NODE = 500
+BYTES_PER_KEYWORD = 350
 BYTES_PER_DOCUMENT_BYTE = 14
 
 # A location in the payload: None for the root, else (parent, token); turned
@@ -138,6 +142,9 @@ class Validator:
         compiler = Compiler(self.index, formats)
         self.root = compiler.run()
         self.nodes = compiler.nodes
+        self._keywords = sum(
+            len(node.keywords) + len(node.finals) for node in self.nodes.values()
+        )
         self.steps_per_level = steps_per_level(self.nodes)
         evaluates = any(node.finals for node in self.nodes.values())
         self._frames = _FRAMES_PER_EVALUATED_STEP if evaluates else _FRAMES_PER_STEP
@@ -150,8 +157,10 @@ class Validator:
     def estimated_bytes(self, document_bytes: int) -> int:
         """About how many bytes this validator holds, given the size of its
         compact document (what the validator cache is bounded by)."""
-        return BYTES_PER_NODE * len(self.nodes) + BYTES_PER_DOCUMENT_BYTE * (
-            document_bytes
+        return (
+            BYTES_PER_NODE * len(self.nodes)
+            + BYTES_PER_KEYWORD * self._keywords
+            + BYTES_PER_DOCUMENT_BYTE * document_bytes
         )
 
     def validate(self, payload: bytes) -> Any:

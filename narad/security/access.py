@@ -158,6 +158,21 @@ def confirm_read(req: falcon.Request, topic: str, owned: str | None) -> None:
     req.context.gate.confirm_read(req.context.principal, topic, owned)
 
 
+def reauthorize(req: falcon.Request, action: Action, topic: str) -> None:
+    """:func:`authorize` again, credentials included, for a request still at
+    work: a long poll calls it before each look after its first, so that once
+    this worker knows its user deleted (401) or the grant revoked (403), the
+    poll ends without leasing. A lookup while the worker's users stream is
+    live (see :meth:`~narad.security.authn.Authenticator.reconfirm`).
+    """
+    authenticator = req.context.authenticator
+    if authenticator is not None:
+        req.context.principal = authenticator.reconfirm(
+            req.get_header("Authorization"), req.remote_addr or ""
+        )
+    req.context.gate.check(req.context.principal, action, topic)
+
+
 def principal(req: falcon.Request) -> Principal:
     """Who the request is (:data:`~narad.security.authn.OPEN` when security
     is off)."""

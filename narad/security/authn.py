@@ -66,6 +66,9 @@ CHECK_SLOTS = 2  # hashes at once per worker: 2 x 16 MiB at the default cost
 CHECK_QUEUE = 64  # requests waiting for a slot before the next one gets 503
 CHECK_WAIT_S = 5.0
 MAX_CACHED = 10_000  # credentials a worker remembers (narad_cache_entries)
+# How old an entry the users stream cannot vouch for may be and still let a
+# long poll look again without reading the user (see Authenticator.reconfirm).
+RECONFIRM_S = 1.0
 # base64 of the longest user:password a stored user can have
 _MAX_ENCODED = 4 * math.ceil((64 + 1 + 4 * MAX_PASSWORD) / 3)
 
@@ -217,10 +220,8 @@ class Authenticator:
         where = address_key(address)
         # A name no user can have gets no bucket (nor memory for one).
         who = "user:" + name if USERNAME.fullmatch(name) else None
-        key = (name, hashlib.blake2b(raw, key=self._key, digest_size=16).digest())
-        entry = self.cache.get(key)
-        if entry is not None and self._clock() - entry.at >= self._cache_s:
-            entry = None
+        key = self._cache_key(name, raw)
+        entry = self._cached(key)
         self._limit(entry, who, where)
         if entry is not None and self._trusted and entry.at >= self._live_since:
             return entry.principal
@@ -230,6 +231,42 @@ class Authenticator:
             metrics.TALLY.inc(metrics.AUTH_FAILURES, ("wrong",))
             raise BadCredentials()
         return principal
+
+    def reconfirm(self, header: str | None, address: str) -> Principal:
+        """The user of a request admitted earlier and still at work (a long
+        poll about to look again), as :meth:`authenticate` would find it now.
+
+        A lookup while the users stream vouches for the cached entry, which
+        a change or deletion of the user drops; while it cannot vouch, an
+        entry read within :data:`RECONFIRM_S` serves too, so that thousands
+        of waiting polls do not each read their user before every look.
+        Otherwise the credentials are checked as a new request's are.
+
+        Raises:
+            As :meth:`authenticate`.
+        """
+        if header is not None:
+            try:
+                name, _, raw = parse_basic(header)
+            except MalformedCredentials:
+                pass  # not admitted either: authenticate() answers it
+            else:
+                entry = self._cached(self._cache_key(name, raw))
+                if entry is not None and (
+                    (self._trusted and entry.at >= self._live_since)
+                    or self._clock() - entry.at < RECONFIRM_S
+                ):
+                    return entry.principal
+        return self.authenticate(header, address)
+
+    def _cache_key(self, name: str, raw: bytes) -> tuple[str, bytes]:
+        return (name, hashlib.blake2b(raw, key=self._key, digest_size=16).digest())
+
+    def _cached(self, key: tuple[str, bytes]) -> _Entry | None:
+        entry = self.cache.get(key)
+        if entry is not None and self._clock() - entry.at >= self._cache_s:
+            return None
+        return entry
 
     def _limit(self, entry: _Entry | None, who: str | None, where: str) -> None:
         """Refuse (429) what the failure limits hold back.

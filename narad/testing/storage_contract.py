@@ -590,7 +590,10 @@ class StorageContract:
     def test_topic_stats_follow_positions(self, storage):
         meta = self.topic(storage, partitions=2, max_acked_ahead_per_partition=10)
         empty = self.topic(storage)
-        assert storage.topic_stats([meta, empty]) == [TopicStats(), TopicStats()]
+        assert storage.topic_stats([meta, empty], now_ms=0) == [
+            TopicStats(),
+            TopicStats(),
+        ]
         for i in range(3):
             self.put(storage, meta, b"p0-%d" % i, now=100 + i, partition=0)
         self.put(storage, meta, b"p1", now=50, partition=1)
@@ -600,7 +603,7 @@ class StorageContract:
         assert (first.offset, second.offset) == (0, 1)
         ack = storage.settle(meta, 0, 1, nonce(2), action=Settle.ACK, now_ms=201)
         assert ack is Status.OK
-        [stats] = storage.topic_stats([meta])
+        [stats] = storage.topic_stats([meta], now_ms=201)
         assert stats == TopicStats(
             produced=4,
             delivered=2,
@@ -619,7 +622,7 @@ class StorageContract:
             Status.OK,
             Status.OK,
         ]
-        assert storage.topic_stats([meta]) == [
+        assert storage.topic_stats([meta], now_ms=204) == [
             TopicStats(produced=4, delivered=4, acked=4)
         ]
 
@@ -628,8 +631,8 @@ class StorageContract:
         meta = self.topic(storage)
         self.put(storage, meta, b"m", now=1)
         assert storage.delete_topic(meta) is Status.OK
-        assert storage.topic_stats([meta]) == [TopicStats()]
-        assert storage.topic_stats([]) == []
+        assert storage.topic_stats([meta], now_ms=1) == [TopicStats()]
+        assert storage.topic_stats([], now_ms=1) == []
 
     @requires("topic_stats")
     def test_topic_stats_of_many_topics_in_order(self, storage):
@@ -637,7 +640,7 @@ class StorageContract:
         for count, meta in enumerate(metas):
             for i in range(count):
                 self.put(storage, meta, b"m", now=10 + count, partition=i)
-        stats = storage.topic_stats(metas)
+        stats = storage.topic_stats(metas, now_ms=20)
         assert [s.produced for s in stats] == list(range(6))
         assert [s.oldest_unacked_ms for s in stats] == [None, 11, 12, 13, 14, 15]
 
@@ -652,9 +655,37 @@ class StorageContract:
             meta, 0, given.offset, given.nonce, action=Settle.RELEASE, now_ms=2
         )
         assert lapsing.offset == 0
-        [stats] = storage.topic_stats([meta])
+        [stats] = storage.topic_stats([meta], now_ms=2)
         assert (stats.delivered, stats.backlog, stats.in_flight) == (2, 0, 2)
         assert stats.oldest_unacked_ms == 0
+
+    @requires("topic_stats")
+    def test_topic_stats_leave_out_what_retention_no_longer_keeps(self, storage):
+        # Nothing wrote since offsets 0-3 aged out at HOUR: the figures are
+        # those a write trimming them leaves, what a consumer could get.
+        idle = self.topic(storage, retention_ms=HOUR)
+        held = self.topic(storage, retention_ms=HOUR)
+        for meta in (idle, held):
+            for now in (0, 0, 0, 0, HOUR // 2, HOUR // 2, HOUR // 2):
+                self.put(storage, meta, b"m", now=now)
+        nonces = [nonce(i) for i in range(6)]
+        got = storage.reserve_batch(held, [0], nonces=nonces, now_ms=HOUR // 2)
+        leases = [Lease(0, m.offset, m.nonce) for m in got.messages]
+        assert [lease.offset for lease in leases] == list(range(6))
+        acks = [leases[1], leases[5]]  # above the floor, one of them retained
+        assert storage.settle_batch(
+            held, acks, action=Settle.ACK, now_ms=HOUR // 2
+        ) == [Status.OK, Status.OK]
+        expected = [
+            TopicStats(7, 4, 4, 3, 0, HOUR // 2),
+            TopicStats(7, 6, 5, 1, 1, HOUR // 2),  # 4 in flight, 5 acked
+        ]
+        assert storage.topic_stats([idle, held], now_ms=HOUR) == expected
+        for meta in (idle, held):
+            self.put(storage, meta, b"trims", now=HOUR)
+        assert storage.topic_stats([idle, held], now_ms=HOUR) == [
+            replace(stats, produced=8, backlog=stats.backlog + 1) for stats in expected
+        ]
 
     def test_retention_zero_keeps_forever(self, storage):
         meta = self.topic(storage, retention_ms=0)
@@ -757,6 +788,60 @@ class StorageContract:
         assert settle(first, Settle.ACK, 1601) is Status.GONE
         assert settle(second, Settle.ACK, 1601) is Status.OK
         assert settle(second, Settle.ACK, 1602) is Status.REPEATED
+
+    def test_the_lease_that_lapsed_first_is_offered_first(self, storage):
+        meta = self.topic(storage, visibility_timeout_ms=1000)
+        for _ in range(2):
+            self.put(storage, meta, b"m", now=0)
+        held = [
+            storage.reserve(meta, [0], nonce=nonce(i), now_ms=0).message
+            for i in range(2)
+        ]
+        # Offset 0's lease is renewed, so offset 1's lapses first.
+        assert (
+            storage.settle(meta, 0, 0, held[0].nonce, action=Settle.EXTEND, now_ms=500)
+            is Status.OK
+        )
+        again = [
+            storage.reserve(meta, [0], nonce=nonce(9 - i), now_ms=2000).message
+            for i in range(2)
+        ]
+        assert [m.offset for m in again] == [1, 0]
+
+    def test_acks_below_what_a_bounded_trim_passes_over_never_fill_the_cap(
+        self, storage
+    ):
+        # More expired messages than one call drops: a reserve passes over the
+        # rest (its floor jumps past them). Acks among them count no more
+        # against max_acked_ahead than trimmed messages do.
+        meta = self.topic(
+            storage,
+            retention_ms=HOUR,
+            visibility_timeout_ms=3 * HOUR,
+            max_acked_ahead_per_partition=2,
+        )
+        for _ in range(3):
+            entries = [Entry(0, b"", b"old", PayloadKind.TEXT)] * 700
+            storage.append(meta, entries, schema_version=0, now_ms=0)
+        held = []
+        while len(held) < 2100:
+            got = storage.reserve_batch(
+                meta, [0], nonces=[nonce(len(held) + i) for i in range(100)], now_ms=0
+            ).messages
+            held += got
+            in_order = [Lease(0, m.offset, m.nonce) for m in got if m.offset < 2050]
+            storage.settle_batch(meta, in_order, action=Settle.ACK, now_ms=0)
+        ahead = [Lease(0, m.offset, m.nonce) for m in held[2051:2053]]
+        assert (
+            storage.settle_batch(meta, ahead, action=Settle.ACK, now_ms=0)
+            == [Status.OK] * 2
+        )
+        for _ in range(2):
+            self.put(storage, meta, b"new", now=HOUR + 1)
+        got = storage.reserve_batch(
+            meta, [0], nonces=[nonce(9000), nonce(9001)], now_ms=HOUR + 1
+        )
+        assert [m.offset for m in got.messages] == [2100, 2101]
 
     def test_settling_what_was_never_leased_is_gone(self, storage):
         meta = self.topic(storage)
@@ -928,6 +1013,42 @@ class StorageContract:
         # Once retention drops the message, the fact goes with it.
         self.put(storage, meta, b"new", now=HOUR)
         assert settle(held[0], now=HOUR) is Status.GONE
+
+    def test_acks_of_messages_retention_aged_out_never_fill_the_acked_cap(
+        self, storage
+    ):
+        # Leases outlive retention here, and nothing writes to trim: offsets
+        # 0-2 age out at HOUR while leased. Their acks end the leases but
+        # count no more against max_acked_ahead than trimmed messages do.
+        meta = self.topic(
+            storage,
+            retention_ms=HOUR,
+            visibility_timeout_ms=3 * HOUR,
+            max_acked_ahead_per_partition=1,
+        )
+        for now in (0, 0, 0, HOUR // 2, HOUR // 2, HOUR // 2):
+            self.put(storage, meta, b"m", now=now)
+        held = [
+            storage.reserve(meta, [0], nonce=nonce(i), now_ms=HOUR // 2).message
+            for i in range(6)
+        ]
+        assert [m.offset for m in held] == list(range(6))
+
+        def ack(message):
+            return storage.settle(
+                meta, 0, message.offset, message.nonce, action=Settle.ACK, now_ms=HOUR
+            )
+
+        assert ack(held[1]) is Status.OK
+        assert ack(held[2]) is Status.OK
+        assert ack(held[4]) is Status.OK
+        assert ack(held[5]) is Status.ACKED_AHEAD_FULL  # live messages: capped
+        assert ack(held[3]) is Status.OK
+        assert ack(held[5]) is Status.OK
+        assert [ack(m) for m in held[1:]] == [Status.REPEATED] * 5
+        [stats] = storage.partition_stats(meta, now_ms=HOUR)
+        assert stats.in_flight == 0
+        assert storage.reserve(meta, [0], nonce=nonce(9), now_ms=HOUR).message is None
 
     def test_an_ack_of_a_lapsed_lease_taken_by_another_is_gone(self, storage):
         meta = self.topic(storage, visibility_timeout_ms=1000)
@@ -1175,6 +1296,76 @@ class StorageContract:
         assert none.messages == ()
         frontier = storage.reserve_batch(meta, [0], nonces=nonces, now_ms=2000)
         assert [m.offset for m in frontier.messages] == [0]
+
+    def test_reserve_batch_stops_before_the_byte_budget(self, storage):
+        meta = self.topic(storage, partitions=2)
+        # Each message counts 100 bytes: a 1-byte key and 99 of payload.
+        for partition, count in ((0, 5), (1, 2)):
+            for i in range(count):
+                payload = b"%d-%d" % (partition, i)
+                payload += b"." * (99 - len(payload))
+                self.put(storage, meta, payload, now=0, partition=partition, key=b"k")
+        nonces = [nonce(i) for i in range(10)]
+
+        def batch(max_bytes):
+            got = storage.reserve_batch(
+                meta, [0, 1], nonces=nonces, now_ms=1, max_bytes=max_bytes
+            )
+            assert got.status is Status.OK
+            return [(m.partition, m.offset, m.nonce) for m in got.messages]
+
+        # Exactly the budget fits; the fourth message would go past it.
+        assert batch(300) == [(0, 0, nonces[0]), (0, 1, nonces[1]), (0, 2, nonces[2])]
+        # The budget spans partitions, and a batch stops at the first message
+        # that does not fit: what is left comes next, in order.
+        assert batch(250) == [(0, 3, nonces[0]), (0, 4, nonces[1])]
+        # The first message is leased whatever its size.
+        assert batch(1) == [(1, 0, nonces[0])]
+        assert batch(None) == [(1, 1, nonces[0])]
+        assert batch(None) == []
+
+    def test_reserve_batch_budget_leaves_lapsed_leases_for_the_next(self, storage):
+        meta = self.topic(
+            storage,
+            partitions=2,
+            visibility_timeout_ms=1000,
+            max_acked_ahead_per_partition=1,
+        )
+        for i in range(4):
+            self.put(storage, meta, b"%d" % i + b"." * 99, now=0)
+        self.put(storage, meta, b"p1" + b"." * 98, now=0, partition=1)
+        nonces = [nonce(i) for i in range(10)]
+        held = storage.reserve_batch(meta, [0], nonces=nonces[:3], now_ms=0)
+        assert [m.offset for m in held.messages] == [0, 1, 2]
+        # Lapsed leases are taken again first, within the budget.
+        again = storage.reserve_batch(
+            meta, [0], nonces=nonces[3:], now_ms=1000, max_bytes=250
+        )
+        assert [(m.offset, m.payload[:1]) for m in again.messages] == [
+            (0, b"0"),
+            (1, b"1"),
+        ]
+        rest = storage.reserve_batch(
+            meta, [0], nonces=nonces[5:], now_ms=1000, max_bytes=250
+        )
+        assert [m.offset for m in rest.messages] == [2, 3]
+        assert (
+            storage.settle(meta, 0, 3, nonces[6], action=Settle.ACK, now_ms=1001)
+            is Status.OK
+        )
+        # Acked-ahead is full: offset 0 alone may move once it lapses, and
+        # only if the budget has room for it after partition 1's message.
+        later = 2000
+        first = storage.reserve_batch(
+            meta, [1, 0], nonces=nonces, now_ms=later, max_bytes=150
+        )
+        assert [(m.partition, m.offset) for m in first.messages] == [(1, 0)]
+        frontier = storage.reserve_batch(
+            meta, [1, 0], nonces=nonces, now_ms=later, max_bytes=150
+        )
+        assert [(m.partition, m.offset, m.payload[:1]) for m in frontier.messages] == [
+            (0, 0, b"0")
+        ]
 
     def test_settle_batch_judges_each_lease_in_order(self, storage):
         meta = self.topic(storage, partitions=2, max_acked_ahead_per_partition=1)

@@ -456,24 +456,27 @@ class RedisStorage:
             for i in range(meta.partitions)
         ]
 
-    def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
+    def topic_stats(
+        self, metas: Sequence[TopicMeta], *, now_ms: int
+    ) -> list[TopicStats]:
         # A read-only script (the oldest unacked message's timestamp without
         # its payload), in calls of a bounded partition count, one pipeline.
         if not metas:
             return []
-        calls: list[list[str]] = [[]]
+        calls: list[tuple[list[str], list[int]]] = [([], [now_ms])]
         for meta in metas:
             for index in range(meta.partitions):
-                if len(calls[-1]) >= 4 * STATS_PARTITIONS_PER_CALL:
-                    calls.append([])
+                if len(calls[-1][0]) >= 4 * STATS_PARTITIONS_PER_CALL:
+                    calls.append(([], [now_ms]))
                 state, log, lease, _, acked = self._partition_keys(meta.name, index)
-                calls[-1] += [state, log, lease, acked]
+                calls[-1][0].extend((state, log, lease, acked))
+                calls[-1][1].append(meta.retention_ms)
         script = self.scripts["topic_stats"]
 
         def read(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)
-            for keys in calls:
-                script(keys=keys, args=[], client=pipe)
+            for keys, args in calls:
+                script(keys=keys, args=args, client=pipe)
             return pipe.execute()
 
         started = time.perf_counter()
@@ -804,14 +807,16 @@ class RedisStorage:
         *,
         nonces: Sequence[str],
         now_ms: int,
+        max_bytes: int | None = None,
     ) -> BatchReserveResult:
         keys = [self._topic(meta.name) + ":meta"]
         for index in partitions:
             keys += self._partition_keys(meta.name, index)
+        budget = -1 if max_bytes is None else max_bytes
         reply = self._run(
             "reserve",
             keys,
-            [meta.epoch, now_ms, len(partitions), *partitions, *nonces],
+            [meta.epoch, now_ms, budget, len(partitions), *partitions, *nonces],
         )
         if reply[0] == b"no_topic":
             return BatchReserveResult(Status.NO_TOPIC)

@@ -92,12 +92,23 @@ class _Partition:
         self.cursor = max(self.cursor, self.kept_from)
         if self.floor < self.kept_from:
             self.floor = self.kept_from
+            self.acked = {o for o in self.acked if o >= self.kept_from}
             self.advance_floor()
 
     def advance_floor(self) -> None:
         while self.floor in self.acked:
             self.acked.remove(self.floor)
             self.floor += 1
+
+    def pass_expired(self, retention_ms: int, now_ms: int) -> None:
+        """Move the floor past what retention aged out untrimmed (at most
+        to the cursor), as a trim would."""
+        while self.floor < self.cursor and not _kept(
+            self.log.get(self.floor), retention_ms, now_ms
+        ):
+            self.floor += 1
+        self.acked = {o for o in self.acked if o >= self.floor}
+        self.advance_floor()
 
     def put(self, message: Message, ts: int) -> int:
         """Store ``message`` at the next offset, stamped at least ``ts``."""
@@ -128,7 +139,8 @@ class _Partition:
             o for o, d in self.leases.items() if d <= now_ms and o >= self.kept_from
         ]
         if lapsed:
-            return min(lapsed)
+            # As a sorted set orders them: by deadline, then member (a string).
+            return min(lapsed, key=lambda o: (self.leases[o], str(o)))
         return self.cursor if fresh else None
 
     def is_acked(self, offset: int) -> bool:
@@ -461,13 +473,29 @@ class MemoryStorage:
                 stats.append(PartitionStats(i, oldest, p.next, held))
             return stats
 
-    def topic_stats(self, metas: Sequence[TopicMeta]) -> list[TopicStats]:
+    def topic_stats(
+        self, metas: Sequence[TopicMeta], *, now_ms: int
+    ) -> list[TopicStats]:
         with self._lock:
-            return [self._stats(self._topics.get(meta.name)) for meta in metas]
+            return [
+                self._stats(self._topics.get(meta.name), meta.retention_ms, now_ms)
+                for meta in metas
+            ]
 
     @staticmethod
-    def _stats(topic: _Topic | None) -> TopicStats:
-        parts = topic.partitions if topic else []
+    def _stats(topic: _Topic | None, retention_ms: int, now_ms: int) -> TopicStats:
+        # Only a write trims: the positions a trim at now_ms would leave.
+        parts = []
+        for p in topic.partitions if topic else []:
+            p = replace(
+                p,
+                log=dict(p.log),
+                leases=dict(p.leases),
+                nonces=dict(p.nonces),
+                acked=set(p.acked),
+            )
+            p.trim(retention_ms, now_ms, budget=p.next)
+            parts.append(p)
         unacked = [
             p.log[p.floor].timestamp
             for p in parts
@@ -725,6 +753,7 @@ class MemoryStorage:
         *,
         nonces: Sequence[str],
         now_ms: int,
+        max_bytes: int | None = None,
     ) -> BatchReserveResult:
         with self._lock:
             topic = self._live(meta)
@@ -733,6 +762,8 @@ class MemoryStorage:
             stored = topic.meta
             earliest = due = None
             taken: list[Message] = []
+            spent = 0
+            full = False
             for index in partitions:
                 part = topic.partitions[index]
                 part.trim(stored.retention_ms, now_ms, TRIM_BUDGET)
@@ -741,13 +772,18 @@ class MemoryStorage:
                     offset = part.candidate(stored, now_ms)
                     if offset is None:
                         break
+                    message = part.log[offset]
+                    spent += len(message.key) + len(message.payload)
+                    if taken and max_bytes is not None and spent > max_bytes:
+                        full = True  # left where it is, offered next
+                        break
                     if offset == part.cursor:
                         part.cursor += 1
                     nonce = nonces[len(taken)]
                     part.leases[offset] = now_ms + stored.visibility_timeout_ms
                     part.nonces[offset] = nonce
-                    taken.append(replace(part.log[offset], nonce=nonce))
-                if len(taken) == len(nonces):
+                    taken.append(replace(message, nonce=nonce))
+                if len(taken) == len(nonces) or full:
                     break
                 if taken:
                     continue
@@ -825,13 +861,17 @@ class MemoryStorage:
             part.leases[offset] = 0
             del part.nonces[offset]
             return Status.OK
-        if offset != part.floor:
-            if len(part.acked) >= topic.meta.max_acked_ahead_per_partition:
+        cap = topic.meta.max_acked_ahead_per_partition
+        if offset > part.floor and len(part.acked) >= cap:
+            part.pass_expired(topic.meta.retention_ms, now_ms)
+        if offset > part.floor:
+            if len(part.acked) >= cap:
                 return Status.ACKED_AHEAD_FULL
             part.acked.add(offset)
-        else:
+        elif offset == part.floor:
             part.floor += 1
             part.advance_floor()
+        # Below the floor (retention passed it over): ending the lease is all.
         del part.leases[offset]  # the nonce stays: a retried ack is known by it
         return Status.OK
 

@@ -136,3 +136,59 @@ def test_a_batch_ack_of_a_thousand_handles(http, topic):
     body = json.dumps({"receipt_handles": handles(held) * 2}).encode()
     too_many = http.post(f"/v1/topics/{topic}/ack/batch", body)
     assert too_many.status == 400
+
+
+def test_a_batch_consume_answers_what_fits_its_byte_budget(http, topic):
+    # The node's budget is the default broker.batch_consume_max_bytes (4 MiB):
+    # four of these messages fit in a batch, a fifth would go past it.
+    make(http, topic, partitions=2)
+    sent = {}
+    held = []
+
+    def produce(partition, count):
+        for _ in range(count):
+            offset = sum(1 for p, _ in sent if p == partition)
+            tag = f"{partition}/{offset}:".encode()
+            sent[partition, offset] = tag + b"x" * (1_000_000 - len(tag))
+            path = f"/v1/topics/{topic}/produce?partition={partition}"
+            assert http.post(path, sent[partition, offset]).status == 202
+
+    def leased(messages):
+        held.extend(messages)
+        for m in messages:
+            assert m["payload"].encode() == sent[m["partition"], m["offset"]]
+        return [(m["partition"], m["offset"]) for m in messages]
+
+    # Without a partition: two batches of four; per partition, nothing is
+    # skipped or repeated and the offsets come in order.
+    produce(0, 5)
+    produce(1, 3)
+    first = leased(take(http, topic, max=100))
+    second = leased(take(http, topic, max=100))
+    assert len(first) == len(second) == 4
+    for partition, count in ((0, 5), (1, 3)):
+        assert [o for p, o in first + second if p == partition] == list(range(count))
+    assert take(http, topic, max=100) == []
+    # With a partition: the other partition's message stays for later.
+    produce(0, 5)
+    produce(1, 1)
+    assert leased(take(http, topic, max=100, partition=0)) == [
+        (0, 5),
+        (0, 6),
+        (0, 7),
+        (0, 8),
+    ]
+    assert leased(take(http, topic, max=100, partition=0)) == [(0, 9)]
+    assert take(http, topic, max=100, partition=0) == []
+    # A single consume of such a message is as before.
+    produce(0, 1)
+    single = http.get(f"/v1/topics/{topic}/consume?partition=0")
+    assert single.status == 200
+    assert leased([single.json()]) == [(0, 10)]
+    assert leased(take(http, topic, max=100)) == [(1, 3)]
+    # Everything was delivered once; acking it all leaves nothing.
+    assert sorted((m["partition"], m["offset"]) for m in held) == sorted(sent)
+    assert settle(http, topic, handles(held)) == ["acked"] * len(sent)
+    stats = http.get(f"/v1/topics/{topic}").json()["partition_stats"]
+    assert sum(s["in_flight"] for s in stats) == 0
+    assert take(http, topic, max=100) == []

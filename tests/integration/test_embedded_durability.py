@@ -108,6 +108,30 @@ def status_as(url: str):
         backend.close()
 
 
+def test_the_durable_gauge_is_0_while_the_storage_cannot_be_reached(tmp_path):
+    # It says every write reaches the disk before its 202; with the storage
+    # gone, writes answer 503 and the gauge must not go on saying 1.
+    server = start_valkey(tmp_path / "valkey")
+    node = Node(
+        tmp_path / "node",
+        storage_url=server.tcp_url,
+        workers=1,
+        env={"NARAD_PLUGINS_REDIS_RETRY_ATTEMPTS": "1"},
+    ).start()
+    try:
+        http = node.client()
+        assert durable_gauge(http) == 1
+        server.stop()
+        assert wait_until(lambda: durable_gauge(http) == 0)
+        assert http.post("/v1/topics", {"name": "t"}).status == 503
+        server.start()
+        assert wait_until(lambda: durable_gauge(http) == 1)
+        http.close()
+    finally:
+        node.stop()
+        server.stop()
+
+
 def test_the_status_read_with_info_alone_and_with_eviction(tmp_path):
     """A user without CONFIG still learns whether the AOF is on (INFO); it
     cannot see the fsync policy, and says so. Eviction is never durable."""

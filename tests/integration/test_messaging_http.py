@@ -14,7 +14,15 @@ from urllib.parse import urlencode
 
 import pytest
 
+import narad_redis
+from narad.broker.receipts import Receipt
+from narad.config import Config
+from narad.storage import Entry
+from narad.storage import PayloadKind
+
 pytestmark = pytest.mark.slow
+
+HOUR = 3_600_000
 
 # Well-formed (partition 0, offset 0) but with a nonce no reservation has.
 FORGED = base64.urlsafe_b64encode(b"0.0." + b"A" * 16).decode().rstrip("=")
@@ -261,3 +269,34 @@ def test_max_acked_ahead_blocks_until_the_frontier_moves(http, topic):
     again = consume(http, topic, wait="2s").json()
     assert again["offset"] == 0
     assert ack(http, topic, again["receipt_handle"]).status == 204
+
+
+def test_acks_of_messages_past_retention_do_not_fill_the_acked_ahead_cap(
+    http, topic, storage_url
+):
+    # Messages that aged out while leased, nothing writing since: the node's
+    # clock judges them, so they are produced and leased at an earlier "now"
+    # straight through the storage.
+    make(
+        http,
+        topic,
+        partitions=1,
+        retention_ms=HOUR,
+        visibility_timeout_ms=3 * HOUR,
+        max_acked_ahead_per_partition=1,
+    )
+    storage = narad_redis.connect(storage_url, Config.load(env={}))
+    try:
+        meta = storage.get_topic(topic)
+        aged = int(time.time() * 1000) - HOUR - 60_000
+        entries = [Entry(0, b"", b"old", PayloadKind.TEXT)] * 3
+        assert storage.append(meta, entries, schema_version=0, now_ms=aged).count == 3
+        nonces = [f"{i:016d}" for i in range(3)]
+        held = storage.reserve_batch(meta, [0], nonces=nonces, now_ms=aged).messages
+    finally:
+        storage.close()
+    handles = [Receipt(0, m.offset, m.nonce).encode() for m in held]
+    assert ack(http, topic, handles[1]).status == 204
+    assert ack(http, topic, handles[2]).status == 204
+    assert ack(http, topic, handles[0]).status == 204
+    assert stats(http, topic)[0]["in_flight"] == 0

@@ -326,3 +326,29 @@ def test_bad_setting_stops_start_up_naming_it(tmp_path, setting):
         node.start(timeout=10)
     key = name.removeprefix("NARAD_").lower().replace("_", ".", 1)
     assert f"`{key}`" in node.log.read_text()
+
+
+def test_a_reload_with_a_broken_file_leaves_narad_serve_serving(storage_url, tmp_path):
+    # `narad serve` keeps the settings it started with; its new workers read
+    # the file again and stopped the node at a reload (SIGHUP) after a typo.
+    toml = tmp_path / "narad.toml"
+    toml.write_text("[server]\nkeepalive = 30\n")
+    node = Node(tmp_path, storage_url=storage_url, env={"NARAD_CONFIG": str(toml)})
+    node.start()
+    try:
+        before = set(node.worker_pids())
+        toml.write_text("[server\n")
+        node.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 60
+        while (workers := set(node.worker_pids())) & before or len(workers) != 2:
+            assert node.process.poll() is None, node.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, node.log.read_text()[-3000:]
+            time.sleep(0.05)
+        node.wait_ready()
+        http = node.client()
+        assert http.get("/healthz").status == 200
+        http.close()
+        assert set(node.worker_pids()) == workers
+    finally:
+        node.stop()
+    assert node.process.returncode == 0

@@ -21,6 +21,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+import narad_redis
+from narad.config import Config
+from narad.storage import Entry
+from narad.storage import PayloadKind
 from tests.httpclient import ADMIN
 from tests.nodes import ROOT
 from tests.nodes import free_port
@@ -279,6 +283,34 @@ def test_request_counts_add_up_across_workers(node, topic):
     assert not [k for k in seen if k[1] == label]
 
 
+def test_topic_metrics_leave_out_what_retention_no_longer_keeps(
+    node, topic, storage_url
+):
+    # Messages that aged out while nothing wrote to the topic: no consumer
+    # can get them, so they are neither backlog nor an unacked message
+    # waiting (which the alerts would page for).
+    topic = f"0-{topic}"[:249]
+    hour = 3_600_000
+    http = node.client()
+    assert http.post("/v1/topics", {"name": topic, "retention_ms": hour}).status == 201
+    storage = narad_redis.connect(storage_url, Config.load(env={}))
+    try:
+        meta = storage.get_topic(topic)
+        aged = int(time.time() * 1000) - 2 * hour
+        entries = [Entry(0, b"", b"old", PayloadKind.TEXT)] * 3
+        assert storage.append(meta, entries, schema_version=0, now_ms=aged).count == 3
+    finally:
+        storage.close()
+    label = (("topic", topic),)
+    produced = ("narad_topic_messages_produced_total", label)
+    seen = eventually(node, lambda seen: seen.get(produced) == 3)
+    assert seen[("narad_topic_backlog_messages", label)] == 0
+    assert seen[("narad_topic_oldest_unacked_age_seconds", label)] == 0
+    assert seen[("narad_topic_messages_consumed_total", label)] == 3
+    http.delete(f"/v1/topics/{topic}")
+    http.close()
+
+
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$topic": ".*"}
 
 
@@ -489,6 +521,14 @@ def test_a_gunicorn_node_notifies_systemd_logs_json_and_stops_on_sigterm(
         ({"NARAD_SERVER_WORKERS": "many"}, "`server.workers` ($NARAD_SERVER_WORKERS)"),
         # Found as the master starts (on_starting).
         ({"NARAD_STORAGE_URL": ""}, "`storage.url` is empty"),
+        # Else each worker fails on it at boot.
+        (
+            {
+                "NARAD_PLUGINS_REDIS_POOL_SIZE": "0",
+                "NARAD_STORAGE_URL": "redis://127.0.0.1:1/0",
+            },
+            "`plugins.redis.pool_size` ($NARAD_PLUGINS_REDIS_POOL_SIZE)",
+        ),
         # Else each worker would die on its first metric.
         (
             {"PROMETHEUS_MULTIPROC_DIR": "/nonexistent/metrics"},
@@ -517,6 +557,84 @@ def test_a_gunicorn_node_with_a_bad_setting_says_why_without_a_traceback(
     assert ran.returncode == 2, ran.stderr
     assert words in ran.stderr
     assert "Traceback" not in ran.stderr
+
+
+def _workers(process: subprocess.Popen) -> set[int]:
+    out = subprocess.run(
+        ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+    ).stdout
+    return {int(pid) for pid in out.split()}
+
+
+def _reload(process: subprocess.Popen, base: str, log: Path) -> set[int]:
+    """SIGHUP, as `systemctl reload narad` sends; wait until a new generation
+    of workers serves alone. The new workers' pids."""
+    before = _workers(process)
+    process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, log.read_text()[-3000:]
+        workers = _workers(process)
+        if len(workers) == 2 and not workers & before:
+            break
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.05)
+    wait_ready(base, process, log)
+    return workers
+
+
+@pytest.mark.parametrize(
+    ("broken", "words"),
+    [
+        ("[security\nenabled = true\n", "is not TOML"),
+        ('[security]\nenabled = "maybe"\n', "`security.enabled` ({toml}): expected"),
+        ("[plugins.redis]\npool_size = 0\n", "`plugins.redis.pool_size` ({toml})"),
+    ],
+    ids=["not-toml", "bad-value", "bad-plugin-value"],
+)
+def test_a_reload_with_a_broken_file_keeps_the_node_on_its_settings(
+    storage_url, tmp_path, topic, broken, words
+):
+    # `systemctl reload narad` (SIGHUP to gunicorn's master) re-reads
+    # narad.toml: a file that does not load is refused and logged, and the
+    # node, its new workers included, serves on with the settings it had; the
+    # fixed file then takes effect at the next reload.
+    from tests.httpclient import Client
+
+    toml = tmp_path / "narad.toml"
+    toml.write_text("[security]\nenabled = true\n")
+    port = free_port()
+    process, log = gunicorn_node(
+        tmp_path,
+        storage_url,
+        port,
+        NARAD_CONFIG=str(toml),
+        NARAD_SECURITY_SCRYPT_LOG2_N="10",
+    )
+    base = f"http://127.0.0.1:{port}"
+    anonymous = Client(base, auth=None)
+    http = Client(base)
+    try:
+        wait_ready(base, process, log)
+        assert http.post("/v1/topics", {"name": topic}).status == 201
+        toml.write_text(broken)
+        workers = _reload(process, base, log)
+        assert words.format(toml=toml) in log.read_text()
+        assert http.get("/healthz").status == 200
+        assert anonymous.get("/v1/topics").status == 401  # security still on
+        assert http.post(f"/v1/topics/{topic}/produce", "m").status == 202
+        got = http.get(f"/v1/topics/{topic}/consume")
+        assert (got.status, got.json()["payload"]) == (200, "m")
+        assert _workers(process) == workers  # none died since
+        toml.write_text("[security]\nenabled = false\n")
+        _reload(process, base, log)
+        assert anonymous.get("/v1/topics").status == 200
+    finally:
+        anonymous.close()
+        http.close()
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    assert process.returncode == 0, log.read_text()[-2000:]
 
 
 def test_a_gunicorn_node_aggregates_its_workers_metrics_as_written(

@@ -6,7 +6,13 @@ import itertools
 import json
 import threading
 
+import pytest
+
+import narad_redis
+from narad.config import Config
 from narad.schema import jsontext
+from narad.storage import SchemaLimits
+from narad.storage import SchemaVersion
 from tests.nodes import Node
 
 OBJECT_WITH_ID = {
@@ -374,3 +380,102 @@ def test_concurrent_changes_on_two_nodes_give_a_gapless_checked_history(
             )
     finally:
         other.stop()
+
+
+# Versions an older node stored before registration meta-checked what a
+# reference leads to (8181a34): each breaks the validator in its own place.
+UNCHECKED_TARGETS = [
+    b'{"$ref":"#/x-lib","x-lib":{"type":"bogus"}}',  # compiling
+    b'{"$ref":"#/x-lib","x-lib":{"items":{"properties":5}}}',  # compiling
+    b'{"$ref":"#/x-lib","x-lib":{"minimum":"a"}}',  # validating
+    b'{"$ref":"#/x-lib","x-lib":{"multipleOf":0}}',  # validating
+    b'{"$ref":"#/x-lib/const","x-lib":{"const":{"pattern":"(?=a)"}}}',  # data
+]
+
+
+@pytest.fixture
+def storage(storage_url):
+    backend = narad_redis.connect(storage_url, Config.load(env={}))
+    yield backend
+    backend.close()
+
+
+@pytest.mark.parametrize(
+    "stored", UNCHECKED_TARGETS, ids=["type", "properties", "minimum", "zero", "data"]
+)
+def test_a_stored_version_that_cannot_be_used_refuses_produce_until_replaced(
+    http, topic, storage, stored
+):
+    make(http, topic, {"type": "integer"})
+    written = storage.append_schema(
+        storage.get_topic(topic),
+        SchemaVersion(2, stored, False),
+        expected_current=1,
+        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
+    )
+    assert written.version == 2
+    for _ in range(2):  # the second from the cached outcome
+        resp = http.post(f"/v1/topics/{topic}/produce", b"1")
+        assert resp.status == 409, resp.data
+        assert f"version 2 of topic {topic}" in resp.error
+        assert "cannot be used" in resp.error
+        assert "register a new version" in resp.error
+    batch = {"messages": [{"value": "1"}]}
+    resp = http.post(f"/v1/topics/{topic}/produce/batch", batch)
+    assert resp.status == 409 and "cannot be used" in resp.error
+    stats = http.get(f"/v1/topics/{topic}").json()["partition_stats"]
+    assert sum(s["next_offset"] for s in stats) == 0
+    assert http.get(f"/v1/topics/{topic}/schemas/2").data == stored
+    resp = http.post(
+        f"/v1/topics/{topic}/schemas/compatibility?against=all", {"schema": True}
+    )
+    assert resp.status == 200 and resp.json()["compatible"], resp.data
+    resp = change(http, topic, True)
+    assert resp.status == 200 and resp.json()["schema_version"] == 3, resp.data
+    assert http.post(f"/v1/topics/{topic}/produce", b"1").status == 202
+
+
+def test_a_stored_version_the_validator_can_use_keeps_working(http, topic, storage):
+    make(http, topic, {"type": "string"})
+    # Registration refuses minLength -1 there today, but the validator reads
+    # it as it always did: no limit.
+    stored = b'{"$ref":"#/x-lib","x-lib":{"minLength":-1}}'
+    storage.append_schema(
+        storage.get_topic(topic),
+        SchemaVersion(2, stored, False),
+        expected_current=1,
+        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
+    )
+    for body in (b'""', b"1", b"{}"):
+        assert http.post(f"/v1/topics/{topic}/produce", body).status == 202
+
+
+def test_a_version_whose_draft_this_node_lacks_is_refused_by_name(
+    http, storage_url, tmp_path, topic
+):
+    d4 = "http://json-schema.org/draft-04/schema#"
+    make(http, topic, {"$schema": d4, "type": "integer"})
+    # A node started without the draft-04 plugin, over the same storage.
+    lacking = Node(
+        tmp_path,
+        storage_url=storage_url,
+        env={"NARAD_PLUGINS_DISABLED": "narad_draft4"},
+    ).start()
+    try:
+        other = lacking.client()
+        for resp in (
+            other.post(f"/v1/topics/{topic}/produce", b"1"),
+            other.post(f"/v1/topics/{topic}/produce", b"2"),
+            other.post(f"/v1/topics/{topic}/schemas/compatibility", {"schema": True}),
+            change(other, topic, True),
+        ):
+            assert resp.status == 409, resp.data
+            assert f"version 1 of topic {topic} cannot be used" in resp.error
+            assert f"$schema '{d4}' names a draft no plugin" in resp.error
+        assert json.loads(other.get(f"/v1/topics/{topic}/schemas/1").data)["type"]
+        stats = other.get(f"/v1/topics/{topic}").json()["partition_stats"]
+        assert sum(s["next_offset"] for s in stats) == 0
+        assert change(http, topic, {"$schema": d4, "type": "number"}).status == 200
+        assert http.post(f"/v1/topics/{topic}/produce", b"1.5").status == 202
+    finally:
+        lacking.stop()

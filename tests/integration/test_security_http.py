@@ -504,6 +504,37 @@ def test_a_change_reaches_every_worker_within_a_second(node, http):
     assert http.get(f"/v1/users/{name}").status == 404
 
 
+@pytest.mark.parametrize(("change", "status"), [("delete", 401), ("revoke", 403)])
+def test_a_long_poll_leases_nothing_once_its_user_is_gone(
+    http, as_user, p, change, status
+):
+    """A consumer long-polling when its user is deleted (or its consume
+    grant revoked) gets no message produced after the change is seen."""
+    topic = f"{p}.t"
+    make_topic(http, topic, partitions=1)
+    name, password = new_user(http, [grant("consume", topic)])
+    user = as_user(name, password)
+    assert user.get(f"/v1/topics/{topic}/consume").status == 204  # cached
+    answers = []
+    poll = threading.Thread(
+        target=lambda: answers.append(user.get(f"/v1/topics/{topic}/consume?wait=8s"))
+    )
+    poll.start()
+    try:
+        time.sleep(1.0)  # the poll is waiting
+        if change == "delete":
+            assert http.delete(f"/v1/users/{name}").status == 204
+        else:
+            grants = {"grants": [grant("produce", topic)]}
+            assert http.put(f"/v1/users/{name}/grants", grants).status == 200
+        time.sleep(1.0)  # the promise: every worker within a second
+        assert http.post(f"/v1/topics/{topic}/produce", b"after").status == 202
+    finally:
+        poll.join()
+    assert answers[0].status == status
+    assert http.get(f"/v1/topics/{topic}/consume").json()["offset"] == 0
+
+
 def test_deleting_a_user_keeps_their_topics_owner(http, as_user, p):
     name, password = new_user(http, [grant("create", f"{p}.*")])
     assert as_user(name, password).post("/v1/topics", {"name": f"{p}.kept"}).status == (

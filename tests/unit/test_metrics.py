@@ -166,9 +166,9 @@ class SlowStorage(MemoryStorage):
         super().__init__()
         self.go = threading.Event()
 
-    def topic_stats(self, metas):
+    def topic_stats(self, metas, *, now_ms):
         self.go.wait(10)
-        return super().topic_stats(metas)
+        return super().topic_stats(metas, now_ms=now_ms)
 
 
 def test_a_scrape_waits_a_bounded_time_then_answers_with_the_last_read():

@@ -165,6 +165,80 @@ def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
     assert len(compiled) <= 2
 
 
+def test_a_schema_at_the_size_limit_is_compiled_once(config, monkeypatch):
+    from narad.schema import service
+
+    client = app_over(config)
+    # 255 KiB of empty subschemas: some 40 MiB compiled, within the default
+    # validator_memory (64 MiB); an estimate past it is never kept.
+    schema = {"allOf": [{} for _ in range(87_000)]}
+    resp = client.simulate_post("/v1/topics", json={"name": "t", "schema": schema})
+    assert resp.status_code == 201
+    compiled = []
+    original = service.Validator
+
+    def counting(*args, **kwargs):
+        compiled.append(kwargs["schema_uri"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(service, "Validator", counting)
+    for _ in range(3):
+        assert (
+            client.simulate_post("/v1/topics/t/produce", body=b"1").status_code == 202
+        )
+    assert len(compiled) <= 2  # once more at most, as above
+
+
+def test_a_version_that_cannot_be_used_is_not_compiled_per_produce(config, monkeypatch):
+    from narad.schema import service
+
+    client = app_over(config)
+    client.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    storage = storage_of(client)
+    # Stored before registration meta-checked what a reference leads to.
+    storage.append_schema(
+        storage.get_topic("t"),
+        SchemaVersion(2, b'{"$ref":"#/x","x":{"type":"bogus"}}', False),
+        expected_current=1,
+        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
+    )
+    checked = []
+    original = service.check_stored
+
+    def counting(document, draft):
+        checked.append(document)
+        return original(document, draft)
+
+    monkeypatch.setattr(service, "check_stored", counting)
+    for _ in range(5):
+        resp = client.simulate_post("/v1/topics/t/produce", body=b"{}")
+        assert resp.status_code == 409
+        assert (
+            "the subschema at '/x', which a reference leads to" in (resp.json["error"])
+        )
+    # Once more at most when the append's notification drops the first.
+    assert 1 <= len(checked) <= 2
+
+
+def test_a_version_that_cannot_be_used_is_rechecked_against_a_newer_one(
+    two_nodes,
+):
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    a.app._listener.stop()  # a's worker hears of no change: its records stay
+    storage = storage_of(a)
+    storage.append_schema(
+        storage.get_topic("t"),
+        SchemaVersion(2, b'{"$ref":"#/x","x":{"type":"bogus"}}', False),
+        expected_current=1,
+        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
+    )
+    # Version 1 passes it, the append finds version 2: checked again, 409.
+    assert a.simulate_post("/v1/topics/t/produce", body=b"{}").status_code == 409
+    assert b.simulate_patch("/v1/topics/t", json={"schema": True}).status_code == 200
+    assert a.simulate_post("/v1/topics/t/produce", body=b"{}").status_code == 202
+
+
 def test_a_patch_of_settings_and_schema_is_all_or_nothing(config):
     client = app_over(config)
     schemas = client.app._router.find("/v1/topics")[0].topics.schemas

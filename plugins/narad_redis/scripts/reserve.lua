@@ -1,13 +1,18 @@
 -- Reserve up to N messages for a consumer: from each partition in turn, lapsed or
 -- given-back leases first, then messages never delivered once they are due,
--- honouring both flow-control caps per message. N = 1 is a single consume.
+-- honouring both flow-control caps per message, and stopping before the
+-- message that would take the batch's key and payload bytes past the budget
+-- (the first message is always taken): what is left is offered next, in the
+-- same order. N = 1 is a single consume.
 -- KEYS[1] = narad:{<topic>}:meta
 -- KEYS[2+5*(s-1) .. 6+5*(s-1)] = partition slot s: state, log, lease, nonce, acked
 --   (layout as in append.lua); slots are tried in the order given
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = now, in milliseconds
--- ARGV[3] = S, the number of slots; ARGV[4 .. 3+S] = the partition index of each
--- ARGV[4+S ..] = one nonce per message wanted (random, minted by the caller): the
+-- ARGV[3] = the byte budget: key and payload bytes of the messages leased, -1 for
+--   no limit
+-- ARGV[4] = S, the number of slots; ARGV[5 .. 4+S] = the partition index of each
+-- ARGV[5+S ..] = one nonce per message wanted (random, minted by the caller): the
 --   k-th message leased gets the k-th
 -- returns {"ok", -1, -1, partition, offset, "<ts>,<record>", partition, ...} with
 --         at least one message
@@ -22,12 +27,32 @@ end
 local retention, visibility = tonumber(m[2]), tonumber(m[3])
 local max_in_flight, max_acked_ahead = tonumber(m[4]), tonumber(m[5])
 local now = tonumber(ARGV[2])
-local nslots = tonumber(ARGV[3])
-local first_nonce = 4 + nslots
+local nslots = tonumber(ARGV[4])
+local first_nonce = 5 + nslots
 local wanted = #ARGV - first_nonce + 1
 
 local function int(n)
   return string.format('%d', n)
+end
+
+-- The budget bounds the reply (and what the caller builds from it), not the
+-- count: a few large messages fill a batch that could hold many small ones.
+local budget = tonumber(ARGV[3])
+if budget < 0 then
+  budget = math.huge
+end
+local spent, counted, full = 0, 0, false
+
+-- Whether the batch has room for `rec` ("<ts>,<kind><key length>:<key><payload>"),
+-- counting it if so; once a message does not fit, nothing more is taken.
+local function fits(rec)
+  local size = #rec - string.find(rec, ':', 1, true)
+  if counted > 0 and spent + size > budget then
+    full = true
+    return false
+  end
+  spent, counted = spent + size, counted + 1
+  return true
 end
 
 local function load(s)
@@ -90,6 +115,9 @@ local function trim(st, budget)
   end
   if st.floor < st.kept_from then
     st.floor = st.kept_from
+    -- Acks of what was passed over are below the floor now: drop them, or
+    -- they would count against max_acked_ahead until later calls trim them.
+    redis.call('ZREMRANGEBYSCORE', st.acked, '-inf', '(' .. int(st.kept_from))
     while redis.call('ZREM', st.acked, st.floor) == 1 do
       st.floor = st.floor + 1
     end
@@ -100,9 +128,9 @@ end
 -- A message is consumable from its timestamp on: a copy in a delay child is
 -- stamped with the moment it falls due. Stamps never decrease within a
 -- partition, so the first message not due holds back the ones after it.
--- The messages never delivered that are due, at most `count` from the cursor
--- (offsets and records; the cursor moves past them); notes when the first
--- held back falls due.
+-- The messages never delivered that are due and fit the budget, at most
+-- `count` from the cursor (offsets and records; the cursor moves past them);
+-- notes when the first held back by its due time falls due.
 local next_due = -1
 local function due_from_cursor(st, count)
   local offsets, fields = {}, {}
@@ -119,14 +147,18 @@ local function due_from_cursor(st, count)
       end
       break
     end
+    if not fits(rec) then
+      break
+    end
     offsets[k], taken[k] = st.cursor + k - 1, rec
   end
   st.cursor = st.cursor + #offsets
   return offsets, taken
 end
 
--- The offsets this partition hands out now, at most `want`, in the order a
--- sequence of single reserves would take them, with the records already read.
+-- The offsets this partition hands out now, at most `want` and within the
+-- budget, in the order a sequence of single reserves would take them, with
+-- their records.
 local function candidates(st, want)
   local room = math.min(want, max_in_flight - redis.call('ZCARD', st.lease),
     st.next - st.cursor)
@@ -135,8 +167,9 @@ local function candidates(st, want)
     -- longer blocks, so at most one comes from here.
     local deadline = redis.call('ZSCORE', st.lease, st.floor)
     if deadline then
-      if tonumber(deadline) <= now then
-        return {st.floor}, {}
+      local rec = tonumber(deadline) <= now and redis.call('HGET', st.log, st.floor)
+      if rec and fits(rec) then
+        return {st.floor}, {rec}
       end
       return {}, {}
     end
@@ -146,11 +179,19 @@ local function candidates(st, want)
     return {}, {}
   end
   local lapsed = redis.call('ZRANGEBYSCORE', st.lease, '-inf', now, 'LIMIT', 0, want)
-  local offsets, records = {}, {}
+  local kept = {}
   for _, offset in ipairs(lapsed) do
-    local n = tonumber(offset)
-    if n >= st.kept_from then
-      offsets[#offsets + 1] = n
+    if tonumber(offset) >= st.kept_from then
+      kept[#kept + 1] = offset
+    end
+  end
+  local offsets, records = {}, {}
+  if #kept > 0 then
+    for k, rec in ipairs(redis.call('HMGET', st.log, unpack(kept))) do
+      if not fits(rec) then
+        return offsets, records
+      end
+      offsets[k], records[k] = tonumber(kept[k]), rec
     end
   end
   -- Re-leasing a lapsed message holds no more leases than before; a message
@@ -167,30 +208,17 @@ local function candidates(st, want)
 end
 
 -- Lease `offsets` of one partition under the next nonces; append them to `out`
--- with their records (reading those not read yet).
+-- with their records.
 local function lease(st, partition, offsets, records, out, taken)
   local deadline = int(now + visibility)
-  local fields, deadlines, nonces, unread = {}, {}, {}, {}
+  local deadlines, nonces = {}, {}
   for k, offset in ipairs(offsets) do
-    fields[k] = int(offset)
-    deadlines[2 * k - 1], deadlines[2 * k] = deadline, fields[k]
-    nonces[2 * k - 1], nonces[2 * k] = fields[k], ARGV[first_nonce + taken + k - 1]
-    if not records[k] then
-      unread[#unread + 1] = k
-    end
+    local field = int(offset)
+    deadlines[2 * k - 1], deadlines[2 * k] = deadline, field
+    nonces[2 * k - 1], nonces[2 * k] = field, ARGV[first_nonce + taken + k - 1]
   end
   redis.call('ZADD', st.lease, unpack(deadlines))
   redis.call('HSET', st.nonce, unpack(nonces))
-  if #unread > 0 then
-    local wanted_fields = {}
-    for j, k in ipairs(unread) do
-      wanted_fields[j] = fields[k]
-    end
-    local read = redis.call('HMGET', st.log, unpack(wanted_fields))
-    for j, k in ipairs(unread) do
-      records[k] = read[j]
-    end
-  end
   for k, offset in ipairs(offsets) do
     out[#out + 1] = partition
     out[#out + 1] = offset
@@ -211,16 +239,17 @@ for s = 1, nslots do
       'floor', int(st.floor))
   end
   if #offsets > 0 then
-    lease(st, tonumber(ARGV[3 + s]), offsets, records, out, taken)
+    lease(st, tonumber(ARGV[4 + s]), offsets, records, out, taken)
     taken = taken + #offsets
-    if taken == wanted then
-      return out
-    end
   elseif taken == 0 then
     local first = redis.call('ZRANGE', st.lease, 0, 0, 'WITHSCORES')
     if first[2] and (earliest < 0 or tonumber(first[2]) < earliest) then
       earliest = tonumber(first[2])
     end
+  end
+  -- A full budget ends the batch: later partitions wait for the next call.
+  if taken == wanted or full then
+    return out
   end
 end
 if taken == 0 then

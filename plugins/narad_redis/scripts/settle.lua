@@ -3,7 +3,8 @@
 -- KEYS[1] = narad:{<topic>}:meta
 -- KEYS[2] = narad:{<topic>}:waited (see mark_waiting.lua)
 -- KEYS[3+5*(s-1) .. 7+5*(s-1)] = partition slot s: state, log, lease, nonce, acked
---   (layout as in append.lua; the log is not touched)
+--   (layout as in append.lua; the log is only read, for the stamps retention
+--   judges)
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = "ack" | "extend" | "release"
 -- ARGV[3] = now, in milliseconds
@@ -18,12 +19,12 @@
 --         | "acked_ahead_full"
 local meta = KEYS[1]
 local m = redis.call('HMGET', meta, 'epoch', 'visibility_timeout_ms',
-  'max_acked_ahead_per_partition', 'max_in_flight_per_partition')
+  'max_acked_ahead_per_partition', 'max_in_flight_per_partition', 'retention_ms')
 if m[1] ~= ARGV[1] then
   return {'no_topic'}
 end
 local visibility, max_acked_ahead = tonumber(m[2]), tonumber(m[3])
-local max_in_flight = tonumber(m[4])
+local max_in_flight, retention = tonumber(m[4]), tonumber(m[5] or '0')
 local action, now = ARGV[2], tonumber(ARGV[3])
 -- Whether a consumer may be waiting: only then do acks look at the caps.
 local waited = tonumber(redis.call('GET', KEYS[2]) or '0') >= now
@@ -41,7 +42,8 @@ local function slot_state(s)
   if not st then
     local base = 3 + 5 * (s - 1)
     st = {
-      state = KEYS[base], lease = KEYS[base + 2], nonce = KEYS[base + 3],
+      state = KEYS[base], log = KEYS[base + 1], lease = KEYS[base + 2],
+      nonce = KEYS[base + 3],
       acked = KEYS[base + 4], offsets = {}, deadline = {}, holder = {},
       ahead = {}, changed = {}, acked_now = {},
     }
@@ -63,7 +65,8 @@ for _, s in ipairs(order) do
     st.deadline[offset] = deadlines[k] and tonumber(deadlines[k]) or false
     st.holder[offset] = holders[k]
   end
-  st.floor = tonumber(redis.call('HGET', st.state, 'floor') or '0')
+  local f = redis.call('HMGET', st.state, 'floor', 'cursor')
+  st.floor, st.cursor = tonumber(f[1] or '0'), tonumber(f[2] or '0')
   st.first_floor = st.floor
   if waited and action == 'ack' then
     st.full = redis.call('ZCARD', st.lease) >= max_in_flight
@@ -85,29 +88,72 @@ local function acked_above_floor(st, offset)
   return st.ahead[offset] or redis.call('ZSCORE', st.acked, offset) ~= false
 end
 
+-- Move the floor past the acked offsets at it.
+local function advance(st)
+  while true do
+    local next_offset = int(st.floor)
+    if st.ahead[next_offset] then
+      st.ahead[next_offset] = nil
+      st.pending = st.pending - 1
+    elseif st.stored > 0 and redis.call('ZREM', st.acked, next_offset) == 1 then
+      st.stored = st.stored - 1
+    else
+      break
+    end
+    st.floor = st.floor + 1
+  end
+end
+
+local function expired(st, offset)
+  local rec = redis.call('HGET', st.log, int(offset))
+  return not rec or tonumber(string.match(rec, '^(%d+),')) + retention <= now
+end
+
+-- Retention may have aged out messages at the floor that no write trimmed
+-- yet: the floor moves past them (as a trim would, at most to the cursor,
+-- stamps never decreasing), so that acks of messages no consumer can get any
+-- more do not count against the acked-ahead cap. Only looked at when the cap
+-- is reached: an ack reads no log record otherwise.
+local function pass_expired(st)
+  if retention <= 0 or not expired(st, st.floor) then
+    return
+  end
+  local lo, hi = st.floor, st.cursor
+  while hi - lo > 1 do
+    local mid = math.floor((lo + hi) / 2)
+    if expired(st, mid) then
+      lo = mid
+    else
+      hi = mid
+    end
+  end
+  st.stored = st.stored - redis.call('ZREMRANGEBYSCORE', st.acked, '-inf', '(' .. int(hi))
+  for offset in pairs(st.ahead) do
+    if tonumber(offset) < hi then
+      st.ahead[offset] = nil
+      st.pending = st.pending - 1
+    end
+  end
+  st.floor = hi
+  advance(st)
+end
+
 local function ack(st, n, offset)
-  if n ~= st.floor then
+  if n > st.floor and acked_count(st) >= max_acked_ahead then
+    pass_expired(st)
+  end
+  if n > st.floor then
     if acked_count(st) >= max_acked_ahead then
       return 'acked_ahead_full'
     end
     st.ahead[offset] = true
     st.pending = st.pending + 1
-  else
+  elseif n == st.floor then
     acked_count(st)
     st.floor = st.floor + 1
-    while true do
-      local next_offset = int(st.floor)
-      if st.ahead[next_offset] then
-        st.ahead[next_offset] = nil
-        st.pending = st.pending - 1
-      elseif st.stored > 0 and redis.call('ZREM', st.acked, next_offset) == 1 then
-        st.stored = st.stored - 1
-      else
-        break
-      end
-      st.floor = st.floor + 1
-    end
+    advance(st)
   end
+  -- Below the floor (retention passed it over): ending the lease is all.
   -- The nonce stays: it says who acked, so that a retry of this ack is known.
   st.deadline[offset] = false
   st.changed[offset] = true

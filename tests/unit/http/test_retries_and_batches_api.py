@@ -249,6 +249,19 @@ def test_batch_consume_leases_up_to_max_each_with_its_handle(client, clock):
     assert consume_batch(client, wait="20ms").status_code == 204
 
 
+def test_batch_consume_bytes_come_from_the_settings(tmp_path, clock):
+    config = testing.make_config(tmp_path, broker__batch_consume_max_bytes="1mb")
+    client = testing.client(config)
+    make(client, partitions=1)
+    for i in range(5):
+        assert produce(client, b"%d" % i * 400_000).status_code == 202
+    batches = [consume_batch(client, max="100").json["messages"] for _ in range(3)]
+    assert [[m["offset"] for m in got] for got in batches] == [[0, 1], [2, 3], [4]]
+    for got in batches:
+        assert all(m["payload"] == str(m["offset"]) * 400_000 for m in got)
+    assert consume_batch(client, max="100").status_code == 204
+
+
 def test_batch_consume_renders_every_payload_kind(client, clock):
     make(client, partitions=1)
     batch(

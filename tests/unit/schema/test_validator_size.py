@@ -62,6 +62,11 @@ SCHEMAS = {
         "unevaluatedProperties": False,
     },
     "a large const": {"const": {f"k{i}": ["x" * 20] * 5 for i in range(100)}},
+    # Many subschemas with one keyword or none (a high-cost union's shape).
+    "allOf of empty schemas": {"allOf": [{} for _ in range(1000)]},
+    "allOf of true": {"allOf": [True] * 1000},
+    "properties of empty schemas": {"properties": {f"p{i}": {} for i in range(1000)}},
+    "allOf of one keyword": {"allOf": [{"type": "integer"} for _ in range(1000)]},
 }
 
 

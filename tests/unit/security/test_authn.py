@@ -66,7 +66,12 @@ def add_user(storage, name="alice", password="alice-password") -> UserRecord:
 
 class Setup:
     def __init__(
-        self, storage: MemoryStorage, *, burst: int = 100, address_burst: int = 100
+        self,
+        storage: MemoryStorage,
+        *,
+        burst: int = 100,
+        address_burst: int = 100,
+        clock=time.monotonic,
     ) -> None:
         self.storage = storage
         self.listener = Listener(storage, events={Event.USER_CHANGED})
@@ -80,10 +85,25 @@ class Setup:
             FailureLimiter(burst=burst, per_minute=1),
             FailureLimiter(burst=address_burst, per_minute=1),
             cache_s=60,
+            clock=clock,
         )
 
     def login(self, user=ALICE, address="10.0.0.1"):
         return self.auth.authenticate(header(*user), address)
+
+    def reconfirm(self, user=ALICE, address="10.0.0.1"):
+        return self.auth.reconfirm(header(*user), address)
+
+    def count_reads(self, monkeypatch) -> list[str]:
+        reads: list[str] = []
+        get_user = self.storage.get_user
+
+        def counted(name):
+            reads.append(name)
+            return get_user(name)
+
+        monkeypatch.setattr(self.storage, "get_user", counted)
+        return reads
 
 
 @pytest.fixture
@@ -135,6 +155,50 @@ def test_without_a_live_stream_each_request_reads_the_record():
     storage.delete_user("alice", revision=user.revision)
     with pytest.raises(BadCredentials):
         made.login()
+
+
+def test_a_long_poll_reconfirms_its_user_without_a_read(setup, monkeypatch):
+    setup.login()
+    eventually(lambda: setup.live == [True])
+    setup.login()
+    reads = setup.count_reads(monkeypatch)
+    for _ in range(100):
+        assert setup.reconfirm().name == "alice"
+    assert reads == []
+    user = setup.storage.get_user("alice")
+    setup.storage.delete_user("alice", revision=user.revision)
+
+    def refused() -> bool:
+        try:
+            setup.reconfirm()
+        except BadCredentials:
+            return True
+        return False
+
+    eventually(refused)
+
+
+def test_without_a_live_stream_a_long_poll_reads_its_user_once_a_second(
+    monkeypatch,
+):
+    now = [0.0]
+    storage = MemoryStorage(notifications=False)
+    add_user(storage)
+    made = Setup(storage, clock=lambda: now[0])
+    made.login()
+    reads = made.count_reads(monkeypatch)
+    for _ in range(100):
+        assert made.reconfirm().name == "alice"
+    assert reads == []
+    now[0] += authn.RECONFIRM_S
+    assert made.reconfirm().name == "alice"
+    assert made.reconfirm().name == "alice"
+    assert reads == ["alice"]  # and the entry it refreshed serves the next
+    user = storage.get_user("alice")
+    storage.delete_user("alice", revision=user.revision)
+    now[0] += authn.RECONFIRM_S
+    with pytest.raises(BadCredentials):
+        made.reconfirm()
 
 
 def test_wrong_and_unknown_users_cost_a_hash_alike(setup):
