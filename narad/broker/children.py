@@ -18,7 +18,9 @@ afresh, so a refusal always names the state that caused it.
 
 Every public method acts on one parent (plus, for an attach or a create, one
 child): whoever may manage that parent may call it, and the HTTP resource
-checks that once per request before calling.
+checks that once per request before calling. When owning a topic is what
+allowed it, the resource names the epoch owned, and the service acts on
+that incarnation only (another of the same name is not found: 404).
 """
 
 from __future__ import annotations
@@ -77,17 +79,26 @@ class ChildrenService:
         self.records = records
         self.schemas = schemas
 
-    def attach(self, parent_name: str, child_name: str, delay_ms: int) -> TopicMeta:
+    def attach(
+        self,
+        parent_name: str,
+        child_name: str,
+        delay_ms: int,
+        *,
+        parent_epoch: str | None = None,
+        child_epoch: str | None = None,
+    ) -> TopicMeta:
         """Attach ``child_name`` to ``parent_name``; the parent's record after.
 
         Attaching a child again to the parent it has, with the same delay,
-        changes nothing (a retry after a lost answer).
+        changes nothing (a retry after a lost answer). ``parent_epoch`` and
+        ``child_epoch`` (owned) pin those incarnations.
         """
         if parent_name == child_name:
             raise SelfAttach(parent_name)
         for _ in range(LINK_ATTEMPTS):
-            parent = self.records.refresh(parent_name)
-            child = self.records.refresh(child_name)
+            parent = self.records.refresh(parent_name, epoch=parent_epoch)
+            child = self.records.refresh(child_name, epoch=child_epoch)
             if child.parent == parent.name and child.fanout_delay_ms == delay_ms:
                 return parent
             _check_parent(parent)
@@ -117,18 +128,21 @@ class ChildrenService:
         delay_ms: int,
         schema_raw: bytes | None,
         mode: Mode | None = None,
+        *,
+        parent_epoch: str | None = None,
     ) -> TopicMeta:
         """Create ``meta`` attached to ``parent_name``: all or nothing.
 
         ``meta.partitions`` 0 takes the parent's count. With ``schema_raw``
         the new topic's history (that one version) must be the parent's, and
         with ``mode`` its compatibility mode must be the parent's; it takes
-        the parent's mode either way.
+        the parent's mode either way. ``parent_epoch`` (owned) pins the
+        parent's incarnation.
         """
         if parent_name == meta.name:
             raise SelfAttach(meta.name)
         for _ in range(LINK_ATTEMPTS):
-            parent = self.records.refresh(parent_name)
+            parent = self.records.refresh(parent_name, epoch=parent_epoch)
             _check_parent(parent)
             _check_room(parent, delay_ms)
             if mode is not None and mode != parent.compatibility:
@@ -138,6 +152,7 @@ class ChildrenService:
             if schema_raw is not None:
                 self.schemas.check_child_schema(meta.name, parent, schema_raw)
             child = replace(meta, partitions=meta.partitions or parent.partitions)
+            heard = self.records.heard
             result = self.storage.create_child(
                 child,
                 parent,
@@ -159,7 +174,7 @@ class ChildrenService:
                     fanout_delay_ms=delay_ms,
                     compatibility=parent.compatibility,
                 )
-                self.records.put(created)  # the script wrote exactly this
+                self.records.put(created, heard)  # the script wrote exactly this
                 return created
             self._raise_for_budget(result, child)
         raise TopicKeptChanging(parent_name)
@@ -169,9 +184,13 @@ class ChildrenService:
         # an attach or a create is about the copy it would adopt.
         self.schemas.raise_for_budget(result, child.name, adopting=True)
 
-    def detach(self, parent_name: str, child_name: str) -> None:
+    def detach(
+        self, parent_name: str, child_name: str, *, parent_epoch: str | None = None
+    ) -> None:
+        """Detach ``child_name`` from ``parent_name`` (with ``parent_epoch``,
+        owned: only from that incarnation of it)."""
         for _ in range(LINK_ATTEMPTS):
-            parent = self.records.refresh(parent_name)
+            parent = self.records.refresh(parent_name, epoch=parent_epoch)
             status = self.storage.detach_child(parent, child_name)
             if status is Status.NOT_CHILD:
                 raise NotAChild(parent_name, child_name)

@@ -60,6 +60,7 @@ from narad.errors import MessageNotFound
 from narad.errors import PartitionOutOfRange
 from narad.errors import ProduceToDelayChild
 from narad.errors import SchemaUnusable
+from narad.errors import SchemaVersionNotFound
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.metrics import ACKS_REPEATED
@@ -248,6 +249,17 @@ class MessageService:
                     if stored is not None:
                         return stored
                     TALLY.inc(MESSAGES_REFUSED, ())
+                    raise
+                meta = fresh
+                continue
+            except SchemaVersionNotFound:
+                # The record's schema went with the topic (deleted, maybe
+                # created again) before this worker heard: read it again.
+                fresh = self.records.refresh(topic)
+                if (fresh.epoch, fresh.schema_version) == (
+                    meta.epoch,
+                    meta.schema_version,
+                ):
                     raise
                 meta = fresh
                 continue

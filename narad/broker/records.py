@@ -100,11 +100,15 @@ class TopicRecords:
         meta = self.cache.get(name)
         return meta if meta is not None else self.refresh(name)
 
-    def refresh(self, name: str) -> TopicMeta:
+    def refresh(self, name: str, *, epoch: str | None = None) -> TopicMeta:
         """The record as stored now (and cached).
 
+        Args:
+            epoch: The incarnation the caller may act on (one its user owns):
+                another of the same name is not found.
+
         Raises:
-            TopicNotFound: no such topic.
+            TopicNotFound: no such topic (of that ``epoch``).
         """
         heard = self._heard
         meta = self._storage.get_topic(name)
@@ -115,10 +119,22 @@ class TopicRecords:
             self.put(meta)
         # Else a change came while reading: what was read may predate it, and
         # cached it would outlive the drop. The next read caches.
+        if epoch is not None and meta.epoch != epoch:
+            raise TopicNotFound(name)
         return meta
 
-    def put(self, meta: TopicMeta) -> None:
-        """Cache a record the caller just wrote or read."""
+    @property
+    def heard(self) -> int:
+        """Changes (and stream losses) heard so far (see :meth:`put`)."""
+        return self._heard
+
+    def put(self, meta: TopicMeta, heard: int | None = None) -> None:
+        """Cache a record the caller just wrote or read; with ``heard``
+        (:attr:`heard` before the write), only if no change was heard since:
+        another worker may have deleted the topic meanwhile, and the record
+        cached after its drop would outlive it."""
+        if heard is not None and heard != self._heard:
+            return
         self._listener.start()
         self.cache.put(meta.name, meta)
         with self._lock:

@@ -10,6 +10,10 @@ is written with the other settings of a request (with a new schema version
 when the same PATCH brings one). A child's is its parent's while attached,
 so a PATCH giving an attached child another mode is refused (409); the
 storage copies a parent's new mode into every child in the same write.
+
+An alter or delete allowed by owning the topic names the ``epoch`` owned
+(:func:`narad.security.access.authorize`): it acts on that incarnation only,
+and a topic of the same name created meanwhile is not found (404).
 """
 
 from __future__ import annotations
@@ -79,11 +83,13 @@ class TopicService:
         delay_ms: int = 0,
         mode: Mode | None = None,
         owner: str = "",
+        parent_epoch: str | None = None,
     ) -> TopicMeta:
         """Create a topic; under ``parent`` (with ``delay_ms``) it is created
         attached, taking the parent's partition count unless ``settings``
         name one, and the parent's compatibility mode (``mode``, if given,
-        must be the parent's)."""
+        must be the parent's); ``parent_epoch`` (owned) pins the parent's
+        incarnation."""
         defaults = {**DEFAULTS, "partitions": 0} if parent else DEFAULTS
         meta = TopicMeta(
             name=name,
@@ -94,7 +100,10 @@ class TopicService:
             **{**defaults, **settings},
         )
         if parent is not None:
-            return self.children.create(meta, parent, delay_ms, schema_raw, mode)
+            return self.children.create(
+                meta, parent, delay_ms, schema_raw, mode, parent_epoch=parent_epoch
+            )
+        heard = self.records.heard
         if schema_raw is not None:
             created = self.schemas.create_topic(meta, schema_raw)
         elif self.storage.create_topic(meta).status is Status.EXISTS:
@@ -102,7 +111,7 @@ class TopicService:
         else:
             created = meta
         # The script wrote exactly this record: no need to read it back.
-        self.records.put(created)
+        self.records.put(created, heard)
         return created
 
     def describe(self, name: str) -> tuple[TopicMeta, list[PartitionStats]]:
@@ -159,15 +168,18 @@ class TopicService:
         changes: TopicChanges,
         schema_raw: bytes | None,
         base_version: int | None,
+        *,
+        epoch: str | None = None,
     ) -> tuple[TopicMeta, bool]:
         """Apply settings and/or a schema change; say whether a version was added.
 
         Settings that come with a new schema version are written with it, in
         one step; with no new version (no schema, or one that changes
         nothing), they are written alone. A new schema is checked in the
-        compatibility mode the PATCH leaves the topic in.
+        compatibility mode the PATCH leaves the topic in. With ``epoch``, only
+        that incarnation of the topic is altered.
         """
-        meta = self.records.refresh(name)
+        meta = self.records.refresh(name, epoch=epoch)
         changes = _check_mode(meta, changes)
         _check_retention(meta, changes)
         added = False
@@ -176,10 +188,10 @@ class TopicService:
         elif base_version is not None:
             raise BaseVersionWithoutSchema()
         if changes and not added:
-            self._alter(meta, changes)
+            self._alter(meta, changes, epoch)
         return self.records.refresh(name), added
 
-    def _alter(self, meta: TopicMeta, changes: TopicChanges) -> None:
+    def _alter(self, meta: TopicMeta, changes: TopicChanges, epoch: str | None) -> None:
         for _ in range(WRITE_ATTEMPTS):
             status = self.storage.alter_topic(meta, changes)
             if status is Status.OK:
@@ -189,18 +201,19 @@ class TopicService:
             # RETENTION_TOO_SHORT: a delay child came since the check.
             # STALE_CHILDREN: a child came or went (a new mode goes to the
             # children there are now). ATTACHED: the topic became a child.
-            meta = self.records.refresh(meta.name)
+            meta = self.records.refresh(meta.name, epoch=epoch)
             changes = _check_mode(meta, changes)
             _check_retention(meta, changes)
             if not changes:
                 return
         raise TopicKeptChanging(meta.name)
 
-    def delete(self, name: str) -> None:
-        """Delete the topic; a parent's children are detached and keep their
-        data, and a child is detached from its parent first."""
+    def delete(self, name: str, *, epoch: str | None = None) -> None:
+        """Delete the topic (with ``epoch``, only that incarnation of it); a
+        parent's children are detached and keep their data, and a child is
+        detached from its parent first."""
         for _ in range(WRITE_ATTEMPTS):
-            meta = self.records.refresh(name)
+            meta = self.records.refresh(name, epoch=epoch)
             status = self.storage.delete_topic(meta)
             if status is Status.NO_TOPIC:
                 raise TopicNotFound(name)

@@ -20,6 +20,7 @@ from narad.http.topics import delay_ms
 from narad.http.topics import topic_name
 from narad.http.topics import topic_record
 from narad.security.access import authorize
+from narad.security.access import confirm_read
 from narad.security.grants import Action
 
 ATTACH_FIELDS = ("child", "delay_ms")
@@ -30,19 +31,22 @@ class Children:
         self.children = children
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        authorize(req, Action.MANAGE_CHILDREN, check_name(name))
+        parent_owned = authorize(req, Action.MANAGE_CHILDREN, check_name(name))
         body, _ = read_object(req)
         refuse_unknown(body, ATTACH_FIELDS)
         child = topic_name(body.get("child"), "child")
-        authorize(req, Action.ALTER, child)
+        child_owned = authorize(req, Action.ALTER, child)
         delay = body.get("delay_ms")
         delay = 0 if delay is None else delay_ms(delay, "delay_ms")
-        parent = self.children.attach(name, child, delay)
+        parent = self.children.attach(
+            name, child, delay, parent_epoch=parent_owned, child_epoch=child_owned
+        )
         resp.text = dumps(topic_record(parent))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        authorize(req, Action.READ, check_name(name))
+        owned = authorize(req, Action.READ, check_name(name))
         parent, lags = self.children.children(name)
+        confirm_read(req, name, owned)
         resp.text = dumps(
             {"parent": parent.name, "children": [_lag(lag) for lag in lags]}
         )
@@ -57,8 +61,8 @@ class Child:
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, name: str, child: str
     ) -> None:
-        authorize(req, Action.MANAGE_CHILDREN, check_name(name))
-        self.children.detach(name, check_name(child))
+        owned = authorize(req, Action.MANAGE_CHILDREN, check_name(name))
+        self.children.detach(name, check_name(child), parent_epoch=owned)
         resp.status = falcon.HTTP_204
 
 

@@ -25,6 +25,7 @@ from narad.schema.modes import Finding
 from narad.schema.service import Against
 from narad.schema.service import SchemaService
 from narad.security.access import authorize
+from narad.security.access import confirm_read
 from narad.security.grants import Action
 
 CHECK_FIELDS = ("schema", "against", "mode")
@@ -40,9 +41,9 @@ class SchemaHistory:
         self.schemas = schemas
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        authorize(req, Action.READ, check_name(name))
-        meta = self.topics.refresh(name)
-        sizes = self.schemas.sizes(meta.name)
+        owned = authorize(req, Action.READ, check_name(name))
+        meta, sizes = self.schemas.sizes(self.topics.refresh(name))
+        confirm_read(req, name, owned)
         resp.text = dumps(
             {
                 "topic": meta.name,
@@ -57,19 +58,19 @@ class SchemaHistory:
     def on_get_version(
         self, req: falcon.Request, resp: falcon.Response, name: str, version: str
     ) -> None:
-        authorize(req, Action.READ, check_name(name))
+        owned = authorize(req, Action.READ, check_name(name))
         meta = self.topics.refresh(name)
         if version == "latest":
-            if not meta.schema_version:
+            stored = self.schemas.latest(meta)
+            if stored is None:
                 raise NotFound(f"topic {meta.name} has no schema")
-            number = meta.schema_version
         elif ascii_digits(version) and len(version) < 10:
-            number = int(version)
+            stored = self.schemas.stored(meta.name, int(version))
         else:
             raise InvalidArgument(
                 f"version must be a positive integer or latest, got {quote(version)}"
             )
-        stored = self.schemas.stored(meta.name, number)
+        confirm_read(req, name, owned)
         resp.content_type = falcon.MEDIA_JSON
         resp.set_header("Narad-Schema-Version", str(stored.version))
         resp.data = stored.document
@@ -93,7 +94,7 @@ class SchemaCheck:
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         # Reading the schemas, not changing them: a reader of the topic may
         # ask (any grant matching it, or owning it), before its body is read.
-        authorize(req, Action.READ, check_name(name))
+        owned = authorize(req, Action.READ, check_name(name))
         body, raw = read_object(req)
         refuse_unknown(body, CHECK_FIELDS)
         if "schema" not in body:
@@ -104,6 +105,7 @@ class SchemaCheck:
         result = self.schemas.dry_run(
             meta, jsontext.raw_members(raw)["schema"], against, checked_mode
         )
+        confirm_read(req, name, owned)
         report = result.report
         # The body is the report, exactly; what else the check knows
         # (which versions it read, a no-change shortcut, a cut report) rides

@@ -23,6 +23,7 @@ from narad.quoting import quote
 from narad.schema import jsontext
 from narad.schema.modes import Mode
 from narad.security.access import authorize
+from narad.security.access import confirm_read
 from narad.security.access import principal
 from narad.security.grants import Action
 from narad.storage import PartitionStats
@@ -155,8 +156,9 @@ class TopicCollection:
             if parent is None:
                 raise InvalidArgument("fanout_delay_ms needs parent")
             delay = delay_ms(delay, "fanout_delay_ms")
+        owned = None
         if parent is not None:
-            authorize(req, Action.MANAGE_CHILDREN, parent)
+            owned = authorize(req, Action.MANAGE_CHILDREN, parent)
         authorize(req, Action.CREATE, name)
         settings = _settings(body, SETTINGS, inherit=parent is not None)
         compatibility = _mode_setting(body)
@@ -169,6 +171,7 @@ class TopicCollection:
             delay_ms=delay or 0,
             mode=compatibility,
             owner=principal(req).name,
+            parent_epoch=owned,
         )
         resp.status = falcon.HTTP_201
         resp.location = f"/v1/topics/{meta.name}"
@@ -200,8 +203,9 @@ class TopicItem:
         self.topics = topics
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        authorize(req, Action.READ, check_name(name))
+        owned = authorize(req, Action.READ, check_name(name))
         meta, stats = self.topics.describe(name)
+        confirm_read(req, name, owned)
         record = topic_record(meta)
         record["partition_stats"] = [_stats(s) for s in stats]
         resp.text = dumps(record)
@@ -209,7 +213,7 @@ class TopicItem:
     on_head = on_get
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        authorize(req, Action.ALTER, check_name(name))
+        owned = authorize(req, Action.ALTER, check_name(name))
         body, raw = read_object(req)
         if "partitions" in body:
             raise InvalidArgument("partitions cannot be changed")
@@ -233,12 +237,12 @@ class TopicItem:
             **_settings(body, ALTERABLE),
             compatibility=compatibility and compatibility.value,
         )
-        meta, _ = self.topics.alter(name, changes, schema_raw, base)
+        meta, _ = self.topics.alter(name, changes, schema_raw, base, epoch=owned)
         resp.text = dumps(topic_record(meta))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        authorize(req, Action.DELETE, check_name(name))
-        self.topics.delete(name)
+        owned = authorize(req, Action.DELETE, check_name(name))
+        self.topics.delete(name, epoch=owned)
         resp.status = falcon.HTTP_204
 
 

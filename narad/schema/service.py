@@ -68,6 +68,7 @@ from narad.errors import SchemaVersionNotFound
 from narad.errors import TooManyVersions
 from narad.errors import TopicBudgetExceeded
 from narad.errors import TopicExists
+from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.plugins import Plugins
 from narad.quoting import quote
@@ -259,7 +260,9 @@ class SchemaService:
             # landed first; check again from there. STALE_CHILDREN: a child
             # came or went: the version goes to the children there are now.
             # RETENTION_TOO_SHORT: a delay child came.
-            meta = self.records.refresh(meta.name)
+            # Deleted and created again: the change was asked (and allowed)
+            # for the topic that is gone (404).
+            meta = self.records.refresh(meta.name, epoch=meta.epoch)
             retention = changes.retention_ms
             if retention and retention < meta.min_retention_ms():
                 raise RetentionTooShort(meta.name, retention, meta.min_retention_ms())
@@ -285,13 +288,24 @@ class SchemaService:
         current one, or ``every`` stored one up to it, latest first."""
         current = meta.schema_version
         if not every:
-            latest = self.stored(meta.name, current)
+            latest = self.storage.get_schema(meta.name, current)
+            if latest is None:
+                self._check_still(meta)
+                raise SchemaVersionNotFound(meta.name, current)
             return latest, [latest]
         history = self.storage.get_schemas(meta.name)
         against = [v for v in reversed(history) if v.version <= current]
         if not against or against[0].version != current:
+            self._check_still(meta)
             raise SchemaVersionNotFound(meta.name, current)
         return against[0], against
+
+    def _check_still(self, meta: TopicMeta) -> None:
+        """Raise ``TopicNotFound`` if ``meta``'s topic is gone (deleted, maybe
+        created again) since its record was read: its history went with it,
+        so a version the record names is missing, and that is no fault of
+        the topic there is now."""
+        self.records.refresh(meta.name, epoch=meta.epoch)
 
     def _bounded_judge(
         self,
@@ -432,15 +446,52 @@ class SchemaService:
 
     # -- reading histories ---------------------------------------------------
 
+    def latest(self, meta: TopicMeta) -> SchemaVersion | None:
+        """The current version of the topic ``meta`` was read from, or of the
+        topic of that name now if that one went meanwhile; None: no schema.
+
+        Raises:
+            TopicNotFound: the topic went, and no other took its name.
+            TopicKeptChanging: it went and came back time after time.
+        """
+        for _ in range(CHANGE_ATTEMPTS):
+            if not meta.schema_version:
+                return None
+            found = self.storage.get_schema(meta.name, meta.schema_version)
+            if found is not None:
+                return found
+            # The history went with the topic (deleted, maybe created again)
+            # after its record was read: answer for the topic as it is now.
+            fresh = self.records.refresh(meta.name)
+            if fresh.epoch == meta.epoch:
+                raise SchemaVersionNotFound(meta.name, meta.schema_version)
+            meta = fresh
+        raise TopicKeptChanging(meta.name)
+
     def stored(self, name: str, version: int) -> SchemaVersion:
         found = self.storage.get_schema(name, version)
         if found is None:
             raise SchemaVersionNotFound(name, version)
         return found
 
-    def sizes(self, name: str) -> list[SchemaSize]:
-        """Every version of ``name``'s history with its stored bytes."""
-        return self.storage.schema_sizes(name)
+    def sizes(self, meta: TopicMeta) -> tuple[TopicMeta, list[SchemaSize]]:
+        """Every version of the topic's history with its stored bytes, and
+        the record they agree with: ``meta`` unless a new version or another
+        topic of that name came while the history was read.
+
+        Raises:
+            TopicNotFound: the topic went meanwhile.
+            TopicKeptChanging: it changed on every read.
+        """
+        for _ in range(CHANGE_ATTEMPTS):
+            sizes = self.storage.schema_sizes(meta.name)
+            after = self.records.refresh(meta.name)
+            # Versions are only ever added to one topic's history: one
+            # unchanged across the read holds exactly those it reports.
+            if (after.epoch, after.schema_version) == (meta.epoch, meta.schema_version):
+                return after, sizes
+            meta = after
+        raise TopicKeptChanging(meta.name)
 
     def _document(self, name: str, version: int) -> Any:
         return _parse(self.stored(name, version).document)

@@ -24,6 +24,11 @@ The rules (see :class:`~narad.security.grants.Action`):
 
 A user with no grant matching a topic is answered 403 whether or not the
 topic exists, so names cannot be probed.
+
+Owning is a property of one incarnation of a name: :func:`authorize` returns
+the epoch of the record that made its user the owner, and the service acts
+on that epoch only (a topic deleted and created again meanwhile, by someone
+else, is not the one its user owns).
 """
 
 from __future__ import annotations
@@ -45,8 +50,14 @@ class Gate:
     def __init__(self, records: TopicRecords) -> None:
         self._records = records
 
-    def check(self, principal: Principal, action: Action, topic: str | None) -> None:
+    def check(
+        self, principal: Principal, action: Action, topic: str | None
+    ) -> str | None:
         """Return if ``principal`` may do ``action`` to ``topic``; else raise.
+
+        Returns:
+            The epoch of the topic's record when owning it is what allows
+            ``action``; None when a grant does, whatever the topic is now.
 
         Raises:
             NotAllowed: 403, naming the user, the action and the topic.
@@ -59,15 +70,21 @@ class Gate:
                 raise NotAllowed(
                     principal.name, "manage", None, "that takes an admin grant"
                 )
-            return
+            return None
         assert topic is not None, f"{action} names a topic"
         if action is Action.READ:
-            if perms.any_matches(topic) or self._owns(principal, topic):
-                return
+            if perms.any_matches(topic):
+                return None
+            epoch = self._owns(principal, topic)
+            if epoch is not None:
+                return epoch
             raise NotAllowed(principal.name, action.words, topic, "no grant matches it")
         if action in OWNER_ACTIONS:
-            if perms.allows(Action.ADMIN, topic) or self._owns(principal, topic):
-                return
+            if perms.allows(Action.ADMIN, topic):
+                return None
+            epoch = self._owns(principal, topic)
+            if epoch is not None:
+                return epoch
             raise NotAllowed(
                 principal.name,
                 action.words,
@@ -81,27 +98,64 @@ class Gate:
                 topic,
                 f"no {action.value} grant matches it",
             )
+        return None
 
-    def _owns(self, principal: Principal, topic: str) -> bool:
+    def confirm_read(self, principal: Principal, topic: str, epoch: str | None) -> None:
+        """After a read allowed by owning ``topic`` at ``epoch`` (what
+        :meth:`check` returned), refuse it unless the topic is still that
+        incarnation: then all that was read was its own (an incarnation,
+        once gone, never comes back).
+
+        Raises:
+            NotAllowed: another topic took the name (403, as for any topic
+                no grant of the user matches).
+        """
+        if epoch is None:
+            return
+        try:
+            self._records.refresh(topic, epoch=epoch)
+        except TopicNotFound:
+            raise NotAllowed(
+                principal.name, Action.READ.words, topic, "no grant matches it"
+            ) from None
+
+    def _owns(self, principal: Principal, topic: str) -> str | None:
+        """The epoch of ``topic`` as ``principal`` owns it; None if not."""
         try:
             meta: TopicMeta = self._records.refresh(topic)
         except TopicNotFound:
             if principal.permissions.any_matches(topic):
                 raise
-            return False
-        return bool(principal.name) and meta.owner == principal.name
+            return None
+        if principal.name and meta.owner == principal.name:
+            return meta.epoch
+        return None
 
 
-def authorize(req: falcon.Request, action: Action, topic: str | None = None) -> None:
+def authorize(
+    req: falcon.Request, action: Action, topic: str | None = None
+) -> str | None:
     """Refuse the request (403) unless its user may do ``action`` to ``topic``.
 
     ``topic`` is omitted for :attr:`Action.ADMIN` (the Users API); given,
     it is also the topic the access log names (a create's comes from its
     body, not its path).
+
+    Returns:
+        The epoch the user owns when owning the topic is what allows
+        ``action`` (the service must act on that incarnation only, and a
+        read be confirmed with :func:`confirm_read`), else None.
     """
     if topic is not None:
         req.context.topic = topic
-    req.context.gate.check(req.context.principal, action, topic)
+    return req.context.gate.check(req.context.principal, action, topic)
+
+
+def confirm_read(req: falcon.Request, topic: str, owned: str | None) -> None:
+    """Refuse (403) a read that :func:`authorize` allowed by owning ``topic``
+    (``owned``: the epoch it returned) if another topic took the name since:
+    call it once everything answered is read."""
+    req.context.gate.confirm_read(req.context.principal, topic, owned)
 
 
 def reauthorize(req: falcon.Request, action: Action, topic: str) -> None:

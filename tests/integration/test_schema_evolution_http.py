@@ -175,6 +175,105 @@ def test_delete_deletes_history(http, topic):
     assert len(http.get(f"/v1/topics/{topic}/schemas").json()["versions"]) == 1
 
 
+def outcome(resp) -> tuple[int, str]:
+    return resp.status, resp.error if resp.status >= 400 else ""
+
+
+def racing_recreates(http, node, topic, request, judge=outcome) -> set:
+    """What ``judge`` made of the answers ``request(client)`` got from 4
+    clients while ``topic`` was deleted and created again 60 times, with a
+    schema every other time."""
+    make(http, topic, {"type": "object"})
+    answers: set[tuple[int, str]] = set()
+    done = threading.Event()
+
+    def repeat() -> None:
+        client = node.client()
+        while not done.is_set():
+            answers.add(judge(request(client)))
+        client.close()
+
+    threads = [threading.Thread(target=repeat) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for n in range(60):
+        assert http.delete(f"/v1/topics/{topic}").status == 204
+        make(http, topic, {"type": "object"} if n % 2 else None)
+    done.set()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def test_produces_racing_a_delete_and_recreate_never_miss_the_schema(http, topic, node):
+    # A worker that still held the record of a deleted topic read "version
+    # 1" of a history that was gone and answered 404 "topic ... has no
+    # schema version 1", where the topic was gone (404 topic not found) or
+    # created again (without a schema: the produce is stored).
+    answers = racing_recreates(
+        http,
+        node,
+        topic,
+        lambda client: client.post(f"/v1/topics/{topic}/produce", b'{"x": 1}'),
+    )
+    kept_changing = f"topic {topic} kept changing during the request; retry"
+    allowed = {(202, ""), (404, f"topic {topic} not found"), (503, kept_changing)}
+    assert answers <= allowed
+
+
+def test_the_latest_schema_racing_a_delete_and_recreate(http, topic, node):
+    # The record read said version 1, and the history went with the topic
+    # before it was read: 404 "topic ... has no schema version 1".
+    answers = racing_recreates(
+        http,
+        node,
+        topic,
+        lambda client: client.get(f"/v1/topics/{topic}/schemas/latest"),
+    )
+    allowed = {
+        (200, ""),
+        (404, f"topic {topic} not found"),
+        (404, f"topic {topic} has no schema"),
+        (503, f"topic {topic} kept changing during the request; retry"),
+    }
+    assert answers <= allowed
+
+
+def test_a_compatibility_check_racing_a_delete_and_recreate(http, topic, node):
+    # The record read said version 1, and the history went with the topic
+    # before the check read it: 404 "topic ... has no schema version 1".
+    answers = racing_recreates(
+        http,
+        node,
+        topic,
+        lambda client: client.post(
+            f"/v1/topics/{topic}/schemas/compatibility", {"schema": {"type": "array"}}
+        ),
+    )
+    allowed = {(200, ""), (404, f"topic {topic} not found")}
+    assert answers <= allowed
+
+
+def test_a_history_racing_a_delete_and_recreate_is_one_topics(http, topic, node):
+    # The record and the history were two reads: "current_version": 1 came
+    # with no versions, or none with version 1.
+    def judge(resp):
+        if resp.status != 200:
+            return outcome(resp)
+        history = resp.json()
+        versions = [v["version"] for v in history["versions"]]
+        return 200, versions == list(range(1, (history["current_version"] or 0) + 1))
+
+    answers = racing_recreates(
+        http,
+        node,
+        topic,
+        lambda client: client.get(f"/v1/topics/{topic}/schemas"),
+        judge,
+    )
+    assert answers <= {(200, True), (404, f"topic {topic} not found")}
+
+
 def test_a_topic_holds_at_most_1000_versions(http, topic):
     make(http, topic, {"enum": [0]})
     for n in range(2, 1001):

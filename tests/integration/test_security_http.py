@@ -906,3 +906,79 @@ def test_fan_out_children_are_their_parents_owners_business(http, as_user, p):
     assert theirs.delete(f"/v1/topics/{p}.parent/children/{p}.kid").status == 403
     assert mine.delete(f"/v1/topics/{p}.parent/children/{p}.kid").status == 204
     assert mine.delete(f"/v1/topics/{p}.parent/children/{p}.loose").status == 204
+
+
+def test_an_owner_never_deletes_the_topic_another_user_created_again(http, as_user, p):
+    # Concurrent deletes by a topic's owner, while another user creates the
+    # name again: the gate judged ownership on the owner's topic and the
+    # delete took whatever the name held next, so a second delete (after the
+    # first) removed the other user's new topic. Each delete now acts on
+    # the incarnation its user owns: one delete of it, never two.
+    grants = [grant("create", f"{p}.*")]
+    owner, rival = new_user(http, grants), new_user(http, grants)
+    deleters = [as_user(*owner) for _ in range(6)]
+    creators = [as_user(*rival) for _ in range(3)]
+    topic = f"/v1/topics/{p}.x"
+
+    def delete(client, deleted):
+        deleted.append(client.delete(topic).status)
+
+    def create(client, created):
+        for _ in range(3):
+            status = client.post("/v1/topics", {"name": f"{p}.x"}).status
+            created.append(status)
+            if status == 201:
+                return
+
+    for _ in range(40):
+        assert deleters[0].post("/v1/topics", {"name": f"{p}.x"}).status == 201
+        deleted, created = [], []
+        threads = [threading.Thread(target=delete, args=(c, deleted)) for c in deleters]
+        threads += [
+            threading.Thread(target=create, args=(c, created)) for c in creators
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert deleted.count(204) == 1, (deleted, created)
+        if 201 in created:
+            assert http.get(topic).json()["owner"] == rival[0]
+        assert http.delete(topic).status in (204, 404)
+
+
+def test_an_owner_without_a_grant_never_reads_another_users_topic(http, as_user, p):
+    # Owning a topic is what lets a user no grant of whom matches it read
+    # it: while the name was deleted and created again by another user,
+    # such reads answered that user's topic (its owner, its schema).
+    owner, owner_pw = new_user(http, [grant("create", f"{p}.*")])
+    rival = new_user(http, [grant("create", f"{p}.*")])
+    mine = as_user(owner, owner_pw)
+    theirs = as_user(*rival)
+    names = [f"{p}.x{i}" for i in range(40)]
+    for name in names:
+        assert mine.post("/v1/topics", {"name": name}).status == 201
+    elsewhere = {"grants": [grant("produce", f"{p}-elsewhere.*")]}
+    assert http.put(f"/v1/users/{owner}/grants", elsewhere).status == 200
+    # A new password: no worker remembers the credentials with old grants.
+    reset = {"password": secrets.token_urlsafe(12)}
+    assert http.put(f"/v1/users/{owner}/password", reset).status == 204
+    mine = as_user(owner, reset["password"])
+    seen: set = set()
+
+    def read(name: str, done: threading.Event) -> None:
+        while not done.is_set():
+            resp = mine.get(f"/v1/topics/{name}")
+            seen.add(resp.json()["owner"] if resp.status == 200 else resp.status)
+
+    for name in names:
+        done = threading.Event()
+        readers = [threading.Thread(target=read, args=(name, done)) for _ in range(4)]
+        for reader in readers:
+            reader.start()
+        assert http.delete(f"/v1/topics/{name}").status == 204
+        assert theirs.post("/v1/topics", {"name": name}).status == 201
+        done.set()
+        for reader in readers:
+            reader.join()
+    assert rival[0] not in seen, seen

@@ -34,6 +34,24 @@ def test_a_recreated_topic_is_never_validated_with_the_old_schema(two_nodes):
     assert sum(s["next_offset"] for s in stats) == 0
 
 
+def test_a_record_whose_history_is_gone_is_read_again(two_nodes):
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    assert a.simulate_post("/v1/topics/t/produce", body=b'{"x": 1}').status_code == 202
+    # a's worker hears nothing more (the notification is on its way), and
+    # has no validator compiled (a topic just created, or one evicted): its
+    # record names version 1 of a history that went with the topic. It
+    # answered 404 "topic t has no schema version 1".
+    a.app._listener.stop()
+    b.simulate_delete("/v1/topics/t")
+    a.app._router.find("/v1/topics/t/schemas")[0].schemas.validators.clear()
+    resp = a.simulate_post("/v1/topics/t/produce", body=b'{"x": 1}')
+    assert (resp.status_code, resp.json["error"]) == (404, "topic t not found")
+    b.simulate_post("/v1/topics", json={"name": "t"})
+    resp = a.simulate_post("/v1/topics/t/produce", body=b'{"x": 1}')
+    assert resp.status_code == 202, resp.text
+
+
 def test_a_refusal_is_rechecked_against_a_newer_version(two_nodes):
     a, b = two_nodes
     a.simulate_post(
@@ -253,3 +271,101 @@ def test_a_patch_of_settings_and_schema_is_all_or_nothing(config):
     # A schema that changes nothing leaves the version; the settings apply.
     resp = patch(retention_ms=hour, schema=widened)
     assert (resp.json["retention_ms"], resp.json["schema_version"]) == (hour, 2)
+
+
+@pytest.mark.parametrize(
+    ("again", "answer"),
+    [
+        (None, (404, {"error": "topic t has no schema"})),
+        ({"required": ["id"]}, (200, {"required": ["id"]})),
+    ],
+)
+def test_latest_of_a_topic_created_again_meanwhile(
+    two_nodes, monkeypatch, again, answer
+):
+    # The record said version 2 and the history had gone with the topic by
+    # the time it was read: 404 "topic t has no schema version 2", true of
+    # no topic that ever existed.
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    a.simulate_patch("/v1/topics/t", json={"schema": {"type": ["object", "array"]}})
+    storage = storage_of(a)
+    read = storage.get_schema
+
+    def recreated_first(name, version):
+        monkeypatch.setattr(storage, "get_schema", read)
+        assert b.simulate_delete("/v1/topics/t").status_code == 204
+        body = {"name": "t"} if again is None else {"name": "t", "schema": again}
+        assert b.simulate_post("/v1/topics", json=body).status_code == 201
+        return read(name, version)
+
+    monkeypatch.setattr(storage, "get_schema", recreated_first)
+    resp = a.simulate_get("/v1/topics/t/schemas/latest")
+    assert (resp.status_code, resp.json) == answer
+
+
+@pytest.mark.parametrize("against", [None, "latest", "all"])
+def test_a_check_against_a_topic_deleted_meanwhile_finds_no_topic(
+    two_nodes, monkeypatch, against
+):
+    # The record said version 2, and the history went with the topic before
+    # it was read: 404 "topic t has no schema version 2", true of no topic
+    # that ever existed (the topic there is now has a version 1 only).
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    a.simulate_patch("/v1/topics/t", json={"schema": {"type": ["object", "array"]}})
+    storage = storage_of(a)
+    reads = {"get_schema": storage.get_schema, "get_schemas": storage.get_schemas}
+
+    def recreated_first(read):
+        def read_after(*args):
+            for name, original in reads.items():
+                monkeypatch.setattr(storage, name, original)
+            assert b.simulate_delete("/v1/topics/t").status_code == 204
+            body = {"name": "t", "schema": {"type": "object"}}
+            assert b.simulate_post("/v1/topics", json=body).status_code == 201
+            return read(*args)
+
+        return read_after
+
+    for name, original in reads.items():
+        monkeypatch.setattr(storage, name, recreated_first(original))
+    body = {"schema": {"type": "array"}}
+    if against is not None:
+        body["against"] = against
+    resp = a.simulate_post("/v1/topics/t/schemas/compatibility", json=body)
+    assert (resp.status_code, resp.json) == (404, {"error": "topic t not found"})
+
+
+@pytest.mark.parametrize(
+    ("meanwhile", "current", "versions"),
+    [
+        ("patch", 2, [1, 2]),  # a new version came after the record was read
+        ("recreate", None, []),  # another topic took the name
+    ],
+)
+def test_a_history_agrees_with_its_current_version(
+    two_nodes, monkeypatch, meanwhile, current, versions
+):
+    # The record and the history were two reads: a change between them gave
+    # "current_version": 1 with versions [1, 2], or 1 with none at all.
+    a, b = two_nodes
+    a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    storage = storage_of(a)
+    read = storage.schema_sizes
+
+    def changed_first(name):
+        monkeypatch.setattr(storage, "schema_sizes", read)
+        if meanwhile == "patch":
+            newer = {"schema": {"type": ["object", "array"]}}
+            assert b.simulate_patch("/v1/topics/t", json=newer).status_code == 200
+        else:
+            assert b.simulate_delete("/v1/topics/t").status_code == 204
+            assert b.simulate_post("/v1/topics", json={"name": "t"}).status_code == 201
+        return read(name)
+
+    monkeypatch.setattr(storage, "schema_sizes", changed_first)
+    history = a.simulate_get("/v1/topics/t/schemas").json
+    assert history["current_version"] == current
+    assert [v["version"] for v in history["versions"]] == versions
+    assert history["total_bytes"] == sum(v["size"] for v in history["versions"])

@@ -9,8 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from narad.broker import records as records_module
+from narad.broker.messages import MessageService
 from narad.broker.records import TopicRecords
+from narad.broker.topics import TopicService
+from narad.broker.waiters import Waiters
 from narad.caches import BoundedCache
+from narad.errors import TopicNotFound
 from narad.storage import Event
 from narad.storage import TopicChanges
 from narad.testing.storage_contract import new_meta
@@ -155,6 +159,30 @@ def test_a_change_heard_while_reading_a_record_keeps_the_read_out(world):
     assert w.records.cached(w.meta.name).retention_ms == 0
     w.storage.get_topic = read
     assert w.records.cached(w.meta.name).retention_ms == HOUR
+
+
+def test_a_topic_deleted_before_its_creator_heard_back_is_not_cached(world):
+    # Another worker deleted the topic between the create script and its
+    # reply, and this worker handled that event first: the record it then
+    # cached outlived the topic (a replay said "no message at offset 0"
+    # instead of "topic not found", until the name changed again).
+    w = world
+    create = w.storage.create_topic
+
+    def create_then_deleted(meta):
+        result = create(meta)
+        w.storage.delete_topic(w.storage.get_topic(meta.name))
+        w.events.changed(meta.name)
+        return result
+
+    w.storage.create_topic = create_then_deleted
+    TopicService(w.storage, w.records, None, None).create("fresh", {}, None)
+    assert w.records.cache.get("fresh") is None
+    messages = MessageService(
+        w.storage, w.records, None, Waiters(w.events), max_wait_ms=0
+    )
+    with pytest.raises(TopicNotFound):
+        messages.replay("fresh", partition=0, offset=0)
 
 
 def test_a_recreated_topic_drops_the_former_incarnations_entries(world):

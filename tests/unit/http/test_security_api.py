@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 
 from narad import testing
 from narad.http.middleware import access_log
+from narad.security.access import Gate
 from narad.testing import basic_auth
 
 
@@ -180,3 +182,120 @@ def test_topics_a_user_name_owns_are_found_on_any_page(secure, monkeypatch):
     # Once x.q is gone, bob owns only s.b, which sa's admin grant matches.
     assert secure.simulate_delete("/v1/topics/x.q").status_code == 204
     assert secure.simulate_delete("/v1/users/bob", headers=scoped).status_code == 204
+
+
+def _replaced_after_the_check(secure, monkeypatch, topic, owner, rival):
+    """Make ``topic`` deleted (by the admin) and created again by ``rival``
+    right after the gate found ``owner`` owning it: the race of an owner's
+    request with another user's recreate, made deterministic."""
+    original = Gate._owns
+
+    def owns(self, principal, name):
+        epoch = original(self, principal, name)
+        if principal.name == owner and name == topic and epoch is not None:
+            monkeypatch.setattr(Gate, "_owns", original)  # once
+            assert secure.simulate_delete(f"/v1/topics/{topic}").status_code == 204
+            again = {"name": topic, "retention_ms": 0}
+            resp = secure.simulate_post("/v1/topics", json=again, headers=rival)
+            assert resp.status_code == 201
+        return epoch
+
+    monkeypatch.setattr(Gate, "_owns", owns)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "replaced"),
+    [
+        ("DELETE", "/v1/topics/t.x", None, "t.x"),
+        ("PATCH", "/v1/topics/t.x", {"retention_ms": 3_600_000}, "t.x"),
+        ("PATCH", "/v1/topics/t.x", {"schema": {"type": "object"}}, "t.x"),
+        ("POST", "/v1/topics", {"name": "t.kid", "parent": "t.x"}, "t.x"),
+        ("POST", "/v1/topics/t.x/children", {"child": "t.loose"}, "t.x"),
+        ("POST", "/v1/topics/t.other/children", {"child": "t.x"}, "t.x"),
+        ("DELETE", "/v1/topics/t.x/children/t.kid", None, "t.x"),
+    ],
+)
+def test_an_owner_acts_only_on_the_incarnation_it_owns(
+    secure, monkeypatch, method, path, body, replaced
+):
+    # The gate judged ownership on one record and the service acted on
+    # whatever the name held when it read it again: a user could delete,
+    # alter or link the topic another user had just created under that name.
+    grants = [{"action": "create", "patterns": ["t.*"]}]
+    owner = add_user(secure, "owner", grants)
+    rival = add_user(secure, "rival", grants)
+    for name in ("t.x", "t.loose", "t.other"):
+        resp = secure.simulate_post("/v1/topics", json={"name": name}, headers=owner)
+        assert resp.status_code == 201
+    child = {"name": "t.kid", "parent": "t.x"}
+    if method == "DELETE" and "children" in path:
+        resp = secure.simulate_post("/v1/topics", json=child, headers=owner)
+        assert resp.status_code == 201
+    _replaced_after_the_check(secure, monkeypatch, replaced, "owner", rival)
+    resp = secure.simulate_request(method, path, json=body, headers=owner)
+    assert resp.status_code == 404, resp.text
+    assert resp.json["error"] == f"topic {replaced} not found"
+    # The rival's topic is as its creator made it: no schema, no children,
+    # not attached, its own retention.
+    record = secure.simulate_get(f"/v1/topics/{replaced}").json
+    assert record["owner"] == "rival"
+    assert record["retention_ms"] == 0
+    assert record["schema_version"] is None
+    assert record.get("parent") is None
+    children = secure.simulate_get(f"/v1/topics/{replaced}/children").json
+    assert children["children"] == []
+    assert secure.simulate_get("/v1/topics/t.kid").status_code == (
+        200 if "children" in path and method == "DELETE" else 404
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/v1/topics/t.x", None),
+        ("GET", "/v1/topics/t.x/schemas", None),
+        ("GET", "/v1/topics/t.x/schemas/latest", None),
+        ("GET", "/v1/topics/t.x/children", None),
+        ("POST", "/v1/topics/t.x/schemas/compatibility", {"schema": {}}),
+    ],
+)
+def test_an_owner_without_a_grant_reads_only_the_incarnation_it_owns(
+    secure, monkeypatch, method, path, body
+):
+    # Owning t.x is what lets a user whose grants no longer match it read
+    # it; the topic another user created under that name meanwhile was
+    # answered to it (its record, schema and children).
+    grants = [{"action": "create", "patterns": ["t.*"]}]
+    owner = add_user(secure, "owner", grants)
+    rival = add_user(secure, "rival", grants)
+    mine = {"name": "t.x", "schema": {"type": "array"}}
+    resp = secure.simulate_post("/v1/topics", json=mine, headers=owner)
+    assert resp.status_code == 201
+    elsewhere = {"grants": [{"action": "produce", "patterns": ["z.*"]}]}
+    resp = secure.simulate_put("/v1/users/owner/grants", json=elsewhere)
+    assert resp.status_code == 200
+    # Once the worker heard of the new grants (z.* matches, t.* does not).
+    deadline = time.monotonic() + 10
+    while secure.simulate_get("/v1/topics/z.none", headers=owner).status_code != 404:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    resp = secure.simulate_request(method, path, json=body, headers=owner)
+    assert resp.status_code == 200
+    original = Gate._owns
+
+    def owns(self, principal, name):
+        epoch = original(self, principal, name)
+        if principal.name == "owner" and epoch is not None:
+            monkeypatch.setattr(Gate, "_owns", original)  # once
+            assert secure.simulate_delete("/v1/topics/t.x").status_code == 204
+            again = {"name": "t.x", "schema": {"type": "object"}}
+            resp = secure.simulate_post("/v1/topics", json=again, headers=rival)
+            assert resp.status_code == 201
+        return epoch
+
+    monkeypatch.setattr(Gate, "_owns", owns)
+    resp = secure.simulate_request(method, path, json=body, headers=owner)
+    assert resp.status_code == 403, resp.text
+    assert resp.json["error"] == (
+        "user owner may not read topic t.x: no grant matches it"
+    )
