@@ -497,6 +497,8 @@ class NaradWorker(JSONErrors, GeventWorker):
                     "node at its connection limit (server.max_connections); retry",
                 )
                 raise StopIteration
+        if _asks_to_close(req):
+            req.force_close()
         sock.begin_request(req)
         try:
             try:
@@ -539,6 +541,17 @@ def _drain(request: Any) -> None:
     except (RequestTimeout, OSError):
         pass
     raise StopIteration  # gunicorn closes the connection
+
+
+def _asks_to_close(request: Any) -> bool:
+    """Whether a Connection field lists ``close`` (RFC 9112 9.6: the server
+    must close after its response). gunicorn reads only the first field, and
+    only when ``close`` is its whole value, not ``TE, close``."""
+    return any(
+        name == "CONNECTION"
+        and any(option.strip(" \t").lower() == "close" for option in value.split(","))
+        for name, value in request.headers
+    )
 
 
 def _unread_body(request: Any) -> float:

@@ -269,6 +269,27 @@ def test_kept_alive_connection_idles_past_header_timeout_then_is_served(
     sock.close()
 
 
+@pytest.mark.parametrize(
+    "connection",
+    [
+        "Connection: TE, close",
+        "Connection: keep-alive, close",
+        "Connection: TE\r\nConnection: close",
+    ],
+    ids=["te-close", "keep-alive-close", "two-fields"],
+)
+def test_close_among_other_connection_options_is_honoured(strict_node, connection):
+    """RFC 9112 9.6: a ``close`` option (Perl's LWP sends ``TE, close``)
+    closes the connection after the response, however the field lists it."""
+    sock = raw(strict_node)
+    sock.settimeout(3)  # under the node's keepalive (5 s)
+    sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: t\r\n{connection}\r\n\r\n".encode())
+    status, headers, _ = read_response(sock)
+    assert (status, headers["connection"]) == (200, "close")
+    assert closed(sock)
+    sock.close()
+
+
 @pytest.fixture
 def capped_node(valkey, tmp_path):
     node = Node(
