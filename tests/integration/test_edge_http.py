@@ -184,6 +184,27 @@ def test_a_body_shorter_than_its_length_is_refused_and_not_stored(edge):
     assert edge.next_offset(topic) == 0
 
 
+def http10(data: bytes) -> bytes:
+    line, rest = data.split(b"\r\n", 1)
+    return line.replace(b" HTTP/1.1", b" HTTP/1.0") + b"\r\n" + rest
+
+
+def test_an_http10_body_without_content_length_is_refused(edge):
+    """RFC 1945 8.3: an HTTP/1.0 POST needs Content-Length. Without it the
+    node read an empty body: 202, and an empty message stored instead of
+    the bytes sent."""
+    topic = edge.topic()
+    target = f"/v1/topics/{topic}/produce"
+    sent = build("POST", target, b"hello world", framing="none")
+    resp = exchange(edge.port, http10(sent), close_write=True)
+    assert resp.status == 400
+    assert "Content-Length" in resp.error
+    assert edge.next_offset(topic) == 0
+    framed = build("POST", target, b"hello world")
+    assert exchange(edge.port, http10(framed)).status == 202
+    edge.assert_stored(topic, 0, b"hello world")
+
+
 def test_a_stalled_body_is_refused_after_the_body_timeout(edge):
     topic = edge.topic()
     resp = edge.send(
