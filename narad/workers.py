@@ -27,6 +27,7 @@ greenlet rather than a thread, plus what a node facing clients directly needs:
   its limits, broken chunked framing); :class:`JSONErrors` makes its answer
   ``{"error": ...}`` with the same status, as every other Narad error. It only
   overrides ``Worker.handle_error``, so it combines with any worker class.
+  Each refusal (408, 503 past the cap included) writes its access-log line.
 
 gevent monkey-patches the worker process (gunicorn's ``init_process``) before
 the app, redis-py and the metrics are imported there; the master, which
@@ -165,6 +166,9 @@ class JSONErrors:
 
     cfg: Any
     log: Any
+    # Narad's access log (narad.http.middleware.RequestLog), where the worker
+    # keeps one: a refused request gets its line there too.
+    access: Any = None
 
     def handle_error(
         self, req: Any, client: Any, addr: Any, exc: BaseException
@@ -176,6 +180,7 @@ class JSONErrors:
         else:
             self.log.exception("Error handling request")
         body = error_body(message)
+        request_id = new_request_id()
         if req is None and isinstance(exc, http_errors.InvalidHeader):
             req = getattr(exc, "req", None)
         if req is not None:
@@ -189,7 +194,7 @@ class JSONErrors:
         head = (
             f"HTTP/1.1 {status} {reason}\r\n"
             "Connection: close\r\n"
-            f"X-Request-ID: {new_request_id()}\r\n"
+            f"X-Request-ID: {request_id}\r\n"
             "Content-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         )
@@ -197,6 +202,13 @@ class JSONErrors:
             util.write_nonblock(client, head.encode("latin-1") + body)
         except Exception:
             self.log.debug("Failed to send error message.")
+        self.access_line(req, addr, status, request_id)
+
+    def access_line(self, req: Any, addr: Any, status: int, request_id: str) -> None:
+        """The access-log line of a request answered here, not by the app."""
+        if self.access is not None:
+            method = getattr(req, "method", None)
+            self.access.refused(addr[0] if addr else None, method, status, request_id)
 
 
 @dataclass(frozen=True)
@@ -339,16 +351,19 @@ class Connection:
         self.flush()
         return self.sock.sendfile(file, offset, count)
 
-    def refuse(self, status: int, reason: str, message: str) -> None:
-        """Answer ``{"error": message}`` and ask to close (before any response)."""
+    def refuse(self, status: int, reason: str, message: str) -> str:
+        """Answer ``{"error": message}`` and ask to close (before any
+        response); the answer's request id."""
         body = error_body(message)
+        request_id = new_request_id()
         head = (
             f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
-            f"X-Request-ID: {new_request_id()}\r\n"
+            f"X-Request-ID: {request_id}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         )
         with suppress(OSError):
             self.sendall(head.encode() + body)
+        return request_id
 
     def close(self) -> None:
         if self.linger:
@@ -379,6 +394,7 @@ class NaradWorker(JSONErrors, GeventWorker):
         # In the master, before the fork: its settings, not the file's now.
         config = node_config()
         self.limits = Limits.from_config(config)
+        self.access_format = config.get("server.access_log")
         self.cap = math.ceil(config.get("server.max_connections") / self.cfg.workers)
         self.offload_threads = (
             config.get("validation.capacity_slots") or os.cpu_count() or 1
@@ -417,6 +433,10 @@ class NaradWorker(JSONErrors, GeventWorker):
         offload.start(self.offload_threads)
         super().load_wsgi()
         self._application, self.wsgi = self.wsgi, self._serve
+        # Imported here, as the app is: after gevent's patching.
+        from narad.http.middleware import RequestLog
+
+        self.access = RequestLog(self.access_format)
 
     def _fit_cap(self, cap: int) -> int:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -491,11 +511,12 @@ class NaradWorker(JSONErrors, GeventWorker):
             req.force_close()
             if req.path not in PROBES:
                 sock.linger = _unread_body(req) > 0
-                sock.refuse(
+                request_id = sock.refuse(
                     503,
                     "Service Unavailable",
                     "node at its connection limit (server.max_connections); retry",
                 )
+                self.access_line(req, addr, 503, request_id)
                 raise StopIteration
         if _asks_to_close(req):
             req.force_close()
@@ -512,7 +533,8 @@ class NaradWorker(JSONErrors, GeventWorker):
     def handle_error(self, req: Any, client: Any, addr: Any, exc: Exception):
         if isinstance(exc, RequestTimeout):
             self.log.debug("slow client %s: %s", addr, exc)
-            client.refuse(408, "Request Timeout", exc.message)
+            request_id = client.refuse(408, "Request Timeout", exc.message)
+            self.access_line(req, addr, 408, request_id)
             return
         super().handle_error(req, client, addr, exc)
 

@@ -94,13 +94,48 @@ class RequestLog:
             return
         elapsed_ms = round((time.perf_counter() - req.context.started) * 1000, 3)
         principal = req.context.principal
+        self._write(
+            client=req.remote_addr or None,
+            user=principal.name or None if principal is not None else None,
+            method=req.method,
+            route=req.uri_template,
+            topic=req.context.get("topic"),
+            status=resp.status_code,
+            elapsed_ms=elapsed_ms,
+            request_id=req.context.request_id,
+        )
+
+    def refused(
+        self, client: str | None, method: str | None, status: int, request_id: str
+    ) -> None:
+        """The line of a request the server refused before the app saw it
+        (:mod:`narad.workers`): no user, route or topic, no time spent."""
+        if self.fmt == "off" or not access_log.isEnabledFor(logging.INFO):
+            return
+        self._write(
+            client=client,
+            user=None,
+            method=method,
+            route=None,
+            topic=None,
+            status=status,
+            elapsed_ms=0.0,
+            request_id=request_id,
+        )
+
+    def _write(
+        self,
+        *,
+        client: str | None,
+        user: str | None,
+        method: str | None,
+        route: str | None,
+        topic: str | None,
+        status: int,
+        elapsed_ms: float,
+        request_id: str,
+    ) -> None:
         when = self._now()
-        client = req.remote_addr or None
-        user = principal.name or None if principal is not None else None
-        route = req.uri_template
-        topic = req.context.get("topic")
-        status = resp.status_code
-        request_id = req.context.request_id
         if self.fmt == "json":
             # Like every other JSON line of the node (narad.logs): level,
             # logger and message, so one query reads them all.
@@ -108,11 +143,11 @@ class RequestLog:
                 {
                     "level": "INFO",
                     "logger": access_log.name,
-                    "message": f"{req.method} {route} {status}",
+                    "message": f"{method} {route} {status}",
                     "time": when,
                     "client": client,
                     "user": user,
-                    "method": req.method,
+                    "method": method,
                     "route": route,
                     "topic": topic,
                     "status": status,
@@ -122,7 +157,7 @@ class RequestLog:
             )
         else:
             line = (
-                f"{when} {client or '-'} {user or '-'} {req.method} {route or '-'} "
+                f"{when} {client or '-'} {user or '-'} {method or '-'} {route or '-'} "
                 f"{topic or '-'} {status} {elapsed_ms} {request_id}"
             )
         handlers = access_log.handlers

@@ -150,6 +150,8 @@ def test_headers_too_slow_get_408_json_and_a_closed_connection(strict_node):
     assert headers["connection"] == "close"
     assert "server.header_timeout" in json.loads(body)["error"]
     assert closed(sock)
+    [line] = strict_node.access_lines(headers["x-request-id"])
+    assert " 408 " in line
     other.close()
 
 
@@ -321,9 +323,11 @@ def test_past_the_connection_cap_only_health_is_answered(capped_node, topic):
         probe.close()
     extra = raw(capped_node)
     extra.sendall(f"GET /v1/topics/{topic} HTTP/1.1\r\n{HEAD}\r\n".encode())
-    status, _, body = read_response(extra)
+    status, headers, body = read_response(extra)
     assert status == 503
     assert "server.max_connections" in json.loads(body)["error"]
+    [line] = capped_node.access_lines(headers["x-request-id"])
+    assert " GET - - 503 " in line
     for sock in held:
         sock.close()
     http.close()

@@ -464,6 +464,25 @@ def test_gunicorns_refusals_are_json(edge, data, status, words):
     assert words in resp.error
 
 
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (build("GET", "/" + "a" * 5000, framing="none"), 414),
+        (b"NOT HTTP\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: br\r\n\r\n", 501),
+    ],
+    ids=["414", "request-line", "501"],
+)
+def test_gunicorns_refusals_write_an_access_line(edge_node, data, status):
+    """README: each request writes one access-log line, with the request id
+    its response carries; gunicorn's refusals wrote none."""
+    resp = exchange(edge_node.port, data)
+    assert resp.status == status
+    lines = edge_node.access_lines(resp.headers["x-request-id"])
+    assert len(lines) == 1
+    assert f" {status} " in lines[0]
+
+
 # -- 6. round-robin fairness: the README walkthrough, twice ----------------------------
 
 
