@@ -70,7 +70,7 @@ from narad import offload
 from narad.config import Config
 from narad.errors import RequestTimeout
 from narad.http import error_body
-from narad.http import new_request_id
+from narad.http import request_id
 from narad.server import node_config
 
 # Connections a worker takes past its share of server.max_connections, only
@@ -180,9 +180,9 @@ class JSONErrors:
         else:
             self.log.exception("Error handling request")
         body = error_body(message)
-        request_id = new_request_id()
         if req is None and isinstance(exc, http_errors.InvalidHeader):
             req = getattr(exc, "req", None)
+        request_id = _request_id(req)
         if req is not None:
             environ = default_environ(req, client, self.cfg)
             environ["REMOTE_ADDR"] = addr[0]
@@ -351,11 +351,12 @@ class Connection:
         self.flush()
         return self.sock.sendfile(file, offset, count)
 
-    def refuse(self, status: int, reason: str, message: str) -> str:
-        """Answer ``{"error": message}`` and ask to close (before any
-        response); the answer's request id."""
+    def refuse(self, status: int, reason: str, message: str, req: Any = None) -> str:
+        """Answer ``{"error": message}`` to ``req`` (None: its head did not
+        arrive) and ask to close (before any response); the answer's
+        request id."""
         body = error_body(message)
-        request_id = new_request_id()
+        request_id = _request_id(req)
         head = (
             f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
             f"X-Request-ID: {request_id}\r\n"
@@ -515,6 +516,7 @@ class NaradWorker(JSONErrors, GeventWorker):
                     503,
                     "Service Unavailable",
                     "node at its connection limit (server.max_connections); retry",
+                    req,
                 )
                 self.access_line(req, addr, 503, request_id)
                 raise StopIteration
@@ -574,6 +576,16 @@ def _asks_to_close(request: Any) -> bool:
         and any(option.strip(" \t").lower() == "close" for option in value.split(","))
         for name, value in request.headers
     )
+
+
+def _request_id(request: Any) -> str:
+    """The id of a response the worker writes: the client's, if its head
+    arrived with a usable one."""
+    given = None
+    for name, value in getattr(request, "headers", ()):
+        if name == "X-REQUEST-ID":
+            given = value if given is None else f"{given},{value}"
+    return request_id(given)
 
 
 def _unread_body(request: Any) -> float:

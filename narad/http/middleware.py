@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 import time
 
 import falcon
 
 from narad.http import encode
-from narad.http import new_request_id
+from narad.http import request_id
 from narad.http.topics import valid_name
 from narad.logs import REQUEST_ID
 from narad.logs import AccessLines
@@ -34,8 +33,6 @@ from narad.security.authn import Authenticator
 
 #: Routes anyone may call: probes of load balancers and scrapers.
 PUBLIC = frozenset({"/healthz", "/readyz", "/metrics"})
-# Printable ASCII without spaces, as ids from proxies and tracers are.
-_REQUEST_ID = re.compile(r"[!-~]{1,128}")
 
 access_log = logging.getLogger("narad.access")
 _STARTED = time.time()
@@ -73,9 +70,7 @@ class RequestLog:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
-        given = req.get_header("X-Request-ID")
-        if given is None or not _REQUEST_ID.fullmatch(given):
-            given = new_request_id()
+        given = request_id(req.get_header("X-Request-ID"))
         req.context.request_id = given
         # Every log line written while serving the request carries its id.
         req.context.log_token = REQUEST_ID.set(given)

@@ -322,9 +322,10 @@ def test_past_the_connection_cap_only_health_is_answered(capped_node, topic):
         assert headers["connection"] == "close"
         probe.close()
     extra = raw(capped_node)
-    extra.sendall(f"GET /v1/topics/{topic} HTTP/1.1\r\n{HEAD}\r\n".encode())
+    head = f"GET /v1/topics/{topic} HTTP/1.1\r\nX-Request-ID: trace-7\r\n{HEAD}\r\n"
+    extra.sendall(head.encode())
     status, headers, body = read_response(extra)
-    assert status == 503
+    assert (status, headers["x-request-id"]) == (503, "trace-7")
     assert "server.max_connections" in json.loads(body)["error"]
     [line] = capped_node.access_lines(headers["x-request-id"])
     assert " GET - - 503 " in line

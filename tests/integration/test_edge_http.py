@@ -483,6 +483,18 @@ def test_gunicorns_refusals_write_an_access_line(edge_node, data, status):
     assert f" {status} " in lines[0]
 
 
+def test_a_refusal_echoes_the_clients_request_id(edge_node):
+    """README: every response carries the client's X-Request-ID when it sent
+    a usable one; gunicorn's refusals of a parsed head sent a fresh one."""
+    data = (
+        b"POST / HTTP/1.1\r\nHost: x\r\nX-Request-ID: trace-42\r\n"
+        b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    )
+    resp = exchange(edge_node.port, data)
+    assert resp.status == 400
+    assert resp.headers["x-request-id"] == "trace-42"
+
+
 # -- 6. round-robin fairness: the README walkthrough, twice ----------------------------
 
 
