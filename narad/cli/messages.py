@@ -229,12 +229,16 @@ def consume(
     """Consume messages as JSON lines on standard output.
 
     Each message is printed, then acked (delivery is at least once: a message
-    printed but not acked, because the command was stopped, comes back after
-    the topic's visibility timeout). Without --follow the command ends when
+    printed but not acked, because the command was stopped, is given back to
+    be delivered again, or comes back after the topic's visibility timeout
+    when the node cannot be told). Without --follow the command ends when
     no message is left; with it, it waits for more until Ctrl-C or --max.
     """
     client = session.client
-    held: list[str] = []  # leases kept with --no-ack
+    # Leases not acked: given back however the command ends (--no-ack, or
+    # stopped by Ctrl-C, a reader gone away, an error), not held until
+    # their visibility timeout.
+    held: list[str] = []
     taken = 0
     first = True
     try:
@@ -252,19 +256,18 @@ def consume(
                 if follow:
                     continue
                 break
-            handles = []
+            handles = [json.loads(raw)["receipt_handle"] for raw in messages]
+            held += handles
             for raw in messages:
                 print_line(raw)
-                handles.append(json.loads(raw)["receipt_handle"])
             taken += len(messages)
             if ack:
                 _settle(client, topic, handles, None)
-            else:
-                held += handles
+                held.clear()
     except KeyboardInterrupt:
-        _release(client, topic, held)
         raise click.exceptions.Exit(130) from None
-    _release(client, topic, held)
+    finally:
+        _release(client, topic, held)
 
 
 def _settle(client, topic: str, handles: list[str], extend: int | None) -> None:
