@@ -89,7 +89,8 @@ def produce(
     if body is not None:
         replayed = session.client.produce(
             topic,
-            body.encode(),
+            # As the shell passed it: bytes that are not UTF-8 too.
+            os.fsencode(body),
             key=key,
             partition=partition,
             idempotency_key=idempotency_key,

@@ -4,6 +4,7 @@ drives a real node."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
@@ -168,6 +169,26 @@ def test_consume_without_ack_gives_the_messages_back(narad, topic):
     again = narad("consume", topic)[1].splitlines()
     assert [json.loads(m)["offset"] for m in first] == [0, 1]
     assert [json.loads(m)["offset"] for m in again] == [0, 1]
+
+
+def test_arguments_that_are_not_utf8(narad, topic):
+    # What the shell passes for `narad produce T $'\\xff\\xfeabc'` (Python's
+    # surrogate escapes): a body is sent as those bytes; a name or key cannot
+    # be sent, which is a usage error, not a traceback.
+    narad("topic", "create", topic, "--partitions", "1")
+    code, _, err = narad("produce", topic, "\udcff\udcfeabc")
+    assert code == 0, err
+    _, out, _ = narad("consume", topic)
+    message = json.loads(out)
+    assert message["payload_encoding"] == "base64"
+    assert base64.b64decode(message["payload"]) == b"\xff\xfeabc"
+    for args in (
+        ["topic", "info", "x\udcff"],
+        ["produce", topic, "--key", "\udcff", "x"],
+    ):
+        code, _, err = narad(*args)
+        assert code == 2
+        assert err.startswith("narad: ") and "not UTF-8" in err and "xff" in err
 
 
 def test_replay_reads_a_range_without_leasing(narad, topic):
