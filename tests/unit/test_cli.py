@@ -162,6 +162,18 @@ def test_consume_prints_json_lines_and_acks(narad, topic):
     assert json.loads(out)["partition_stats"][0]["in_flight"] == 0
 
 
+def test_a_payload_written_on_several_lines_is_printed_on_one(narad, topic):
+    # The node keeps a JSON payload as written, line breaks included; the
+    # CLI's output is still one JSON object a line.
+    narad("topic", "create", topic, "--partitions", "1")
+    narad("produce", topic, '{\n  "a": 1.50,\r\n  "b": [1,\n 2]\n}')
+    for command in (["consume", topic, "--no-ack"], ["replay", topic, "-p", "0"]):
+        _, out, _ = narad(*command)
+        (line,) = out.splitlines()
+        assert json.loads(line)["payload"] == {"a": 1.5, "b": [1, 2]}
+        assert '"a": 1.50' in line  # still as written otherwise
+
+
 def test_consume_without_ack_gives_the_messages_back(narad, topic):
     narad("topic", "create", topic, "--partitions", "1")
     narad("produce", topic, input="a\nb\n")
