@@ -176,7 +176,21 @@ class Client:
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.request(method, path, **kwargs)
-        return response.json() if response.content else None
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise self._not_narad(response) from exc
+
+    def _not_narad(self, response: httpx.Response) -> Unavailable:
+        """What to raise for a success that is not the API's JSON: another
+        server at that address (a wrong port or path)."""
+        return Unavailable(
+            response.status_code,
+            f"{self.url} answered {response.request.url.path} with "
+            f"HTTP {response.status_code} but not JSON: is it a Narad node?",
+        )
 
     # -- health --------------------------------------------------------------
 
@@ -387,7 +401,11 @@ class Client:
             params=_params(max=max_messages, wait=wait, partition=partition),
             wait_s=_seconds(wait),
         )
-        return raw_elements(response.content) if response.content else []
+        if not response.content:
+            return []
+        if not response.content.lstrip().startswith(b"{"):
+            raise self._not_narad(response)
+        return raw_elements(response.content)
 
     def ack(self, topic: str, receipt_handle: str) -> None:
         self.request(

@@ -410,6 +410,21 @@ def test_client_errors_carry_the_servers_message(app):
         client.topic("x")
 
 
+@pytest.mark.parametrize(
+    "command", [["topic", "ls"], ["topic", "info", "t"], ["consume", "t"]]
+)
+def test_an_answer_that_is_not_json_is_unavailable_not_a_traceback(command):
+    # --url naming another server (a wrong port, a web page at that path).
+    page = httpx.MockTransport(
+        lambda request: httpx.Response(200, html="<html>Welcome</html>")
+    )
+    result = CliRunner().invoke(cli, command, obj=Session(transport=page))
+    assert not isinstance(result.exception, ValueError)
+    assert result.exit_code == 3
+    assert result.stderr.startswith("narad: http://127.0.0.1:7942 answered /v1/")
+    assert "not JSON: is it a Narad node?" in result.stderr
+
+
 def test_raw_json_members_are_sent_as_written():
     body = encode_body({"name": "t", "schema": b'{"b": 1e1,  "a": 1}'})
     assert body == b'{"name": "t", "schema": {"b": 1e1,  "a": 1}}'
