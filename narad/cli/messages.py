@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from collections.abc import Iterator
 from typing import IO
 
@@ -30,6 +31,9 @@ from narad.cli.output import wants_json
 from narad.client import ClientError
 
 MAX_PRODUCE_BATCH = 1000
+#: The node's request body limit (narad.http.body.MAX_BODY, kept equal by a test).
+MAX_REQUEST_BYTES = 1024 * 1024
+_BATCH_OVERHEAD = len(b'{"messages": []}')
 MAX_CONSUME_BATCH = 100
 #: The long poll of ``consume --follow`` (the node caps it at broker.max_wait_ms).
 FOLLOW_WAIT = "30s"
@@ -106,14 +110,14 @@ def produce(
     except (OSError, ValueError):
         total = None
     unit = "bytes" if total else "messages"
+
+    def entry(line: bytes, number: int) -> dict[str, object]:
+        return _entry(line, key, partition, idempotency_key, number)
+
     with progress_bar(progress, "producing", total=total, unit=unit) as (bar, task):
-        for batch, consumed in _batches(stream, batch_size):
-            entries = [
-                _entry(line, key, partition, idempotency_key, number)
-                for number, line in batch
-            ]
+        for batch, consumed in _batches(stream, batch_size, entry):
             try:
-                answer = session.client.produce_batch(topic, entries)
+                answer = session.client.produce_batch(topic, [e for _, e in batch])
             except ClientError as exc:
                 raise _at_line(exc, batch, accepted) from exc
             accepted += answer["accepted"]
@@ -123,20 +127,31 @@ def produce(
 
 
 def _batches(
-    stream: IO[bytes], size: int
-) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
-    """Non-empty lines in batches: ([(line number, line)], bytes read so far)."""
-    batch: list[tuple[int, bytes]] = []
+    stream: IO[bytes], size: int, entry: Callable[[bytes, int], dict[str, object]]
+) -> Iterator[tuple[list[tuple[int, dict[str, object]]], int]]:
+    """Non-empty lines as batch entries, at most ``size`` of them and
+    MAX_REQUEST_BYTES of request body a batch (a line too big for any batch
+    goes alone, for the node to refuse): ([(line number, entry)], bytes read
+    so far)."""
+    batch: list[tuple[int, dict[str, object]]] = []
     consumed = 0
+    encoded = _BATCH_OVERHEAD
     for number, line in enumerate(stream, 1):
-        consumed += len(line)
+        read = len(line)
         line = line.rstrip(b"\r\n")
-        if not line:
-            continue
-        batch.append((number, line))
+        if line:
+            item = entry(line, number)
+            # As Client.produce_batch encodes it, with the ", " before it.
+            cost = len(json.dumps(item)) + 2
+            if batch and encoded + cost > MAX_REQUEST_BYTES:
+                yield batch, consumed
+                batch, encoded = [], _BATCH_OVERHEAD
+            batch.append((number, item))
+            encoded += cost
+        consumed += read
         if len(batch) == size:
             yield batch, consumed
-            batch = []
+            batch, encoded = [], _BATCH_OVERHEAD
     if batch:
         yield batch, consumed
 
@@ -162,7 +177,7 @@ def _entry(
 
 
 def _at_line(
-    exc: ClientError, batch: list[tuple[int, bytes]], stored: int
+    exc: ClientError, batch: list[tuple[int, dict[str, object]]], stored: int
 ) -> click.ClickException:
     """The error of a refused batch, naming the line the node named."""
     error = cli_error(exc)

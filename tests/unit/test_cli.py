@@ -122,6 +122,28 @@ def test_produce_lines_in_batches_and_name_the_refused_line(narad, topic, tmp_pa
     assert "(2 messages stored before line 3; none from line 3 on)" in err
 
 
+def test_produce_keeps_each_batch_under_the_nodes_body_limit(narad, topic, tmp_path):
+    # Each line is stored alone, but 100 of them are over the node's 1 MiB
+    # request body: batches are cut by size too.
+    narad("topic", "create", topic, "--partitions", "1")
+    lines = tmp_path / "big.jsonl"
+    lines.write_text(
+        "".join(json.dumps({"n": i, "pad": '"' * 10_000}) + "\n" for i in range(150))
+    )
+    code, out, err = narad("produce", topic, "-f", str(lines))
+    assert code == 0, err
+    assert json.loads(out)["accepted"] == 150
+    _, out, _ = narad("replay", topic, "-p", "0")
+    assert [json.loads(m)["payload"]["n"] for m in out.splitlines()] == list(range(150))
+
+
+def test_the_cli_knows_the_nodes_body_limit():
+    from narad.cli.messages import MAX_REQUEST_BYTES
+    from narad.http.body import MAX_BODY
+
+    assert MAX_REQUEST_BYTES == MAX_BODY
+
+
 def test_produce_with_an_idempotency_key_stores_each_line_once(narad, topic):
     narad("topic", "create", topic)
     lines = "a\nb\nc\n"
