@@ -187,10 +187,19 @@ def _at_line(
         if index < len(batch):
             line = f"line {batch[index][0]}: "
             message = message[: match.start()] + line + message[match.end() :]
-    first = batch[0][0]
-    message += (
-        f" ({stored} messages stored before line {first}; none from line {first} on)"
-    )
+    first, last = batch[0][0], batch[-1][0]
+    if isinstance(error, Unavailable):
+        # No answer, or a 5xx: the batch may have been stored all the same.
+        after = f"lines {first} to {last} may or may not be stored"
+        message += (
+            f" ({stored} messages stored before line {first}; {after}; "
+            f"none from line {last + 1} on)"
+        )
+    else:
+        message += (
+            f" ({stored} messages stored before line {first}; "
+            f"none from line {first} on)"
+        )
     return type(error)(message)
 
 

@@ -144,6 +144,39 @@ def test_the_cli_knows_the_nodes_body_limit():
     assert MAX_REQUEST_BYTES == MAX_BODY
 
 
+def test_produce_without_an_answer_does_not_claim_nothing_was_stored(app, topic):
+    # The node stores the second batch but its answer never comes (a lost
+    # connection, a timeout): the CLI cannot know whether it was stored.
+    class LostAnswer(httpx.WSGITransport):
+        batches = 0
+
+        def handle_request(self, request):
+            response = super().handle_request(request)
+            if request.url.path.endswith("/produce/batch"):
+                self.batches += 1
+                if self.batches == 2:
+                    raise httpx.ReadTimeout("timed out", request=request)
+            return response
+
+    runner = CliRunner()
+    session = Session(transport=LostAnswer(app=app))
+    runner.invoke(cli, ["topic", "create", topic, "--partitions", "1"], obj=session)
+    session = Session(transport=LostAnswer(app=app))
+    result = runner.invoke(
+        cli,
+        ["produce", topic, "--batch-size", "2"],
+        obj=session,
+        input="a\nb\nc\nd\ne\n",
+    )
+    assert result.exit_code == 3
+    assert "2 messages stored before line 3" in result.stderr
+    assert "lines 3 to 4 may or may not be stored" in result.stderr
+    assert "none from line 5 on" in result.stderr
+    session = Session(transport=httpx.WSGITransport(app=app))
+    replayed = runner.invoke(cli, ["replay", topic, "-p", "0"], obj=session)
+    assert len(replayed.stdout.splitlines()) == 4  # they were
+
+
 def test_produce_with_an_idempotency_key_stores_each_line_once(narad, topic):
     narad("topic", "create", topic)
     lines = "a\nb\nc\n"
