@@ -8,6 +8,8 @@ import base64
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -396,6 +398,20 @@ def test_main_returns_exit_statuses(capsys):
     assert main(["topic", "info"]) == 2  # missing argument
     assert main(["--url", "http://127.0.0.1:9", "topic", "ls"]) == 3
     assert "narad: cannot reach" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["context", "ls", "--json"], ["--version"]])
+def test_output_that_cannot_be_written_is_an_error_not_a_traceback(command):
+    # `narad consume T > out.jsonl` on a full disk.
+    with open("/dev/full", "wb") as full:
+        ran = subprocess.run(
+            [sys.executable, "-m", "narad.cli", *command],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    err = ran.stderr.decode()
+    assert (ran.returncode, err) == (2, "narad: [Errno 28] No space left on device\n")
 
 
 @pytest.mark.parametrize(
