@@ -496,6 +496,33 @@ def test_an_answer_that_is_not_json_is_unavailable_not_a_traceback(command):
     assert "not JSON: is it a Narad node?" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["produce", "t", "x"],
+        ["topic", "create", "t"],
+        ["topic", "ls"],
+        ["topic", "info", "t"],
+        ["schema", "get", "t"],
+        ["consume", "t"],
+    ],
+)
+def test_a_redirect_is_not_taken_for_success(command):
+    # A proxy that sends http:// to https://: nothing reached a node, so no
+    # command may say it was done (a produce "accepted" with exit status 0).
+    moved = httpx.MockTransport(
+        lambda request: httpx.Response(
+            301, headers={"Location": f"https://narad.example{request.url.path}"}
+        )
+    )
+    result = CliRunner().invoke(cli, command, obj=Session(transport=moved))
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("narad: http://127.0.0.1:7942 answered HTTP 301")
+    assert "moved to https://narad.example/v1/" in result.stderr
+
+
 def test_raw_json_members_are_sent_as_written():
     body = encode_body({"name": "t", "schema": b'{"b": 1e1,  "a": 1}'})
     assert body == b'{"name": "t", "schema": {"b": 1e1,  "a": 1}}'
