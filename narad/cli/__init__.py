@@ -32,9 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
         click.echo("Aborted.", err=True)
-        return 1
+        # Ctrl-C is no refusal (1): 130, as for `narad consume`.
+        return 130 if isinstance(exc.__cause__, KeyboardInterrupt) else 1
     except BrokenPipeError:
         # The reader went away (| head): stop quietly.
         _drop_stdout()

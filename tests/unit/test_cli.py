@@ -414,6 +414,17 @@ def test_output_that_cannot_be_written_is_an_error_not_a_traceback(command):
     assert (ran.returncode, err) == (2, "narad: [Errno 28] No space left on device\n")
 
 
+def test_ctrl_c_is_not_a_refusal(monkeypatch, capsys):
+    # Exit status 1 says the node refused; an interrupted command says 130,
+    # as `narad consume` does.
+    def interrupted(self, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Client, "iter_topics", interrupted)
+    assert main(["topic", "ls"]) == 130
+    assert "Aborted." in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "text",
     [
