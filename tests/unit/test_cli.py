@@ -319,6 +319,10 @@ def test_schema_check_reads_as_a_table_or_json(narad):
     code, out, _ = narad("schema", "check", topic, narrower, "--mode", "none")
     assert (code, json.loads(out)["compatible"]) == (0, True)
     assert narad("schema", "check", topic, v1, "--against", "soon")[0] == 1
+    code, out, _ = narad("schema", "check", topic, v1, "--against", "LATEST")
+    assert (code, json.loads(out)["compatible"]) == (0, True)
+    code, _, err = narad("schema", "check", topic, v1, "--against", "\u00b2")
+    assert code == 1 and "Traceback" not in err and "against" in err
 
 
 def test_children_commands(narad, topic):
