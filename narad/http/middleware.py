@@ -138,7 +138,7 @@ class RequestLog:
                 {
                     "level": "INFO",
                     "logger": access_log.name,
-                    "message": f"{method} {route} {status}",
+                    "message": f"{method or '-'} {route or '-'} {status}",
                     "time": when,
                     "client": client,
                     "user": user,
