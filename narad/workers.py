@@ -300,6 +300,13 @@ class Connection:
             data = self.sock.recv(size)
         except TimeoutError:
             return self._late()
+        if len(data) == size:
+            # More is waiting: a read of buffered bytes does not yield, and
+            # a client sending faster than it is parsed (a body of 1-byte
+            # chunks) would hold the event loop until it stops. A positive
+            # sleep lets one turn of the loop, its I/O included, go first
+            # (sleep(0) may not poll; idle() may wait long on a busy loop).
+            gevent.sleep(1e-6)
         if self.request is not None:
             # A body cut short ends here like a closed socket; the body
             # reader (narad.http.body) counts the bytes and refuses it.

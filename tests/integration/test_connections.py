@@ -437,6 +437,31 @@ def test_a_long_validation_does_not_hold_up_the_event_loop(strict_node, topic):
     http.close()
 
 
+def test_a_body_of_tiny_chunks_does_not_hold_up_the_event_loop(strict_node, topic):
+    """A client that sends 1 MiB as 1-byte chunks (6 MiB of framing) faster
+    than the worker parses it: its reads never waited, and the worker's other
+    connections waited seconds, until the whole body was parsed."""
+    http = strict_node.client()
+    make(http, topic)
+    head = (
+        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\n{HEAD}"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    )
+    body = b"1\r\nx\r\n" * (1024 * 1024) + b"0\r\n\r\n"
+    producer = raw(strict_node)
+    producer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    sender = threading.Thread(target=producer.sendall, args=(head.encode() + body,))
+    sender.start()
+    time.sleep(0.2)  # the body is being parsed
+    # One worker: health is answered while the body still arrives.
+    assert http.get("/healthz").status == 200
+    assert sender.is_alive(), "the whole body was read first"
+    sender.join()
+    assert read_response(producer)[0] == 202
+    producer.close()
+    http.close()
+
+
 def test_a_worker_told_to_stop_while_it_starts_stops(valkey, tmp_path):
     """A reload (HUP) starts new workers; one told to stop (TERM) before it
     set its own signal handlers must stop too, not serve on until the
