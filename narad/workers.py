@@ -73,6 +73,9 @@ from narad.http import error_body
 from narad.http import request_id
 from narad.server import node_config
 
+# How long reads of one connection may go on without letting the event loop
+# turn (see Connection.recv): the other connections' wait, at most.
+LOOP_TURN_S = 0.005
 # Connections a worker takes past its share of server.max_connections, only
 # to answer health probes; past those, new connections wait in the kernel's
 # accept queue.
@@ -259,6 +262,7 @@ class Connection:
         "reading",
         "request",
         "sock",
+        "turned",
     )
 
     def __init__(self, sock: socket.socket, limits: Limits, *, probes_only: bool):
@@ -273,6 +277,7 @@ class Connection:
         self.hold = False  # the next send is a response head: hold it
         self.held = b""  # a response head not sent yet
         self.deadline = time.monotonic() + limits.header
+        self.turned = 0.0  # when a read of this connection last let the loop turn
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sock, name)
@@ -300,13 +305,16 @@ class Connection:
             data = self.sock.recv(size)
         except TimeoutError:
             return self._late()
-        if len(data) == size:
+        if len(data) == size and time.monotonic() - self.turned >= LOOP_TURN_S:
             # More is waiting: a read of buffered bytes does not yield, and
             # a client sending faster than it is parsed (a body of 1-byte
             # chunks) would hold the event loop until it stops. A positive
             # sleep lets one turn of the loop, its I/O included, go first
             # (sleep(0) may not poll; idle() may wait long on a busy loop).
+            # At most one per LOOP_TURN_S: an ordinary body pays one, not one
+            # per buffer.
             gevent.sleep(1e-6)
+            self.turned = time.monotonic()
         if self.request is not None:
             # A body cut short ends here like a closed socket; the body
             # reader (narad.http.body) counts the bytes and refuses it.
