@@ -535,3 +535,15 @@ def test_a_content_coded_produce_is_415_and_stores_nothing(edge):
     )
     assert resp.status == 415 and "Content-Encoding 'gzip'" in resp.error
     assert edge.next_offset(topic) == 0
+
+
+@pytest.mark.parametrize("slash", ["%2F", "%2f"])
+def test_an_encoded_slash_in_the_path_routes_nowhere(edge, slash):
+    # Decoded before routing, t%2Fproduce would be topic t's produce route,
+    # which a proxy's rules on paths never saw.
+    topic = edge.topic()
+    resp = edge.send("POST", f"/v1/topics/{topic}{slash}produce", b"x")
+    assert resp.status == 404
+    assert edge.next_offset(topic) == 0
+    # In the query it is only a character.
+    assert edge.send("GET", f"/v1/topics/{topic}?x=a{slash}b").status == 200
