@@ -81,11 +81,19 @@ def once(node: Node, method: str, path: str, body=None, headers=None) -> Respons
 
 
 def dies(node: Node, marker: str, method: str, path: str, body=None, headers=None):
-    """Send a request whose worker dies after its write; check that it did."""
-    (node.markers / marker).touch()
-    with pytest.raises(DROPPED):
-        once(node, method, path, body, headers)
-    assert not (node.markers / marker).exists()
+    """Send a request whose worker dies after its write; check that it did.
+
+    A connection the kernel had queued for a worker killed just before is
+    reset unread (the marker is still there): that one is sent again, as
+    :func:`call` does."""
+    for _ in range(50):
+        (node.markers / marker).touch()
+        with pytest.raises(DROPPED):
+            once(node, method, path, body, headers)
+        if not (node.markers / marker).exists():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"no worker took the {marker!r} marker")
 
 
 def call(node: Node, method: str, path: str, body=None, headers=None) -> Response:
