@@ -552,6 +552,19 @@ class NaradWorker(JSONErrors, GeventWorker):
                 raise StopIteration
         if _asks_to_close(req):
             req.force_close()
+        if _repeated(req, "IDEMPOTENCY-KEY"):
+            # Joined into one value ("k1,k1") it would be another key than a
+            # retry's single field: the retry would store a duplicate.
+            req.force_close()
+            sock.linger = _unread_body(req) > 0
+            request_id = sock.refuse(
+                400,
+                "Bad Request",
+                "Idempotency-Key is given more than once; nothing was stored",
+                req,
+            )
+            self.access_line(req, addr, 400, request_id)
+            raise StopIteration
         sock.begin_request(req)
         try:
             try:
@@ -606,6 +619,12 @@ def _asks_to_close(request: Any) -> bool:
         and any(option.strip(" \t").lower() == "close" for option in value.split(","))
         for name, value in request.headers
     )
+
+
+def _repeated(request: Any, field: str) -> bool:
+    """Whether the head holds ``field`` (upper case, as gunicorn keeps names)
+    more than once."""
+    return sum(name == field for name, _ in request.headers) > 1
 
 
 def _request_id(request: Any) -> str:

@@ -547,3 +547,16 @@ def test_an_encoded_slash_in_the_path_routes_nowhere(edge, slash):
     assert edge.next_offset(topic) == 0
     # In the query it is only a character.
     assert edge.send("GET", f"/v1/topics/{topic}?x=a{slash}b").status == 200
+
+
+def test_an_idempotency_key_given_twice_is_400_and_stores_nothing(edge):
+    # Joined into "k1,k1", it would not match a retry's single field.
+    topic = edge.topic()
+    sent = build(
+        "POST", f"/v1/topics/{topic}/produce", b"x", headers={"Idempotency-Key": "k1"}
+    )
+    head, _, body = sent.partition(b"\r\n\r\n")
+    resp = exchange(edge.port, head + b"\r\nIdempotency-Key: k1\r\n\r\n" + body)
+    assert resp.status == 400
+    assert "Idempotency-Key is given more than once" in resp.error
+    assert edge.next_offset(topic) == 0
