@@ -104,7 +104,9 @@ def narad_compatibility_rules() -> Mapping[str, Callable[..., Any]]:
 
     Key claimed: each keyword. A rule that is not callable, or a rule for a
     keyword no installed draft defines that is not marked as an extension
-    (it would never run), stops start-up naming the plugin and the keyword.
+    (it would never run), stops start-up naming the plugin and the keyword;
+    while some plugin is disabled it is logged as a warning instead (the
+    keyword is likely the disabled draft's).
     """
 
 
