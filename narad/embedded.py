@@ -59,6 +59,8 @@ _RUNTIME_PREFIX = "narad-valkey-"
 MIN_DEFAULT_MEMORY = 64 << 20
 LOCK_NAME = "narad.lock"
 _LOG_PREFIX = re.compile(r"^\d+:[A-Z] \d+ \w+ \d+ [\d:.]+ . ")
+# What Valkey logs when it loads an append-only file without its torn tail.
+_TRUNCATED = re.compile(r"Revert incomplete MULTI/EXEC|Truncating the AOF")
 # A lock whose recorded owner has died is still held by its leftovers
 # (workers finishing, the server flushing); wait this long for them.
 LEFTOVER_WAIT_S = 10.0
@@ -235,6 +237,7 @@ class EmbeddedValkey:
                 self._prepare()
             except OSError as exc:
                 raise StorageError(f"data directory {self.data_dir}: {exc}") from exc
+        log_from = self._log_size()
         self.process = subprocess.Popen(
             [str(get_binary_path()), str(self.data_dir / "valkey.conf")],
             cwd=self.data_dir,
@@ -253,7 +256,38 @@ class EmbeddedValkey:
         )
         self._owner_pid = os.getpid()
         self._wait_ready(timeout)
+        self._report_truncated_tail(log_from)
         return self.url
+
+    def _log_size(self) -> int:
+        try:
+            return (self.data_dir / "valkey.log").stat().st_size
+        except OSError:
+            return 0
+
+    def _report_truncated_tail(self, log_from: int) -> None:
+        """Say in the node's log when the server dropped an incomplete end of
+        its append-only file at load (``aof-load-truncated``): a crash cut a
+        write off, or the disk lost what it had. Only ``valkey.log`` would
+        tell otherwise, and the node would start as if nothing was missing."""
+        try:
+            with open(self.data_dir / "valkey.log", "rb") as fh:
+                fh.seek(log_from)
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            return
+        found = [
+            _LOG_PREFIX.sub("", line).strip(" #!")
+            for line in text.splitlines()
+            if _TRUNCATED.search(line)
+        ]
+        if found:
+            log.warning(
+                "embedded Valkey dropped the incomplete end of its append-only "
+                "file (a write cut off by a crash; with appendfsync always it "
+                "was never answered, unless the disk lost written data): %s",
+                " / ".join(found),
+            )
 
     def _prepare(self) -> None:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
