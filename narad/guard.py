@@ -144,7 +144,8 @@ def check_at_start(config: Config) -> None:
         raise InvalidConfiguration(
             f"storage at {where} is not durable ({status.detail}), so a 202 would "
             "not mean the message is on disk: configure it with appendonly yes "
-            "and appendfsync always (as conf/valkey.conf does), or set "
+            "and appendfsync always, no-appendfsync-on-rewrite no and "
+            "maxmemory-policy noeviction (as conf/valkey.conf does), or set "
             '`storage.durability` = "relaxed" to serve anyway'
         )
 

@@ -100,6 +100,25 @@ def test_fsync_everysec_stops_the_node_unless_relaxed_and_is_watched(tmp_path):
         server.stop()
 
 
+def test_no_fsync_during_rewrites_is_not_durable(tmp_path):
+    """With no-appendfsync-on-rewrite yes, a server answers writes it has
+    not fsynced while it rewrites its AOF (or saves a snapshot): a 202 would
+    not mean "on disk", at start or once set at run time."""
+    server = start_valkey(tmp_path / "valkey", extra=("no-appendfsync-on-rewrite yes",))
+    raw = redis.Redis.from_url(server.tcp_url, decode_responses=True)
+    try:
+        status = status_as(server.tcp_url)
+        assert not status.durable
+        assert "no-appendfsync-on-rewrite is yes" in status.detail
+        raw.config_set("no-appendfsync-on-rewrite", "no")
+        assert status_as(server.tcp_url).durable
+        raw.config_set("no-appendfsync-on-rewrite", "yes")
+        assert not status_as(server.tcp_url).durable
+    finally:
+        raw.close()
+        server.stop()
+
+
 def status_as(url: str):
     backend = narad_redis.connect(url, Config.load(env={}))
     try:
