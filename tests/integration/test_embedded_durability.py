@@ -119,6 +119,51 @@ def test_no_fsync_during_rewrites_is_not_durable(tmp_path):
         server.stop()
 
 
+def test_a_server_refusing_writes_for_its_disk_answers_503(tmp_path):
+    """A failed snapshot (stop-writes-on-bgsave-error) makes the server refuse
+    every write with -MISCONF, unrun: 503, nothing stored, reads go on; writes
+    resume once it saves again."""
+    server = start_valkey(tmp_path / "valkey", extra=("save 3600 1",))
+    raw = redis.Redis.from_url(server.tcp_url, decode_responses=True)
+    node = Node(tmp_path / "node", storage_url=server.tcp_url, workers=1).start()
+    http = node.client()
+    try:
+        assert http.post("/v1/topics", {"name": "t", "partitions": 1}).status == 201
+        assert http.post("/v1/topics/t/produce", b"kept").status == 202
+        # The snapshot cannot take its name: a directory holds it.
+        blocker = tmp_path / "valkey" / "dump.rdb"
+        (blocker / "x").mkdir(parents=True)
+        raw.bgsave()
+        persistence = raw.info
+        assert wait_until(
+            lambda: persistence("persistence")["rdb_last_bgsave_status"] == "err"
+        )
+        unavailable = {"error": "storage unavailable, retry"}
+        for path, body in (
+            ("/v1/topics/t/produce", b"lost"),
+            ("/v1/topics", {"name": "u"}),
+        ):
+            resp = http.post(path, body)
+            assert (resp.status, resp.json()) == (503, unavailable), resp.data
+        assert http.get("/v1/topics/t").json()["partition_stats"][0]["next_offset"] == 1
+        assert http.get("/v1/topics/u").status == 404
+
+        (blocker / "x").rmdir()
+        blocker.rmdir()
+        raw.bgsave()
+        assert wait_until(
+            lambda: persistence("persistence")["rdb_last_bgsave_status"] == "ok"
+        )
+        assert http.post("/v1/topics/t/produce", b"again").status == 202
+    finally:
+        http.close()
+        node.stop()
+        raw.close()
+        server.stop()
+    assert "refuses writes: MISCONF" in node.log.read_text()
+    assert "unexpected error" not in node.log.read_text()
+
+
 def status_as(url: str):
     backend = narad_redis.connect(url, Config.load(env={}))
     try:
