@@ -119,6 +119,30 @@ def test_no_fsync_during_rewrites_is_not_durable(tmp_path):
         server.stop()
 
 
+def test_after_a_storage_restart_writes_wait_for_a_fresh_check(tmp_path):
+    """A server restarted with other settings (here: no fsync) is checked
+    before the next write: no 202 on the strength of the old server's check."""
+    server = start_valkey(tmp_path / "valkey")
+    node = Node(tmp_path / "node", storage_url=server.tcp_url, workers=1).start()
+    http = node.client()
+    try:
+        assert http.post("/v1/topics", {"name": "t"}).status == 201
+        # The worker now caches the topic and listens for its notifications.
+        assert http.post("/v1/topics/t/produce", b"kept").status == 202
+        server.stop()
+        server.extra = ("appendfsync no",)
+        server.socket_path = None  # its configuration is written again
+        server.start()
+        resp = http.post("/v1/topics/t/produce", b"not on disk")
+        assert resp.status == 503, resp.data
+        assert "appendfsync is no, not always" in resp.json()["error"]
+        assert http.get("/v1/topics/t").json()["partition_stats"][0]["next_offset"] == 1
+    finally:
+        http.close()
+        node.stop()
+        server.stop()
+
+
 def test_a_server_refusing_writes_for_its_disk_answers_503(tmp_path):
     """A failed snapshot (stop-writes-on-bgsave-error) makes the server refuse
     every write with -MISCONF, unrun: 503, nothing stored, reads go on; writes
