@@ -144,10 +144,11 @@ class Client:
         headers: Mapping[str, str] | None = None,
         wait_s: float = 0.0,
     ) -> httpx.Response:
-        """Send one request; the response if its status is below 400.
+        """Send one request; the response if its status is 2xx.
 
         Raises:
-            Refused: a 4xx answer, with the server's message.
+            Refused: a 4xx answer, with the server's message, or a redirect
+                (3xx, not followed).
             Unavailable: no answer (connection refused or lost, timeout) or
                 a 5xx answer.
         """
@@ -167,8 +168,17 @@ class Client:
             raise Unavailable(0, f"{self.url} did not answer in time ({exc})") from exc
         except httpx.TransportError as exc:
             raise Unavailable(0, f"cannot reach {self.url}: {exc}") from exc
-        if response.status_code < 400:
+        if response.status_code < 300:
             return response
+        if response.status_code < 400:
+            # Not followed: nothing reached a node (an http:// address that
+            # a proxy sends to https://, say), so it is no success.
+            where = response.headers.get("Location")
+            moved = f", moved to {where}" if where else ""
+            raise Refused(
+                response.status_code,
+                f"{self.url} answered HTTP {response.status_code}{moved}",
+            )
         message = _error_message(response)
         if response.status_code >= 500:
             raise Unavailable(response.status_code, message)
@@ -176,7 +186,21 @@ class Client:
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.request(method, path, **kwargs)
-        return response.json() if response.content else None
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise self._not_narad(response) from exc
+
+    def _not_narad(self, response: httpx.Response) -> Unavailable:
+        """What to raise for a success that is not the API's JSON: another
+        server at that address (a wrong port or path)."""
+        return Unavailable(
+            response.status_code,
+            f"{self.url} answered {response.request.url.path} with "
+            f"HTTP {response.status_code} but not JSON: is it a Narad node?",
+        )
 
     # -- health --------------------------------------------------------------
 
@@ -387,7 +411,11 @@ class Client:
             params=_params(max=max_messages, wait=wait, partition=partition),
             wait_s=_seconds(wait),
         )
-        return raw_elements(response.content) if response.content else []
+        if not response.content:
+            return []
+        if not response.content.lstrip().startswith(b"{"):
+            raise self._not_narad(response)
+        return raw_elements(response.content)
 
     def ack(self, topic: str, receipt_handle: str) -> None:
         self.request(

@@ -984,17 +984,18 @@ class Storage(Protocol):
         """Append ``entries`` to their partitions, all or nothing, storing
         nothing twice for a retried request that carries idempotency keys.
 
-        Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC); the
-        topic is not a delay child, whose messages come only from its parent
-        (DELAY_CHILD); each key of ``idempotency`` the topic remembers
-        (stored within ``limits.window_ms`` before ``now_ms``) was remembered
-        with the same digest (KEY_REUSED, with the index of the first that
-        was not); then, if any entry is left to store (entries under a
-        remembered key are not), the topic's current schema version is
+        Checks, in order: ``meta.epoch`` is the topic's (NO_TOPIC); each
+        key of ``idempotency`` the topic remembers (stored within
+        ``limits.window_ms`` before ``now_ms``) was remembered with the same
+        digest (KEY_REUSED, with the index of the first that was not); then,
+        if any entry is left to store (entries under a remembered key are
+        not), the topic is not a delay child, whose messages come only from
+        its parent (DELAY_CHILD), its current schema version is
         ``schema_version``, the one the payloads were validated against, 0
         for none (STALE_SCHEMA), and its children are ``meta.children``
         (STALE_CHILDREN). A retry whose keys were all remembered is
-        therefore answered OK even after the schema or the children moved on.
+        therefore answered OK even after the schema or the children moved on,
+        or the topic became a delay child.
 
         Changes, in one step: gives each entry left to store the next offset
         of its partition, in the order given, with timestamp ``max(now_ms,

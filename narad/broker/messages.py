@@ -233,7 +233,14 @@ class MessageService:
         meta = self.records.cached(topic)
         for _ in range(WRITE_ATTEMPTS):
             if meta.fanout_delay_ms:
-                meta = self._refuse_delay_child(meta)
+                meta = self.records.refresh(topic)
+                if meta.fanout_delay_ms:
+                    # A retry of what the topic stored before it became a
+                    # delay child is answered as one; anything else is 409.
+                    stored = self._stored_before(meta, outgoing, guards)
+                    if stored is not None:
+                        return stored
+                    raise ProduceToDelayChild(meta.name, meta.parent)
             try:
                 entries = self._entries(meta, outgoing, batch)
             except (InvalidArgument, SchemaUnusable):
@@ -296,11 +303,13 @@ class MessageService:
         """A refused produce that an earlier attempt stored whole (every
         message under a key the topic remembers with the same content): a
         retry, answered 202 as one, although the topic's schema now refuses
-        what the first attempt's version accepted. None otherwise.
+        what the first attempt's version accepted, or the topic became a
+        delay child. None otherwise.
 
         The check is an append at schema version -1, which no topic has: the
-        storage answers STALE_SCHEMA, storing nothing, unless every entry is
-        under a remembered key, and then OK, storing nothing either.
+        storage answers STALE_SCHEMA (or DELAY_CHILD), storing nothing,
+        unless every entry is under a remembered key, and then OK, storing
+        nothing either.
         """
         if sum(guard.stop - guard.start for guard in guards) < len(outgoing):
             return None
@@ -368,14 +377,6 @@ class MessageService:
             idempotency=guards,
             limits=self.idempotency,
         )
-
-    def _refuse_delay_child(self, meta: TopicMeta) -> TopicMeta:
-        """Refuse a produce to a delay child (checking a cached record
-        against the stored one first); the record when it is none."""
-        meta = self.records.refresh(meta.name)
-        if meta.fanout_delay_ms:
-            raise ProduceToDelayChild(meta.name, meta.parent)
-        return meta
 
     def _entries(
         self, meta: TopicMeta, outgoing: Sequence[Outgoing], batch: bool

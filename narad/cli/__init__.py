@@ -19,6 +19,7 @@ from narad.cli import messages  # noqa: F401 (registers its commands)
 from narad.cli import node  # noqa: F401
 from narad.cli import topics  # noqa: F401
 from narad.cli import users  # noqa: F401
+from narad.cli.base import USAGE
 from narad.cli.base import cli
 
 __all__ = ("cli", "main")
@@ -31,11 +32,23 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
         click.echo("Aborted.", err=True)
-        return 1
+        # Ctrl-C is no refusal (1): 130, as for `narad consume`.
+        return 130 if isinstance(exc.__cause__, KeyboardInterrupt) else 1
     except BrokenPipeError:
         # The reader went away (| head): stop quietly.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_stdout()
         return 1
+    except OSError as exc:
+        # Output or a file that cannot be written (a full disk...).
+        click.echo(f"narad: {exc}", err=True)
+        _drop_stdout()
+        return USAGE
     return status if isinstance(status, int) else 0
+
+
+def _drop_stdout() -> None:
+    """What is left in standard output's buffer goes nowhere, so that the
+    flush at exit does not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

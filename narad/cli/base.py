@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Any
@@ -70,6 +71,14 @@ class NaradGroup(click.Group):
             raise cli_error(exc) from exc
         except ContextsFileError as exc:
             raise Usage(str(exc)) from exc
+        except UnicodeEncodeError as exc:
+            # An argument with bytes that are not UTF-8 (Python's surrogate
+            # escapes): a name, key or header cannot carry it.
+            try:
+                shown = repr(os.fsencode(exc.object))
+            except (TypeError, UnicodeError):
+                shown = repr(exc.object)
+            raise Usage(f"an argument is not UTF-8 text: {shown}") from exc
 
 
 class Session:

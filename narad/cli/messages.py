@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from collections.abc import Iterator
 from typing import IO
 
@@ -30,6 +31,9 @@ from narad.cli.output import wants_json
 from narad.client import ClientError
 
 MAX_PRODUCE_BATCH = 1000
+#: The node's request body limit (narad.http.body.MAX_BODY, kept equal by a test).
+MAX_REQUEST_BYTES = 1024 * 1024
+_BATCH_OVERHEAD = len(b'{"messages": []}')
 MAX_CONSUME_BATCH = 100
 #: The long poll of ``consume --follow`` (the node caps it at broker.max_wait_ms).
 FOLLOW_WAIT = "30s"
@@ -89,7 +93,8 @@ def produce(
     if body is not None:
         replayed = session.client.produce(
             topic,
-            body.encode(),
+            # As the shell passed it: bytes that are not UTF-8 too.
+            os.fsencode(body),
             key=key,
             partition=partition,
             idempotency_key=idempotency_key,
@@ -105,14 +110,14 @@ def produce(
     except (OSError, ValueError):
         total = None
     unit = "bytes" if total else "messages"
+
+    def entry(line: bytes, number: int) -> dict[str, object]:
+        return _entry(line, key, partition, idempotency_key, number)
+
     with progress_bar(progress, "producing", total=total, unit=unit) as (bar, task):
-        for batch, consumed in _batches(stream, batch_size):
-            entries = [
-                _entry(line, key, partition, idempotency_key, number)
-                for number, line in batch
-            ]
+        for batch, consumed in _batches(stream, batch_size, entry):
             try:
-                answer = session.client.produce_batch(topic, entries)
+                answer = session.client.produce_batch(topic, [e for _, e in batch])
             except ClientError as exc:
                 raise _at_line(exc, batch, accepted) from exc
             accepted += answer["accepted"]
@@ -122,20 +127,31 @@ def produce(
 
 
 def _batches(
-    stream: IO[bytes], size: int
-) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
-    """Non-empty lines in batches: ([(line number, line)], bytes read so far)."""
-    batch: list[tuple[int, bytes]] = []
+    stream: IO[bytes], size: int, entry: Callable[[bytes, int], dict[str, object]]
+) -> Iterator[tuple[list[tuple[int, dict[str, object]]], int]]:
+    """Non-empty lines as batch entries, at most ``size`` of them and
+    MAX_REQUEST_BYTES of request body a batch (a line too big for any batch
+    goes alone, for the node to refuse): ([(line number, entry)], bytes read
+    so far)."""
+    batch: list[tuple[int, dict[str, object]]] = []
     consumed = 0
+    encoded = _BATCH_OVERHEAD
     for number, line in enumerate(stream, 1):
-        consumed += len(line)
+        read = len(line)
         line = line.rstrip(b"\r\n")
-        if not line:
-            continue
-        batch.append((number, line))
+        if line:
+            item = entry(line, number)
+            # As Client.produce_batch encodes it, with the ", " before it.
+            cost = len(json.dumps(item)) + 2
+            if batch and encoded + cost > MAX_REQUEST_BYTES:
+                yield batch, consumed
+                batch, encoded = [], _BATCH_OVERHEAD
+            batch.append((number, item))
+            encoded += cost
+        consumed += read
         if len(batch) == size:
             yield batch, consumed
-            batch = []
+            batch, encoded = [], _BATCH_OVERHEAD
     if batch:
         yield batch, consumed
 
@@ -161,7 +177,7 @@ def _entry(
 
 
 def _at_line(
-    exc: ClientError, batch: list[tuple[int, bytes]], stored: int
+    exc: ClientError, batch: list[tuple[int, dict[str, object]]], stored: int
 ) -> click.ClickException:
     """The error of a refused batch, naming the line the node named."""
     error = cli_error(exc)
@@ -171,10 +187,19 @@ def _at_line(
         if index < len(batch):
             line = f"line {batch[index][0]}: "
             message = message[: match.start()] + line + message[match.end() :]
-    first = batch[0][0]
-    message += (
-        f" ({stored} messages stored before line {first}; none from line {first} on)"
-    )
+    first, last = batch[0][0], batch[-1][0]
+    if isinstance(error, Unavailable):
+        # No answer, or a 5xx: the batch may have been stored all the same.
+        after = f"lines {first} to {last} may or may not be stored"
+        message += (
+            f" ({stored} messages stored before line {first}; {after}; "
+            f"none from line {last + 1} on)"
+        )
+    else:
+        message += (
+            f" ({stored} messages stored before line {first}; "
+            f"none from line {first} on)"
+        )
     return type(error)(message)
 
 
@@ -229,12 +254,16 @@ def consume(
     """Consume messages as JSON lines on standard output.
 
     Each message is printed, then acked (delivery is at least once: a message
-    printed but not acked, because the command was stopped, comes back after
-    the topic's visibility timeout). Without --follow the command ends when
+    printed but not acked, because the command was stopped, is given back to
+    be delivered again, or comes back after the topic's visibility timeout
+    when the node cannot be told). Without --follow the command ends when
     no message is left; with it, it waits for more until Ctrl-C or --max.
     """
     client = session.client
-    held: list[str] = []  # leases kept with --no-ack
+    # Leases not acked: given back however the command ends (--no-ack, or
+    # stopped by Ctrl-C, a reader gone away, an error), not held until
+    # their visibility timeout.
+    held: list[str] = []
     taken = 0
     first = True
     try:
@@ -252,19 +281,18 @@ def consume(
                 if follow:
                     continue
                 break
-            handles = []
+            handles = [json.loads(raw)["receipt_handle"] for raw in messages]
+            held += handles
             for raw in messages:
                 print_line(raw)
-                handles.append(json.loads(raw)["receipt_handle"])
             taken += len(messages)
             if ack:
                 _settle(client, topic, handles, None)
-            else:
-                held += handles
+                held.clear()
     except KeyboardInterrupt:
-        _release(client, topic, held)
         raise click.exceptions.Exit(130) from None
-    _release(client, topic, held)
+    finally:
+        _release(client, topic, held)
 
 
 def _settle(client, topic: str, handles: list[str], extend: int | None) -> None:

@@ -51,11 +51,16 @@ def print_json(document: Any) -> None:
     click.echo(json.dumps(document, indent=2, ensure_ascii=False))
 
 
+# A JSON payload is kept as written, line breaks included; in valid JSON a
+# line break can only be whitespace between tokens, so a space stands for it.
+_ONE_LINE = bytes.maketrans(b"\r\n", b"  ")
+
+
 def print_line(raw: bytes) -> None:
     """One JSON line, as the server wrote it (payload numbers untouched)."""
     sys.stdout.flush()
     stream = sys.stdout.buffer
-    stream.write(raw.rstrip(b"\n") + b"\n")
+    stream.write(raw.rstrip(b"\n").translate(_ONE_LINE) + b"\n")
     stream.flush()
 
 

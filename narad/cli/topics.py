@@ -378,7 +378,11 @@ def schema_check(
 
     Exit status 0 when it would, 1 when not, with every violation listed.
     """
-    target = int(against) if against and against.isdigit() else against
+    target: str | int | None = against
+    if against is not None:
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+        digits = against.isascii() and against.isdigit()
+        target = int(against) if digits else against.lower()  # as --mode is
     report = session.client.check_schema(
         topic_name, read_schema(source), against=target, mode=mode and mode.upper()
     )

@@ -64,8 +64,14 @@ class SchemaHistory:
             stored = self.schemas.latest(meta)
             if stored is None:
                 raise NotFound(f"topic {meta.name} has no schema")
-        elif ascii_digits(version) and len(version) < 10:
-            stored = self.schemas.stored(meta.name, int(version))
+        elif ascii_digits(version):
+            # A number too long to be a version is none stored either (404).
+            digits = version.lstrip("0") or "0"
+            if len(digits) > len(str(MAX_VERSION)):
+                raise NotFound(
+                    f"topic {meta.name} has no schema version {quote(digits)}"
+                )
+            stored = self.schemas.stored(meta.name, int(digits))
         else:
             raise InvalidArgument(
                 f"version must be a positive integer or latest, got {quote(version)}"

@@ -1758,14 +1758,29 @@ class StorageContract:
         )
         assert (again.status, again.repeated) == (Status.OK, 2)
         assert self.offsets(storage, child) == 2
-        # A produce to a delay child is refused before any key is looked at.
+        # A produce to a delay child is refused, storing nothing; a retry of
+        # what the topic stored before it became one stores nothing either.
         other = self.topic(storage)
+        stored = storage.append(
+            other, entries, schema_version=0, now_ms=2, idempotency=guard
+        )
+        assert stored.status is Status.OK
         other_parent = self.topic(storage)
         _, delayed = self.attach(storage, other_parent, other, delay_ms=10)
+        retried = storage.append(
+            delayed, entries, schema_version=0, now_ms=3, idempotency=guard
+        )
+        assert (retried.status, retried.count, retried.repeated) == (Status.OK, 0, 2)
+        fresh = [self.guard("k2", "d", 0, 2)]
         refused = storage.append(
-            delayed, entries, schema_version=0, now_ms=2, idempotency=guard
+            delayed, entries, schema_version=0, now_ms=4, idempotency=fresh
         )
         assert refused.status is Status.DELAY_CHILD
+        assert self.offsets(storage, delayed) == 2
+        again = storage.append(
+            delayed, entries, schema_version=0, now_ms=5, idempotency=fresh
+        )
+        assert again.status is Status.DELAY_CHILD  # the refused key is not kept
 
     def test_a_delay_child_takes_messages_only_from_its_parent(self, storage):
         parent, child = self.topic(storage), self.topic(storage)

@@ -678,8 +678,6 @@ class MemoryStorage:
             topic = self._live(meta)
             if topic is None:
                 return AppendResult(Status.NO_TOPIC)
-            if topic.meta.fanout_delay_ms:
-                return AppendResult(Status.DELAY_CHILD)
             skip: set[int] = set()
             fresh = []
             for index, guard in enumerate(idempotency):
@@ -692,6 +690,8 @@ class MemoryStorage:
                     return AppendResult(Status.KEY_REUSED, key_index=index)
             kept = [e for i, e in enumerate(entries) if i not in skip]
             if kept:
+                if topic.meta.fanout_delay_ms:
+                    return AppendResult(Status.DELAY_CHILD)
                 if topic.meta.schema_version != schema_version:
                     return AppendResult(
                         Status.STALE_SCHEMA, schema_version=topic.meta.schema_version

@@ -190,6 +190,34 @@ def test_an_immediate_child_is_a_topic_of_its_own(http, topic):
     }
 
 
+def test_a_retry_stored_before_the_topic_became_a_delay_child_is_one(http, topic):
+    """A keyed produce whose answer was lost, retried after the topic was
+    attached as a delay child: the retry is answered as a retry (202, nothing
+    stored), not with the 409 that sends the client to the parent, where its
+    message would be stored, and copied to this child, a second time."""
+    parent, child = topic, f"{topic}-c"
+    make(http, parent, partitions=1)
+    make(http, child, partitions=1)
+    single = {"Idempotency-Key": "one"}
+    assert http.post(f"/v1/topics/{child}/produce", b"a", headers=single).status == 202
+    entries = {"messages": [{"value": "b", "idempotency_key": "two"}]}
+    assert http.post(f"/v1/topics/{child}/produce/batch", entries).status == 202
+    assert attach(http, parent, child, delay_ms=HOUR).status == 200
+    again = http.post(f"/v1/topics/{child}/produce", b"a", headers=single)
+    assert again.status == 202, again.data
+    assert again.headers["idempotent-replayed"] == "true"
+    batch = http.post(f"/v1/topics/{child}/produce/batch", entries)
+    assert batch.status == 202, batch.data
+    assert batch.json() == {"accepted": 1, "duplicates": 1}
+    # Anything else is refused, and stores nothing.
+    fresh = http.post(
+        f"/v1/topics/{child}/produce", b"a", headers={"Idempotency-Key": "x"}
+    )
+    assert fresh.status == 409, fresh.data
+    assert http.post(f"/v1/topics/{child}/produce", b"a").status == 409
+    assert record(http, child)["partition_stats"][0]["next_offset"] == 2
+
+
 # -- links --------------------------------------------------------------------
 
 

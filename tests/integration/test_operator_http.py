@@ -128,6 +128,33 @@ def test_an_operator_produces_a_file_follows_and_replays(narad, topic, tmp_path)
     assert {m["partition"] for m in replayed} == {1}
 
 
+def test_a_consumer_whose_reader_goes_away_gives_its_leases_back(narad, topic):
+    # `narad consume T | head -1`: head leaves after one line, the next write
+    # fails. Messages leased but not acked must not stay held for the
+    # visibility timeout (an hour here), and no traceback is printed.
+    narad("topic", "create", topic, "--partitions", "1", "--visibility-timeout", "1h")
+    lines = "".join(json.dumps({"n": i, "pad": "x" * 1000}) + "\n" for i in range(300))
+    assert narad("produce", topic, stdin=lines.encode())[0] == 0
+    for ack in ("--ack", "--no-ack"):
+        consumer = subprocess.Popen(
+            [sys.executable, "-m", "narad.cli", "consume", topic, ack],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=narad.env,
+        )
+        assert json.loads(consumer.stdout.readline())["topic"] == topic
+        consumer.stdout.close()  # more than the pipe holds is still unwritten
+        err = consumer.stderr.read().decode()
+        consumer.wait(60)
+        assert "Traceback" not in err
+    # Every message can be taken again now: none was acked unread, none is
+    # still leased.
+    _, out, _ = narad("consume", topic)
+    assert sorted(json.loads(m)["payload"]["n"] for m in out.splitlines()) == list(
+        range(300)
+    )
+
+
 def test_exit_statuses_scripts_rely_on(narad, topic):
     assert narad("topic", "info", topic)[0] == 1  # 404: refused
     assert narad("topic", "create", topic, "--partitions", "0")[0] == 2  # usage

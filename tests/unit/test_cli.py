@@ -4,9 +4,12 @@ drives a real node."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -121,6 +124,61 @@ def test_produce_lines_in_batches_and_name_the_refused_line(narad, topic, tmp_pa
     assert "(2 messages stored before line 3; none from line 3 on)" in err
 
 
+def test_produce_keeps_each_batch_under_the_nodes_body_limit(narad, topic, tmp_path):
+    # Each line is stored alone, but 100 of them are over the node's 1 MiB
+    # request body: batches are cut by size too.
+    narad("topic", "create", topic, "--partitions", "1")
+    lines = tmp_path / "big.jsonl"
+    lines.write_text(
+        "".join(json.dumps({"n": i, "pad": '"' * 10_000}) + "\n" for i in range(150))
+    )
+    code, out, err = narad("produce", topic, "-f", str(lines))
+    assert code == 0, err
+    assert json.loads(out)["accepted"] == 150
+    _, out, _ = narad("replay", topic, "-p", "0")
+    assert [json.loads(m)["payload"]["n"] for m in out.splitlines()] == list(range(150))
+
+
+def test_the_cli_knows_the_nodes_body_limit():
+    from narad.cli.messages import MAX_REQUEST_BYTES
+    from narad.http.body import MAX_BODY
+
+    assert MAX_REQUEST_BYTES == MAX_BODY
+
+
+def test_produce_without_an_answer_does_not_claim_nothing_was_stored(app, topic):
+    # The node stores the second batch but its answer never comes (a lost
+    # connection, a timeout): the CLI cannot know whether it was stored.
+    class LostAnswer(httpx.WSGITransport):
+        batches = 0
+
+        def handle_request(self, request):
+            response = super().handle_request(request)
+            if request.url.path.endswith("/produce/batch"):
+                self.batches += 1
+                if self.batches == 2:
+                    raise httpx.ReadTimeout("timed out", request=request)
+            return response
+
+    runner = CliRunner()
+    session = Session(transport=LostAnswer(app=app))
+    runner.invoke(cli, ["topic", "create", topic, "--partitions", "1"], obj=session)
+    session = Session(transport=LostAnswer(app=app))
+    result = runner.invoke(
+        cli,
+        ["produce", topic, "--batch-size", "2"],
+        obj=session,
+        input="a\nb\nc\nd\ne\n",
+    )
+    assert result.exit_code == 3
+    assert "2 messages stored before line 3" in result.stderr
+    assert "lines 3 to 4 may or may not be stored" in result.stderr
+    assert "none from line 5 on" in result.stderr
+    session = Session(transport=httpx.WSGITransport(app=app))
+    replayed = runner.invoke(cli, ["replay", topic, "-p", "0"], obj=session)
+    assert len(replayed.stdout.splitlines()) == 4  # they were
+
+
 def test_produce_with_an_idempotency_key_stores_each_line_once(narad, topic):
     narad("topic", "create", topic)
     lines = "a\nb\nc\n"
@@ -161,6 +219,18 @@ def test_consume_prints_json_lines_and_acks(narad, topic):
     assert json.loads(out)["partition_stats"][0]["in_flight"] == 0
 
 
+def test_a_payload_written_on_several_lines_is_printed_on_one(narad, topic):
+    # The node keeps a JSON payload as written, line breaks included; the
+    # CLI's output is still one JSON object a line.
+    narad("topic", "create", topic, "--partitions", "1")
+    narad("produce", topic, '{\n  "a": 1.50,\r\n  "b": [1,\n 2]\n}')
+    for command in (["consume", topic, "--no-ack"], ["replay", topic, "-p", "0"]):
+        _, out, _ = narad(*command)
+        (line,) = out.splitlines()
+        assert json.loads(line)["payload"] == {"a": 1.5, "b": [1, 2]}
+        assert '"a": 1.50' in line  # still as written otherwise
+
+
 def test_consume_without_ack_gives_the_messages_back(narad, topic):
     narad("topic", "create", topic, "--partitions", "1")
     narad("produce", topic, input="a\nb\n")
@@ -168,6 +238,26 @@ def test_consume_without_ack_gives_the_messages_back(narad, topic):
     again = narad("consume", topic)[1].splitlines()
     assert [json.loads(m)["offset"] for m in first] == [0, 1]
     assert [json.loads(m)["offset"] for m in again] == [0, 1]
+
+
+def test_arguments_that_are_not_utf8(narad, topic):
+    # What the shell passes for `narad produce T $'\\xff\\xfeabc'` (Python's
+    # surrogate escapes): a body is sent as those bytes; a name or key cannot
+    # be sent, which is a usage error, not a traceback.
+    narad("topic", "create", topic, "--partitions", "1")
+    code, _, err = narad("produce", topic, "\udcff\udcfeabc")
+    assert code == 0, err
+    _, out, _ = narad("consume", topic)
+    message = json.loads(out)
+    assert message["payload_encoding"] == "base64"
+    assert base64.b64decode(message["payload"]) == b"\xff\xfeabc"
+    for args in (
+        ["topic", "info", "x\udcff"],
+        ["produce", topic, "--key", "\udcff", "x"],
+    ):
+        code, _, err = narad(*args)
+        assert code == 2
+        assert err.startswith("narad: ") and "not UTF-8" in err and "xff" in err
 
 
 def test_replay_reads_a_range_without_leasing(narad, topic):
@@ -229,6 +319,10 @@ def test_schema_check_reads_as_a_table_or_json(narad):
     code, out, _ = narad("schema", "check", topic, narrower, "--mode", "none")
     assert (code, json.loads(out)["compatible"]) == (0, True)
     assert narad("schema", "check", topic, v1, "--against", "soon")[0] == 1
+    code, out, _ = narad("schema", "check", topic, v1, "--against", "LATEST")
+    assert (code, json.loads(out)["compatible"]) == (0, True)
+    code, _, err = narad("schema", "check", topic, v1, "--against", "\u00b2")
+    assert code == 1 and "Traceback" not in err and "against" in err
 
 
 def test_children_commands(narad, topic):
@@ -310,6 +404,31 @@ def test_main_returns_exit_statuses(capsys):
     assert "narad: cannot reach" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["context", "ls", "--json"], ["--version"]])
+def test_output_that_cannot_be_written_is_an_error_not_a_traceback(command):
+    # `narad consume T > out.jsonl` on a full disk.
+    with open("/dev/full", "wb") as full:
+        ran = subprocess.run(
+            [sys.executable, "-m", "narad.cli", *command],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    err = ran.stderr.decode()
+    assert (ran.returncode, err) == (2, "narad: [Errno 28] No space left on device\n")
+
+
+def test_ctrl_c_is_not_a_refusal(monkeypatch, capsys):
+    # Exit status 1 says the node refused; an interrupted command says 130,
+    # as `narad consume` does.
+    def interrupted(self, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Client, "iter_topics", interrupted)
+    assert main(["topic", "ls"]) == 130
+    assert "Aborted." in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -375,6 +494,48 @@ def test_client_errors_carry_the_servers_message(app):
         )
     with Client("http://127.0.0.1:9") as client, pytest.raises(Unavailable):
         client.topic("x")
+
+
+@pytest.mark.parametrize(
+    "command", [["topic", "ls"], ["topic", "info", "t"], ["consume", "t"]]
+)
+def test_an_answer_that_is_not_json_is_unavailable_not_a_traceback(command):
+    # --url naming another server (a wrong port, a web page at that path).
+    page = httpx.MockTransport(
+        lambda request: httpx.Response(200, html="<html>Welcome</html>")
+    )
+    result = CliRunner().invoke(cli, command, obj=Session(transport=page))
+    assert not isinstance(result.exception, ValueError)
+    assert result.exit_code == 3
+    assert result.stderr.startswith("narad: http://127.0.0.1:7942 answered /v1/")
+    assert "not JSON: is it a Narad node?" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["produce", "t", "x"],
+        ["topic", "create", "t"],
+        ["topic", "ls"],
+        ["topic", "info", "t"],
+        ["schema", "get", "t"],
+        ["consume", "t"],
+    ],
+)
+def test_a_redirect_is_not_taken_for_success(command):
+    # A proxy that sends http:// to https://: nothing reached a node, so no
+    # command may say it was done (a produce "accepted" with exit status 0).
+    moved = httpx.MockTransport(
+        lambda request: httpx.Response(
+            301, headers={"Location": f"https://narad.example{request.url.path}"}
+        )
+    )
+    result = CliRunner().invoke(cli, command, obj=Session(transport=moved))
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("narad: http://127.0.0.1:7942 answered HTTP 301")
+    assert "moved to https://narad.example/v1/" in result.stderr
 
 
 def test_raw_json_members_are_sent_as_written():

@@ -48,9 +48,6 @@ local m = redis.call('HMGET', meta, 'epoch', 'schema_version', 'retention_ms',
 if m[1] ~= ARGV[1] then
   return {'no_topic'}
 end
-if tonumber(m[4] or '0') > 0 then
-  return {'delay_child'}
-end
 local retention = tonumber(m[3] or '0')
 local now = tonumber(ARGV[3])
 local nslots, n = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -305,6 +302,11 @@ end
 local stored = n - repeated
 local plan = {}
 if stored > 0 then
+  -- A delay child takes messages only from its parent; a retry of what it
+  -- stored before it became one (every key remembered) stores nothing.
+  if tonumber(m[4] or '0') > 0 then
+    return {'delay_child'}
+  end
   if (m[2] or '0') ~= ARGV[2] then
     return {'stale_schema', m[2] or '0'}
   end

@@ -184,6 +184,14 @@ def test_schema_version_takes_ascii_digits_only(client, version):
     assert_json_error(resp, 400, "version must be a positive integer or latest")
 
 
+@pytest.mark.parametrize("version", ["1000000000", "99999999999999999999", "2" * 5000])
+def test_a_schema_version_too_high_to_exist_is_not_found(client, version):
+    # A positive integer all the same: no such version (404), as version 2 is.
+    make(client, schema={"type": "object"})
+    resp = client.simulate_get(f"/v1/topics/t/schemas/{version}")
+    assert_json_error(resp, 404, "topic t has no schema version")
+
+
 def test_a_parameter_given_twice_is_refused(client):
     make(client)
     resp = client.simulate_get(

@@ -169,9 +169,14 @@ def create(app, client, name="t"):
     """Create ``name`` and let the app's listener hear of it (live, and past
     the create's own TOPIC_CHANGED, which drops what the worker holds)."""
     waiters = app._waiters
+    deadline = time.monotonic() + 5
+    # Live first: going live drops what the worker holds too, and a loop
+    # ended by that would let the create's TOPIC_CHANGED come later.
+    while not waiters.quiet(name, waiters.generation(name)):
+        assert time.monotonic() < deadline, "the listener never went live"
+        time.sleep(0.01)
     before = waiters.generation(name)
     assert client.simulate_post("/v1/topics", json={"name": name}).status_code == 201
-    deadline = time.monotonic() + 5
     while waiters.generation(name) == before or not waiters.quiet(
         name, waiters.generation(name)
     ):
