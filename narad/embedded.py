@@ -11,11 +11,12 @@ directory when its path fits in ``sun_path``; otherwise in a fresh 0700
 directory under the temporary directory, so no deployment needs a TCP port or
 a password.
 
-It is single-owner: the node holds an exclusive ``flock`` on
-``<data_dir>/narad.lock`` for its lifetime (:class:`DataDirLock`), and the
-server inherits it, so a second node on the same directory refuses to start
-while any process of the first (master, worker, server) still runs; the
-kernel drops the lock when they are gone, whatever killed them.
+It is single-owner: the node holds an exclusive ``flock`` on the data
+directory itself for its lifetime (:class:`DataDirLock`; its PID is in
+``<data_dir>/narad.lock``), and the server inherits it, so a second node on
+the same directory refuses to start while any process of the first (master,
+worker, server) still runs; the kernel drops the lock when they are gone,
+whatever killed them.
 
 The server is tied to the process that started it: stopped on exit, and sent
 SIGTERM by the kernel should the thread that started it die without stopping
@@ -92,7 +93,12 @@ def _alive(pid: int) -> bool:
 
 
 class DataDirLock:
-    """An exclusive ``flock`` on ``<data_dir>/narad.lock`` holding the owner's PID.
+    """An exclusive ``flock`` on the data directory; the owner's PID is in
+    ``<data_dir>/narad.lock``.
+
+    The directory, not a file in it, is locked: a lock file deleted while
+    the node runs (a "stale lock" clean-up) would let a second node lock a
+    new one and start a second server on the same files.
 
     flock locks belong to the open file description: forks (gunicorn
     workers) and children given the descriptor (the server) share it, closing
@@ -112,7 +118,7 @@ class DataDirLock:
         data_dir = Path(data_dir).resolve()
         try:
             data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
             raise StorageError(f"data directory {data_dir}: {exc}") from exc
         deadline = time.monotonic() + wait_s
@@ -125,7 +131,7 @@ class DataDirLock:
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
-                holder = _read_pid(fd)
+                holder = _read_pid(data_dir)
                 alive = bool(holder) and _alive(holder)
                 if alive or time.monotonic() > deadline:
                     who = f"pid {holder}" if alive else _leftovers(holder)
@@ -144,11 +150,17 @@ class DataDirLock:
                     )
                     waiting = True
                 time.sleep(0.05)
+            pid = os.open(
+                data_dir / LOCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600
+            )
+            with open(pid, "w") as out:
+                out.write(f"{os.getpid()}\n")
+        except OSError as exc:
+            os.close(fd)
+            raise StorageError(f"data directory {data_dir}: {exc}") from exc
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return cls(data_dir, fd)
 
     def close(self) -> None:
@@ -164,8 +176,12 @@ def _leftovers(holder: int) -> str:
     return "a process that recorded no pid"
 
 
-def _read_pid(fd: int) -> int:
-    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+def _read_pid(data_dir: Path) -> int:
+    try:
+        text = (data_dir / LOCK_NAME).read_bytes()[:32].decode(errors="replace")
+    except OSError:
+        return 0
+    text = text.strip()
     return int(text) if text.isdigit() else 0
 
 
