@@ -23,6 +23,7 @@ import os
 import resource
 import shutil
 import socket
+import stat
 import sys
 import tempfile
 from typing import Any
@@ -142,8 +143,11 @@ def refuse_an_address_in_use(address: str) -> None:
             try:
                 probe.connect(addr)
             except OSError:
-                return  # nothing listens there
-        raise in_use
+                pass  # nothing listens there
+            else:
+                raise in_use
+        _refuse_an_unbindable_path(address, addr)
+        return
     family = socket.AF_INET6 if util.is_ipv6(addr[0]) else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         # Connections in TIME_WAIT from an earlier run are no conflict.
@@ -157,6 +161,28 @@ def refuse_an_address_in_use(address: str) -> None:
             raise InvalidConfiguration(
                 f"`server.bind` {address} cannot be listened on: {exc}"
             ) from None
+
+
+def _refuse_an_unbindable_path(address: str, path: str) -> None:
+    """Bind ``path`` as gunicorn will (a dead socket there removed first),
+    then let it go: gunicorn itself retries five times, saying "connection
+    failed", and exits 1 or with a traceback."""
+    try:
+        if not path.startswith("\0") and os.path.lexists(path):
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                raise InvalidConfiguration(
+                    f"`server.bind` {address} cannot be listened on: "
+                    f"{path} is not a socket"
+                )
+            os.unlink(path)
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.bind(path)
+        if not path.startswith("\0"):
+            os.unlink(path)
+    except OSError as exc:
+        raise InvalidConfiguration(
+            f"`server.bind` {address} cannot be listened on: {exc}"
+        ) from None
 
 
 # The settings of this node's workers: the last that loaded in the master.

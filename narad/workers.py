@@ -27,6 +27,7 @@ greenlet rather than a thread, plus what a node facing clients directly needs:
   its limits, broken chunked framing); :class:`JSONErrors` makes its answer
   ``{"error": ...}`` with the same status, as every other Narad error. It only
   overrides ``Worker.handle_error``, so it combines with any worker class.
+  Each refusal (408, 503 past the cap included) writes its access-log line.
 
 gevent monkey-patches the worker process (gunicorn's ``init_process``) before
 the app, redis-py and the metrics are imported there; the master, which
@@ -69,9 +70,12 @@ from narad import offload
 from narad.config import Config
 from narad.errors import RequestTimeout
 from narad.http import error_body
-from narad.http import new_request_id
+from narad.http import request_id
 from narad.server import node_config
 
+# How long reads of one connection may go on without letting the event loop
+# turn (see Connection.recv): the other connections' wait, at most.
+LOOP_TURN_S = 0.005
 # Connections a worker takes past its share of server.max_connections, only
 # to answer health probes; past those, new connections wait in the kernel's
 # accept queue.
@@ -165,6 +169,9 @@ class JSONErrors:
 
     cfg: Any
     log: Any
+    # Narad's access log (narad.http.middleware.RequestLog), where the worker
+    # keeps one: a refused request gets its line there too.
+    access: Any = None
 
     def handle_error(
         self, req: Any, client: Any, addr: Any, exc: BaseException
@@ -178,6 +185,7 @@ class JSONErrors:
         body = error_body(message)
         if req is None and isinstance(exc, http_errors.InvalidHeader):
             req = getattr(exc, "req", None)
+        request_id = _request_id(req)
         if req is not None:
             environ = default_environ(req, client, self.cfg)
             environ["REMOTE_ADDR"] = addr[0]
@@ -189,7 +197,7 @@ class JSONErrors:
         head = (
             f"HTTP/1.1 {status} {reason}\r\n"
             "Connection: close\r\n"
-            f"X-Request-ID: {new_request_id()}\r\n"
+            f"X-Request-ID: {request_id}\r\n"
             "Content-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         )
@@ -197,6 +205,13 @@ class JSONErrors:
             util.write_nonblock(client, head.encode("latin-1") + body)
         except Exception:
             self.log.debug("Failed to send error message.")
+        self.access_line(req, addr, status, request_id)
+
+    def access_line(self, req: Any, addr: Any, status: int, request_id: str) -> None:
+        """The access-log line of a request answered here, not by the app."""
+        if self.access is not None:
+            method = getattr(req, "method", None)
+            self.access.refused(addr[0] if addr else None, method, status, request_id)
 
 
 @dataclass(frozen=True)
@@ -247,6 +262,7 @@ class Connection:
         "reading",
         "request",
         "sock",
+        "turned",
     )
 
     def __init__(self, sock: socket.socket, limits: Limits, *, probes_only: bool):
@@ -261,6 +277,7 @@ class Connection:
         self.hold = False  # the next send is a response head: hold it
         self.held = b""  # a response head not sent yet
         self.deadline = time.monotonic() + limits.header
+        self.turned = 0.0  # when a read of this connection last let the loop turn
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sock, name)
@@ -288,6 +305,16 @@ class Connection:
             data = self.sock.recv(size)
         except TimeoutError:
             return self._late()
+        if len(data) == size and time.monotonic() - self.turned >= LOOP_TURN_S:
+            # More is waiting: a read of buffered bytes does not yield, and
+            # a client sending faster than it is parsed (a body of 1-byte
+            # chunks) would hold the event loop until it stops. A positive
+            # sleep lets one turn of the loop, its I/O included, go first
+            # (sleep(0) may not poll; idle() may wait long on a busy loop).
+            # At most one per LOOP_TURN_S: an ordinary body pays one, not one
+            # per buffer.
+            gevent.sleep(1e-6)
+            self.turned = time.monotonic()
         if self.request is not None:
             # A body cut short ends here like a closed socket; the body
             # reader (narad.http.body) counts the bytes and refuses it.
@@ -339,16 +366,20 @@ class Connection:
         self.flush()
         return self.sock.sendfile(file, offset, count)
 
-    def refuse(self, status: int, reason: str, message: str) -> None:
-        """Answer ``{"error": message}`` and ask to close (before any response)."""
+    def refuse(self, status: int, reason: str, message: str, req: Any = None) -> str:
+        """Answer ``{"error": message}`` to ``req`` (None: its head did not
+        arrive) and ask to close (before any response); the answer's
+        request id."""
         body = error_body(message)
+        request_id = _request_id(req)
         head = (
             f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
-            f"X-Request-ID: {new_request_id()}\r\n"
+            f"X-Request-ID: {request_id}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         )
         with suppress(OSError):
             self.sendall(head.encode() + body)
+        return request_id
 
     def close(self) -> None:
         if self.linger:
@@ -379,6 +410,7 @@ class NaradWorker(JSONErrors, GeventWorker):
         # In the master, before the fork: its settings, not the file's now.
         config = node_config()
         self.limits = Limits.from_config(config)
+        self.access_format = config.get("server.access_log")
         self.cap = math.ceil(config.get("server.max_connections") / self.cfg.workers)
         self.offload_threads = (
             config.get("validation.capacity_slots") or os.cpu_count() or 1
@@ -417,6 +449,10 @@ class NaradWorker(JSONErrors, GeventWorker):
         offload.start(self.offload_threads)
         super().load_wsgi()
         self._application, self.wsgi = self.wsgi, self._serve
+        # Imported here, as the app is: after gevent's patching.
+        from narad.http.middleware import RequestLog
+
+        self.access = RequestLog(self.access_format)
 
     def _fit_cap(self, cap: int) -> int:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -491,12 +527,16 @@ class NaradWorker(JSONErrors, GeventWorker):
             req.force_close()
             if req.path not in PROBES:
                 sock.linger = _unread_body(req) > 0
-                sock.refuse(
+                request_id = sock.refuse(
                     503,
                     "Service Unavailable",
                     "node at its connection limit (server.max_connections); retry",
+                    req,
                 )
+                self.access_line(req, addr, 503, request_id)
                 raise StopIteration
+        if _asks_to_close(req):
+            req.force_close()
         sock.begin_request(req)
         try:
             try:
@@ -510,7 +550,8 @@ class NaradWorker(JSONErrors, GeventWorker):
     def handle_error(self, req: Any, client: Any, addr: Any, exc: Exception):
         if isinstance(exc, RequestTimeout):
             self.log.debug("slow client %s: %s", addr, exc)
-            client.refuse(408, "Request Timeout", exc.message)
+            request_id = client.refuse(408, "Request Timeout", exc.message)
+            self.access_line(req, addr, 408, request_id)
             return
         super().handle_error(req, client, addr, exc)
 
@@ -539,6 +580,27 @@ def _drain(request: Any) -> None:
     except (RequestTimeout, OSError):
         pass
     raise StopIteration  # gunicorn closes the connection
+
+
+def _asks_to_close(request: Any) -> bool:
+    """Whether a Connection field lists ``close`` (RFC 9112 9.6: the server
+    must close after its response). gunicorn reads only the first field, and
+    only when ``close`` is its whole value, not ``TE, close``."""
+    return any(
+        name == "CONNECTION"
+        and any(option.strip(" \t").lower() == "close" for option in value.split(","))
+        for name, value in request.headers
+    )
+
+
+def _request_id(request: Any) -> str:
+    """The id of a response the worker writes: the client's, if its head
+    arrived with a usable one."""
+    given = None
+    for name, value in getattr(request, "headers", ()):
+        if name == "X-REQUEST-ID":
+            given = value if given is None else f"{given},{value}"
+    return request_id(given)
 
 
 def _unread_body(request: Any) -> float:

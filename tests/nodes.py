@@ -81,6 +81,16 @@ class Node:
     def client(self) -> Client:
         return Client(self.base)
 
+    def access_lines(self, request_id: str, timeout: float = 5.0) -> list[str]:
+        """The node's access-log lines for ``request_id``, once one shows."""
+        deadline = time.monotonic() + timeout
+        while True:
+            log = self.log.read_text(errors="replace")
+            lines = [line for line in log.splitlines() if line.endswith(request_id)]
+            if lines or time.monotonic() >= deadline:
+                return lines
+            time.sleep(0.05)
+
     def worker_pids(self) -> list[int]:
         """The gunicorn workers (the embedded Valkey is a child too)."""
         out = subprocess.run(

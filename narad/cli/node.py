@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict
@@ -92,11 +93,26 @@ def list_plugins(config_path: str | None, as_json: bool) -> None:
     print_plugins(plugins, as_json=as_json)
 
 
+# A password in a URL (``redis://user:secret@host``, ``?password=secret``).
+_URL_PASSWORD = re.compile(
+    r"(?P<keep>://[^/@:]*:)[^/@]*@|(?P<query>[?&]password=)[^&]*"
+)
+
+
+def _hide_password(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    return _URL_PASSWORD.sub(
+        lambda m: f"{m['keep']}***@" if m["keep"] else f"{m['query']}***", value
+    )
+
+
 def print_config(config: Config) -> None:
-    """The resolved settings as TOML, each with its one-line description."""
+    """The resolved settings as TOML, each with its one-line description; a
+    password in a URL shows as ``***`` (the output gets pasted into tickets)."""
     sections: dict[str, list[str]] = {}
     for setting in config.settings:
-        value = config.get(setting.key)
+        value = _hide_password(config.get(setting.key))
         text = json.dumps(list(value) if isinstance(value, tuple) else value)
         line = f"{setting.name} = {text}  # {setting.doc}"
         sections.setdefault(setting.section, []).append(line)

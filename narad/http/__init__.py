@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 import ujson
+
+_REQUEST_ID = re.compile(r"[!-~]{1,128}")
 
 
 def new_request_id() -> str:
@@ -15,6 +18,14 @@ def new_request_id() -> str:
     from ``random`` (reseeded in each forked worker), not the system's
     entropy, which costs a system call per request."""
     return f"{random.getrandbits(64):016x}"
+
+
+def request_id(given: str | None) -> str:
+    """The client's ``X-Request-ID`` when usable (printable ASCII without
+    spaces, as ids from proxies and tracers are; at most 128), else a new one."""
+    if given is None or not _REQUEST_ID.fullmatch(given):
+        return new_request_id()
+    return given
 
 
 def encode(value: Any) -> str:

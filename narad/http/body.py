@@ -42,7 +42,8 @@ def read_body(req: falcon.Request, limit: int = MAX_BODY) -> bytes:
         PayloadTooLarge: ``Content-Length`` over ``limit``, or more than
             ``limit`` bytes of a chunked body arrived (no more is read).
         InvalidArgument: the body ended or stalled before it was complete,
-            or its chunked framing is broken; nothing of it is used.
+            or its chunked framing is broken, or an HTTP/1.0 request
+            announces no length; nothing of it is used.
         falcon.HTTPNotImplemented: a transfer coding other than chunked.
     """
     coding = req.get_header("Transfer-Encoding")
@@ -64,6 +65,12 @@ def _content_length(req: falcon.Request) -> int:
     """The announced length; 0 when the request announces none."""
     raw = req.env.get("CONTENT_LENGTH") or ""
     if not raw:
+        if req.env.get("SERVER_PROTOCOL") == "HTTP/1.0":
+            # HTTP/1.0 has no other framing: a body may follow the head
+            # unannounced, up to the close (RFC 1945 8.3: 400 then).
+            raise InvalidArgument(
+                "an HTTP/1.0 request body needs a Content-Length; nothing was stored"
+            )
         return 0
     if not ascii_digits(raw):
         raise InvalidArgument(

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 import time
 
 import falcon
 
 from narad.http import encode
-from narad.http import new_request_id
+from narad.http import request_id
 from narad.http.topics import valid_name
 from narad.logs import REQUEST_ID
 from narad.logs import AccessLines
@@ -34,8 +33,6 @@ from narad.security.authn import Authenticator
 
 #: Routes anyone may call: probes of load balancers and scrapers.
 PUBLIC = frozenset({"/healthz", "/readyz", "/metrics"})
-# Printable ASCII without spaces, as ids from proxies and tracers are.
-_REQUEST_ID = re.compile(r"[!-~]{1,128}")
 
 access_log = logging.getLogger("narad.access")
 _STARTED = time.time()
@@ -73,9 +70,7 @@ class RequestLog:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
-        given = req.get_header("X-Request-ID")
-        if given is None or not _REQUEST_ID.fullmatch(given):
-            given = new_request_id()
+        given = request_id(req.get_header("X-Request-ID"))
         req.context.request_id = given
         # Every log line written while serving the request carries its id.
         req.context.log_token = REQUEST_ID.set(given)
@@ -94,13 +89,48 @@ class RequestLog:
             return
         elapsed_ms = round((time.perf_counter() - req.context.started) * 1000, 3)
         principal = req.context.principal
+        self._write(
+            client=req.remote_addr or None,
+            user=principal.name or None if principal is not None else None,
+            method=req.method,
+            route=req.uri_template,
+            topic=req.context.get("topic"),
+            status=resp.status_code,
+            elapsed_ms=elapsed_ms,
+            request_id=req.context.request_id,
+        )
+
+    def refused(
+        self, client: str | None, method: str | None, status: int, request_id: str
+    ) -> None:
+        """The line of a request the server refused before the app saw it
+        (:mod:`narad.workers`): no user, route or topic, no time spent."""
+        if self.fmt == "off" or not access_log.isEnabledFor(logging.INFO):
+            return
+        self._write(
+            client=client,
+            user=None,
+            method=method,
+            route=None,
+            topic=None,
+            status=status,
+            elapsed_ms=0.0,
+            request_id=request_id,
+        )
+
+    def _write(
+        self,
+        *,
+        client: str | None,
+        user: str | None,
+        method: str | None,
+        route: str | None,
+        topic: str | None,
+        status: int,
+        elapsed_ms: float,
+        request_id: str,
+    ) -> None:
         when = self._now()
-        client = req.remote_addr or None
-        user = principal.name or None if principal is not None else None
-        route = req.uri_template
-        topic = req.context.get("topic")
-        status = resp.status_code
-        request_id = req.context.request_id
         if self.fmt == "json":
             # Like every other JSON line of the node (narad.logs): level,
             # logger and message, so one query reads them all.
@@ -108,11 +138,11 @@ class RequestLog:
                 {
                     "level": "INFO",
                     "logger": access_log.name,
-                    "message": f"{req.method} {route} {status}",
+                    "message": f"{method or '-'} {route or '-'} {status}",
                     "time": when,
                     "client": client,
                     "user": user,
-                    "method": req.method,
+                    "method": method,
                     "route": route,
                     "topic": topic,
                     "status": status,
@@ -122,7 +152,7 @@ class RequestLog:
             )
         else:
             line = (
-                f"{when} {client or '-'} {user or '-'} {req.method} {route or '-'} "
+                f"{when} {client or '-'} {user or '-'} {method or '-'} {route or '-'} "
                 f"{topic or '-'} {status} {elapsed_ms} {request_id}"
             )
         handlers = access_log.handlers

@@ -150,6 +150,8 @@ def test_headers_too_slow_get_408_json_and_a_closed_connection(strict_node):
     assert headers["connection"] == "close"
     assert "server.header_timeout" in json.loads(body)["error"]
     assert closed(sock)
+    [line] = strict_node.access_lines(headers["x-request-id"])
+    assert " 408 " in line
     other.close()
 
 
@@ -269,6 +271,27 @@ def test_kept_alive_connection_idles_past_header_timeout_then_is_served(
     sock.close()
 
 
+@pytest.mark.parametrize(
+    "connection",
+    [
+        "Connection: TE, close",
+        "Connection: keep-alive, close",
+        "Connection: TE\r\nConnection: close",
+    ],
+    ids=["te-close", "keep-alive-close", "two-fields"],
+)
+def test_close_among_other_connection_options_is_honoured(strict_node, connection):
+    """RFC 9112 9.6: a ``close`` option (Perl's LWP sends ``TE, close``)
+    closes the connection after the response, however the field lists it."""
+    sock = raw(strict_node)
+    sock.settimeout(3)  # under the node's keepalive (5 s)
+    sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: t\r\n{connection}\r\n\r\n".encode())
+    status, headers, _ = read_response(sock)
+    assert (status, headers["connection"]) == (200, "close")
+    assert closed(sock)
+    sock.close()
+
+
 @pytest.fixture
 def capped_node(valkey, tmp_path):
     node = Node(
@@ -299,10 +322,13 @@ def test_past_the_connection_cap_only_health_is_answered(capped_node, topic):
         assert headers["connection"] == "close"
         probe.close()
     extra = raw(capped_node)
-    extra.sendall(f"GET /v1/topics/{topic} HTTP/1.1\r\n{HEAD}\r\n".encode())
-    status, _, body = read_response(extra)
-    assert status == 503
+    head = f"GET /v1/topics/{topic} HTTP/1.1\r\nX-Request-ID: trace-7\r\n{HEAD}\r\n"
+    extra.sendall(head.encode())
+    status, headers, body = read_response(extra)
+    assert (status, headers["x-request-id"]) == (503, "trace-7")
     assert "server.max_connections" in json.loads(body)["error"]
+    [line] = capped_node.access_lines(headers["x-request-id"])
+    assert " GET - - 503 " in line
     for sock in held:
         sock.close()
     http.close()
@@ -406,6 +432,31 @@ def test_a_long_validation_does_not_hold_up_the_event_loop(strict_node, topic):
     sel = selectors.DefaultSelector()
     sel.register(producer, selectors.EVENT_READ)
     assert not sel.select(timeout=0), "the long validation finished first"
+    assert read_response(producer)[0] == 202
+    producer.close()
+    http.close()
+
+
+def test_a_body_of_tiny_chunks_does_not_hold_up_the_event_loop(strict_node, topic):
+    """A client that sends 1 MiB as 1-byte chunks (6 MiB of framing) faster
+    than the worker parses it: its reads never waited, and the worker's other
+    connections waited seconds, until the whole body was parsed."""
+    http = strict_node.client()
+    make(http, topic)
+    head = (
+        f"POST /v1/topics/{topic}/produce HTTP/1.1\r\n{HEAD}"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    )
+    body = b"1\r\nx\r\n" * (1024 * 1024) + b"0\r\n\r\n"
+    producer = raw(strict_node)
+    producer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    sender = threading.Thread(target=producer.sendall, args=(head.encode() + body,))
+    sender.start()
+    time.sleep(0.2)  # the body is being parsed
+    # One worker: health is answered while the body still arrives.
+    assert http.get("/healthz").status == 200
+    assert sender.is_alive(), "the whole body was read first"
+    sender.join()
     assert read_response(producer)[0] == 202
     producer.close()
     http.close()

@@ -184,6 +184,27 @@ def test_a_body_shorter_than_its_length_is_refused_and_not_stored(edge):
     assert edge.next_offset(topic) == 0
 
 
+def http10(data: bytes) -> bytes:
+    line, rest = data.split(b"\r\n", 1)
+    return line.replace(b" HTTP/1.1", b" HTTP/1.0") + b"\r\n" + rest
+
+
+def test_an_http10_body_without_content_length_is_refused(edge):
+    """RFC 1945 8.3: an HTTP/1.0 POST needs Content-Length. Without it the
+    node read an empty body: 202, and an empty message stored instead of
+    the bytes sent."""
+    topic = edge.topic()
+    target = f"/v1/topics/{topic}/produce"
+    sent = build("POST", target, b"hello world", framing="none")
+    resp = exchange(edge.port, http10(sent), close_write=True)
+    assert resp.status == 400
+    assert "Content-Length" in resp.error
+    assert edge.next_offset(topic) == 0
+    framed = build("POST", target, b"hello world")
+    assert exchange(edge.port, http10(framed)).status == 202
+    edge.assert_stored(topic, 0, b"hello world")
+
+
 def test_a_stalled_body_is_refused_after_the_body_timeout(edge):
     topic = edge.topic()
     resp = edge.send(
@@ -441,6 +462,37 @@ def test_gunicorns_refusals_are_json(edge, data, status, words):
     assert resp.status == status
     assert resp.headers["content-type"] == "application/json"
     assert words in resp.error
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (build("GET", "/" + "a" * 5000, framing="none"), 414),
+        (b"NOT HTTP\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: br\r\n\r\n", 501),
+    ],
+    ids=["414", "request-line", "501"],
+)
+def test_gunicorns_refusals_write_an_access_line(edge_node, data, status):
+    """README: each request writes one access-log line, with the request id
+    its response carries; gunicorn's refusals wrote none."""
+    resp = exchange(edge_node.port, data)
+    assert resp.status == status
+    lines = edge_node.access_lines(resp.headers["x-request-id"])
+    assert len(lines) == 1
+    assert f" {status} " in lines[0]
+
+
+def test_a_refusal_echoes_the_clients_request_id(edge_node):
+    """README: every response carries the client's X-Request-ID when it sent
+    a usable one; gunicorn's refusals of a parsed head sent a fresh one."""
+    data = (
+        b"POST / HTTP/1.1\r\nHost: x\r\nX-Request-ID: trace-42\r\n"
+        b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    )
+    resp = exchange(edge_node.port, data)
+    assert resp.status == 400
+    assert resp.headers["x-request-id"] == "trace-42"
 
 
 # -- 6. round-robin fairness: the README walkthrough, twice ----------------------------

@@ -215,6 +215,19 @@ def test_a_node_refuses_an_address_it_cannot_listen_on(storage_url, tmp_path, bi
     assert f"`server.bind` {bind} cannot be listened on" in log
 
 
+@pytest.mark.parametrize("where", ["no-such-dir/narad.sock", "a-file"])
+def test_a_node_refuses_a_unix_path_it_cannot_listen_on(storage_url, tmp_path, where):
+    # As for TCP (README: exit status 2 naming the setting), not gunicorn's
+    # five "connection to ... failed" retries and exit status 1, nor its
+    # traceback for a file that is not a socket.
+    (tmp_path / "a-file").write_text("kept")
+    bind = f"unix:{tmp_path / where}"
+    log = refused_start(tmp_path, storage_url, NARAD_SERVER_BIND=bind)
+    assert f"`server.bind` {bind} cannot be listened on" in log
+    assert "Traceback" not in log
+    assert (tmp_path / "a-file").read_text() == "kept"
+
+
 def test_a_node_serves_on_a_unix_socket(storage_url, tmp_path):
     # server.bind = "unix:PATH" (documented): every worker answers on it.
     # Bound per worker with SO_REUSEPORT, as TCP is, it never served.

@@ -738,6 +738,13 @@ def test_the_root_admin_is_seeded_once_with_a_password_file(tmp_path):
         out = run_walkthrough(node, tmp_path)
         assert '"authentication required: send HTTP Basic credentials' in out
         assert '"owner":"admin"' in out
+        # Every output the README shows for the walkthrough is what it prints.
+        shown = [
+            line.removeprefix("# ")
+            for line in readme_walkthrough().splitlines()
+            if line.startswith('# {"')
+        ]
+        assert shown and all(line in out for line in shown), shown
         assert "user shop may not consume from topic payments" in out
         assert "user shop may not delete topic payments" in out
         assert "202" in out.splitlines()  # shop's produce

@@ -172,3 +172,25 @@ def test_config_command_shows_plugin_settings(capsys, monkeypatch):
     assert '[server]\nbind = "127.0.0.1:7942"' in shown
     document = tomllib.loads(shown)  # the output is TOML
     assert document["plugins"]["redis"]["socket_timeout_ms"] == 15000
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:s3cret@db:6379/0", "redis://:***@db:6379/0"),
+        ("rediss://narad:s3cret@a:1,b:2/0", "rediss://narad:***@a:1,b:2/0"),
+        (
+            "redis://db:6379/0?password=s3cret&db=1",
+            "redis://db:6379/0?password=***&db=1",
+        ),
+        ("redis://db:6379/0", "redis://db:6379/0"),
+    ],
+)
+def test_config_command_hides_a_storage_password(capsys, monkeypatch, url, shown):
+    from narad.cli import main
+
+    monkeypatch.setenv("NARAD_STORAGE_URL", url)
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    assert "s3cret" not in out
+    assert f'url = "{shown}"' in out

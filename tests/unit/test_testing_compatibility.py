@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import sys
+import types
+from pathlib import Path
+
 import pytest
 
 from narad import hookimpl
@@ -66,3 +71,26 @@ def test_takes_your_plugins_by_name():
     [violation] = check_compatibility(old, new, plugins={"fixed": FixedKeyword()})
     assert (violation.kind, violation.keyword) == ("fixed_changed", "x-fixed")
     assert check_compatibility(old, new, plugins=BUILT_INS) == []
+
+
+# -- the README's rule-plugin examples, run as written -------------------------
+
+
+def readme_python_blocks() -> list[str]:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+
+
+def test_the_readme_rule_plugin_examples_pass(monkeypatch):
+    blocks = readme_python_blocks()
+    [rules_src] = [b for b in blocks if b.startswith("# my_rules/__init__.py")]
+    my_rules = types.ModuleType("my_rules")
+    exec(rules_src, my_rules.__dict__)
+    monkeypatch.setitem(sys.modules, "my_rules", my_rules)
+    tests = [b for b in blocks if "def test_dropping_sensitivity" in b]
+    assert len(tests) == 2
+    scope: dict = {}  # the second snippet goes on from the first
+    for src in tests:
+        exec(src, scope)
+    ran = [test() for name, test in scope.items() if name.startswith("test_")]
+    assert len(ran) == 2

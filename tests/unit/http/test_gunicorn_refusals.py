@@ -10,6 +10,8 @@ import pytest
 from gunicorn.http import errors as http_errors
 
 from narad.config import Config
+from narad.http.middleware import RequestLog
+from narad.http.middleware import access_log
 from narad.server import gunicorn_settings
 from narad.workers import JSONErrors
 from narad.workers import refusal
@@ -70,6 +72,32 @@ def test_handle_error_writes_a_json_response():
     assert json.loads(body) == {
         "error": "request line too long: Request Line is too large (9 > 4)"
     }
+
+
+def test_a_refusal_writes_a_json_access_line():
+    lines = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    worker = Worker()
+    worker.access = RequestLog("json")
+    handler = Collect()
+    access_log.addHandler(handler)
+    ours, theirs = socket.socketpair()
+    try:
+        with ours, theirs:
+            exc = http_errors.InvalidRequestLine("BLAH")
+            worker.handle_error(None, ours, ("10.0.0.1", 5), exc)
+            ours.shutdown(socket.SHUT_WR)
+            head = theirs.makefile("rb").read().partition(b"\r\n\r\n")[0]
+    finally:
+        access_log.removeHandler(handler)
+    [line] = [json.loads(line) for line in lines]
+    assert line["message"] == "- - 400"
+    assert (line["client"], line["method"], line["status"]) == ("10.0.0.1", None, 400)
+    assert f"X-Request-ID: {line['request_id']}".encode() in head
 
 
 def test_narad_serve_uses_the_json_worker():
