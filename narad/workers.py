@@ -282,6 +282,21 @@ class Connection:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sock, name)
 
+    def hung_up(self) -> bool:
+        """Whether the client has closed (or reset) the connection, with no
+        byte of a next request before that: an answer would go nowhere. A
+        client that only shut down its sending side reads as gone too."""
+        timeout = self.sock.gettimeout()
+        self.sock.settimeout(0)
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return False  # connected, nothing sent since the request
+        except OSError:
+            return True
+        finally:
+            self.sock.settimeout(timeout)
+
     def begin_request(self, request: Any) -> None:
         self.request = request
         self.reading = False

@@ -45,7 +45,16 @@ def read_body(req: falcon.Request, limit: int = MAX_BODY) -> bytes:
             or its chunked framing is broken, or an HTTP/1.0 request
             announces no length; nothing of it is used.
         falcon.HTTPNotImplemented: a transfer coding other than chunked.
+        falcon.HTTPUnsupportedMediaType: a content coding (``gzip``...): the
+            node does not decode bodies, and the coded bytes are not what
+            the client meant to store.
     """
+    encoding = req.get_header("Content-Encoding")
+    if encoding is not None and encoding.strip(" \t").lower() not in ("", "identity"):
+        raise falcon.HTTPUnsupportedMediaType(
+            description=f"Content-Encoding {quote(encoding)} is not supported: "
+            "send the body as it is; nothing was stored"
+        )
     coding = req.get_header("Transfer-Encoding")
     if coding is not None:
         codings = [c.strip(" \t").lower() for c in coding.split(",")]

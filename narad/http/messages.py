@@ -183,6 +183,17 @@ def _entry(item: Any, index: int) -> Outgoing:
     )
 
 
+def _still_wanted(req: falcon.Request, name: str) -> None:
+    """Before a long poll looks again after a wait: end it if its user lost
+    access (401/403), or with 204 if its client hung up, so that nothing is
+    leased to a connection gone (a leased message would stay invisible for
+    the visibility timeout)."""
+    reauthorize(req, Action.CONSUME, name)
+    hung_up = getattr(req.env.get("gunicorn.socket"), "hung_up", None)
+    if hung_up is not None and hung_up():
+        raise falcon.HTTPStatus(falcon.HTTP_204)
+
+
 class Consume:
     def __init__(self, messages: MessageService) -> None:
         self.messages = messages
@@ -199,7 +210,7 @@ class Consume:
             name,
             wait_ms=wait_ms,
             partition=partition,
-            recheck=lambda: reauthorize(req, Action.CONSUME, name),
+            recheck=lambda: _still_wanted(req, name),
         )
         if delivery is None:
             resp.status = falcon.HTTP_204
@@ -223,7 +234,7 @@ class Consume:
             count=DEFAULT_CONSUME_BATCH if count is None else count,
             wait_ms=wait_ms,
             partition=partition,
-            recheck=lambda: reauthorize(req, Action.CONSUME, name),
+            recheck=lambda: _still_wanted(req, name),
         )
         if not deliveries:
             resp.status = falcon.HTTP_204

@@ -190,6 +190,13 @@ class AccessRecord(logging.LogRecord):
         self.process = os.getpid()
 
 
+def _encoded_slash(req: falcon.Request) -> bool:
+    """Whether the path as sent holds ``%2F``, which routing saw as ``/``."""
+    raw = req.env.get("RAW_URI") or req.env.get("REQUEST_URI") or ""
+    path = raw.partition("?")[0]
+    return "%2" in path and "%2f" in path.lower()
+
+
 class Authenticate:
     """Who the request is: checked credentials, or everyone while security
     is off (``authenticator`` ``None``)."""
@@ -203,6 +210,10 @@ class Authenticate:
     ) -> None:
         req.context.gate = self.gate
         req.context.authenticator = self.authenticator
+        if resource is not None and _encoded_slash(req):
+            # The server decodes the path before routing: /v1/topics/t%2Fproduce
+            # would produce, past a proxy's rules on paths. No route has it.
+            self.unknown_route(req, resp)
         # Only a name a topic can have: the path arrives percent-decoded, and
         # a newline in it would forge access-log lines.
         if resource is not None and valid_name(params.get("name", "")):

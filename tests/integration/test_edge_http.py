@@ -6,6 +6,7 @@ must be JSON ``{"error": ...}`` and leave the topic as it was.
 
 from __future__ import annotations
 
+import gzip
 import json
 import uuid
 from urllib.parse import quote as urlquote
@@ -522,3 +523,27 @@ def test_readme_walkthrough_replays_partition_0_on_every_run(edge):
         assert edge.send("POST", produce + "/batch", batch).status == 202
         edge.assert_stored(name, 0, b'{"id": 2}', partition=0)
         assert edge.send("DELETE", f"/v1/topics/{name}", framing="none").status == 204
+
+
+def test_a_content_coded_produce_is_415_and_stores_nothing(edge):
+    topic = edge.topic()
+    resp = edge.send(
+        "POST",
+        f"/v1/topics/{topic}/produce",
+        gzip.compress(b"hello"),
+        headers={"Content-Encoding": "gzip"},
+    )
+    assert resp.status == 415 and "Content-Encoding 'gzip'" in resp.error
+    assert edge.next_offset(topic) == 0
+
+
+@pytest.mark.parametrize("slash", ["%2F", "%2f"])
+def test_an_encoded_slash_in_the_path_routes_nowhere(edge, slash):
+    # Decoded before routing, t%2Fproduce would be topic t's produce route,
+    # which a proxy's rules on paths never saw.
+    topic = edge.topic()
+    resp = edge.send("POST", f"/v1/topics/{topic}{slash}produce", b"x")
+    assert resp.status == 404
+    assert edge.next_offset(topic) == 0
+    # In the query it is only a character.
+    assert edge.send("GET", f"/v1/topics/{topic}?x=a{slash}b").status == 200

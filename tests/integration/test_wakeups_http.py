@@ -12,11 +12,15 @@ answer and a missed one cannot be confused).
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from urllib.parse import urlencode
 
 import pytest
+
+from tests.httpclient import ADMIN
+from tests.httpclient import basic
 
 pytestmark = pytest.mark.slow
 
@@ -168,3 +172,21 @@ def test_a_batch_long_poll_wakes_on_a_batch_produce(node, http, topic):
     assert http.post(f"/v1/topics/{topic}/produce/batch", batch).status == 202
     (answer,) = woken(waiting)
     assert 1 <= len(answer["messages"]) <= 3
+
+
+@pytest.mark.parametrize("path", ["consume", "consume/batch"])
+def test_a_long_poll_whose_client_hung_up_leases_nothing(node, http, topic, path):
+    # Leased to a closed connection, the message would be invisible for the
+    # hour of the visibility timeout.
+    make(http, topic, partitions=1, visibility_timeout_ms=3_600_000)
+    gone = socket.create_connection(("127.0.0.1", node.port))
+    gone.sendall(
+        f"GET /v1/topics/{topic}/{path}?wait={WAIT} HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: {basic(*ADMIN)}\r\n\r\n".encode()
+    )
+    time.sleep(SETTLE_S)  # for it to reach its long poll
+    gone.close()
+    assert http.post(f"/v1/topics/{topic}/produce", {"n": 1}).status == 202
+    got = http.get(f"/v1/topics/{topic}/consume?wait=2s")
+    assert got.status == 200, "the message went to the closed connection"
+    assert got.json()["payload"] == {"n": 1}

@@ -76,6 +76,18 @@ def test_gzip_transfer_coding_is_501(client):
     assert_json_error(resp, 501, "Transfer-Encoding 'gzip, chunked' is not supported")
 
 
+@pytest.mark.parametrize("coding", ["gzip", "br", "deflate, gzip"])
+def test_a_content_coded_body_is_415_and_stores_nothing(client, coding):
+    # The node does not decode bodies: storing the coded bytes would keep
+    # something other than what the client meant.
+    make(client)
+    resp = produce(client, b"\x1f\x8b coded", headers={"Content-Encoding": coding})
+    assert_json_error(resp, 415, f"Content-Encoding {coding!r} is not supported")
+    assert client.simulate_get("/v1/topics/t/consume").status_code == 204
+    plain = produce(client, b"plain", headers={"Content-Encoding": "identity"})
+    assert plain.status_code == 202
+
+
 # -- one strict reader for every JSON body ---------------------------------------------
 
 STRICT = [
