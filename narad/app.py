@@ -281,6 +281,7 @@ def create_app(
     users = UserService(storage, hasher)
 
     guard = StorageGuard(storage, relaxed=config.get("storage.durability") == "relaxed")
+    listener.on_live(guard.stream_live)
     authenticator = authenticator_for(config, storage, hasher)
     if authenticator is not None:
         caches.add(authenticator.cache)

@@ -11,11 +11,12 @@ directory when its path fits in ``sun_path``; otherwise in a fresh 0700
 directory under the temporary directory, so no deployment needs a TCP port or
 a password.
 
-It is single-owner: the node holds an exclusive ``flock`` on
-``<data_dir>/narad.lock`` for its lifetime (:class:`DataDirLock`), and the
-server inherits it, so a second node on the same directory refuses to start
-while any process of the first (master, worker, server) still runs; the
-kernel drops the lock when they are gone, whatever killed them.
+It is single-owner: the node holds an exclusive ``flock`` on the data
+directory itself for its lifetime (:class:`DataDirLock`; its PID is in
+``<data_dir>/narad.lock``), and the server inherits it, so a second node on
+the same directory refuses to start while any process of the first (master,
+worker, server) still runs; the kernel drops the lock when they are gone,
+whatever killed them.
 
 The server is tied to the process that started it: stopped on exit, and sent
 SIGTERM by the kernel should the thread that started it die without stopping
@@ -59,6 +60,8 @@ _RUNTIME_PREFIX = "narad-valkey-"
 MIN_DEFAULT_MEMORY = 64 << 20
 LOCK_NAME = "narad.lock"
 _LOG_PREFIX = re.compile(r"^\d+:[A-Z] \d+ \w+ \d+ [\d:.]+ . ")
+# What Valkey logs when it loads an append-only file without its torn tail.
+_TRUNCATED = re.compile(r"Revert incomplete MULTI/EXEC|Truncating the AOF")
 # A lock whose recorded owner has died is still held by its leftovers
 # (workers finishing, the server flushing); wait this long for them.
 LEFTOVER_WAIT_S = 10.0
@@ -90,7 +93,12 @@ def _alive(pid: int) -> bool:
 
 
 class DataDirLock:
-    """An exclusive ``flock`` on ``<data_dir>/narad.lock`` holding the owner's PID.
+    """An exclusive ``flock`` on the data directory; the owner's PID is in
+    ``<data_dir>/narad.lock``.
+
+    The directory, not a file in it, is locked: a lock file deleted while
+    the node runs (a "stale lock" clean-up) would let a second node lock a
+    new one and start a second server on the same files.
 
     flock locks belong to the open file description: forks (gunicorn
     workers) and children given the descriptor (the server) share it, closing
@@ -110,7 +118,7 @@ class DataDirLock:
         data_dir = Path(data_dir).resolve()
         try:
             data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as exc:
             raise StorageError(f"data directory {data_dir}: {exc}") from exc
         deadline = time.monotonic() + wait_s
@@ -123,7 +131,7 @@ class DataDirLock:
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
-                holder = _read_pid(fd)
+                holder = _read_pid(data_dir)
                 alive = bool(holder) and _alive(holder)
                 if alive or time.monotonic() > deadline:
                     who = f"pid {holder}" if alive else _leftovers(holder)
@@ -142,11 +150,17 @@ class DataDirLock:
                     )
                     waiting = True
                 time.sleep(0.05)
+            pid = os.open(
+                data_dir / LOCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600
+            )
+            with open(pid, "w") as out:
+                out.write(f"{os.getpid()}\n")
+        except OSError as exc:
+            os.close(fd)
+            raise StorageError(f"data directory {data_dir}: {exc}") from exc
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return cls(data_dir, fd)
 
     def close(self) -> None:
@@ -162,8 +176,12 @@ def _leftovers(holder: int) -> str:
     return "a process that recorded no pid"
 
 
-def _read_pid(fd: int) -> int:
-    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+def _read_pid(data_dir: Path) -> int:
+    try:
+        text = (data_dir / LOCK_NAME).read_bytes()[:32].decode(errors="replace")
+    except OSError:
+        return 0
+    text = text.strip()
     return int(text) if text.isdigit() else 0
 
 
@@ -235,6 +253,7 @@ class EmbeddedValkey:
                 self._prepare()
             except OSError as exc:
                 raise StorageError(f"data directory {self.data_dir}: {exc}") from exc
+        log_from = self._log_size()
         self.process = subprocess.Popen(
             [str(get_binary_path()), str(self.data_dir / "valkey.conf")],
             cwd=self.data_dir,
@@ -253,7 +272,38 @@ class EmbeddedValkey:
         )
         self._owner_pid = os.getpid()
         self._wait_ready(timeout)
+        self._report_truncated_tail(log_from)
         return self.url
+
+    def _log_size(self) -> int:
+        try:
+            return (self.data_dir / "valkey.log").stat().st_size
+        except OSError:
+            return 0
+
+    def _report_truncated_tail(self, log_from: int) -> None:
+        """Say in the node's log when the server dropped an incomplete end of
+        its append-only file at load (``aof-load-truncated``): a crash cut a
+        write off, or the disk lost what it had. Only ``valkey.log`` would
+        tell otherwise, and the node would start as if nothing was missing."""
+        try:
+            with open(self.data_dir / "valkey.log", "rb") as fh:
+                fh.seek(log_from)
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            return
+        found = [
+            _LOG_PREFIX.sub("", line).strip(" #!")
+            for line in text.splitlines()
+            if _TRUNCATED.search(line)
+        ]
+        if found:
+            log.warning(
+                "embedded Valkey dropped the incomplete end of its append-only "
+                "file (a write cut off by a crash; with appendfsync always it "
+                "was never answered, unless the disk lost written data): %s",
+                " / ".join(found),
+            )
 
     def _prepare(self) -> None:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

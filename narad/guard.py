@@ -9,8 +9,10 @@ node there. Each worker then re-reads the server's status at most every
 ``FRESH_S`` seconds as requests arrive (:class:`StorageGuard`): should the
 storage stop being durable at run time (``CONFIG SET appendfsync everysec``, a
 failing disk), ``/readyz`` and every write answer 503 until it is durable
-again. No thread: the requests that need the answer refresh it, and
-``/metrics`` does so for the gauges.
+again. Once the worker's link to the storage is lost (its notification
+stream drops: the server may come back with other settings), the next write
+waits for a fresh check. No thread: the requests that need the answer refresh
+it, and ``/metrics`` does so for the gauges.
 
 On a RedisRaft cluster any node's ``INFO raft`` says the writes are durable,
 so a cluster without a leader still counts as durable here; whether a leader
@@ -58,6 +60,7 @@ class StorageGuard:
         self._durable: bool | None = None  # last known, kept through outages
         self._checked = -math.inf
         self._lock = threading.Lock()
+        self._losses = 0  # links to the storage lost so far (stream_live)
 
     def status(self) -> ServerStatus | None:
         """The server's status, read again if stale; None while unreachable."""
@@ -86,9 +89,28 @@ class StorageGuard:
             return f"storage is not durable ({status.detail}): writes are refused"
         return None
 
+    def stream_live(self, live: bool) -> None:
+        """The worker's notification stream went live, or was lost (a
+        :meth:`narad.broker.notifications.Listener.on_live` handler).
+
+        A lost link may be a server restarted with other settings: the
+        status known so far is dropped, so the next write waits for a fresh
+        check instead of trusting the old server's answer for up to
+        ``FRESH_S``.
+        """
+        if not live:
+            self._losses += 1
+            self._status = None
+            self._checked = -math.inf
+
     def _refresh(self) -> None:
+        losses = self._losses
         status = self._storage.server_status()
-        self._checked = self._clock()
+        if losses != self._losses:
+            # Lost while asking: the answer may be the old server's.
+            status = None
+        else:
+            self._checked = self._clock()
         self._status = status
         if status is None:
             # Writes are refused until it answers and is checked again: no
@@ -144,7 +166,8 @@ def check_at_start(config: Config) -> None:
         raise InvalidConfiguration(
             f"storage at {where} is not durable ({status.detail}), so a 202 would "
             "not mean the message is on disk: configure it with appendonly yes "
-            "and appendfsync always (as conf/valkey.conf does), or set "
+            "and appendfsync always, no-appendfsync-on-rewrite no and "
+            "maxmemory-policy noeviction (as conf/valkey.conf does), or set "
             '`storage.durability` = "relaxed" to serve anyway'
         )
 

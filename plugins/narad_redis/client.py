@@ -42,6 +42,8 @@ and :meth:`first_answer`).
   it again could apply it twice within one request.
 - No free pooled connection within the socket timeout: :class:`StorageError`
   without retrying (the wait already took that long).
+- ``-MISCONF`` (the server could not write its disk and refuses every write
+  until it can): :class:`StorageError` without retrying.
 
 The budget of one call: ``attempts`` backoff waits (``backoff_s``, doubling
 up to ``backoff_max_s``); moving to another live node costs no wait, up to
@@ -115,6 +117,9 @@ _RAFT_TRANSIENT = re.compile(
 # -BUSY: another client's script has run past busy-reply-threshold; every
 # other command is refused (not run) until it ends.
 _BUSY = re.compile(r"BUSY\b")
+# -MISCONF: the server failed to write its disk (a snapshot or its AOF) and
+# refuses every write, unrun, until a write succeeds again: no quick retry helps.
+_MISCONF = re.compile(r"MISCONF\b")
 
 
 class ReplyLost(redis.ConnectionError):
@@ -486,7 +491,8 @@ class RetryingClient:
         Raises:
             StorageFull: The server refused a write for memory.
             StorageUncertain: A non-replayable call may or may not have run.
-            StorageError: No node answered within the retry budget.
+            StorageError: No node answered within the retry budget, or the
+                server refuses writes for its disk (``-MISCONF``).
         """
         started = self._clock()
         cap = min(backoff_max_s or self.backoff_max_s, self.backoff_max_s)
@@ -551,6 +557,10 @@ class RetryingClient:
             except redis.ResponseError as exc:
                 reason = _transient(exc)
                 if reason is None:
+                    if _MISCONF.match(_reply(exc)):
+                        raise StorageError(
+                            f"{link.address or 'storage'} refuses writes: {_reply(exc)}"
+                        ) from exc
                     if not _timed_out(exc):
                         raise
                     if not replayable:

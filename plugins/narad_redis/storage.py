@@ -231,12 +231,16 @@ class RedisStorage:
             for section in ("memory", "persistence", "raft"):
                 pipe.info(section)
             pipe.config_get("appendfsync")
+            # Apart: a server before Redis 7 reads one parameter per CONFIG GET.
+            pipe.config_get("no-appendfsync-on-rewrite")
             return pipe.execute(raise_on_error=False)
 
         replies = self.client.first_answer(read)
         if replies is None:
             return None
-        memory, persistence, raft, fsync = replies
+        memory, persistence, raft, fsync, on_rewrite = replies
+        if isinstance(fsync, dict) and isinstance(on_rewrite, dict):
+            fsync = {**fsync, **on_rewrite}
         if isinstance(memory, Exception):
             hint = ""
             if "'raft'" in str(memory):
@@ -1064,6 +1068,13 @@ def _durability(
     policy = fsync.get("appendfsync", "unknown")
     if policy != "always":
         return False, f"appendfsync is {policy}, not always"
+    if fsync.get("no-appendfsync-on-rewrite", "no") == "yes":
+        # The server then skips the fsync, and still answers, while a child
+        # rewrites its AOF or saves a snapshot.
+        return False, (
+            "no-appendfsync-on-rewrite is yes: writes made during an AOF rewrite "
+            "are answered before they are on disk"
+        )
     return True, "appendonly yes, appendfsync always"
 
 

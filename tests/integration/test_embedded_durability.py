@@ -100,6 +100,94 @@ def test_fsync_everysec_stops_the_node_unless_relaxed_and_is_watched(tmp_path):
         server.stop()
 
 
+def test_no_fsync_during_rewrites_is_not_durable(tmp_path):
+    """With no-appendfsync-on-rewrite yes, a server answers writes it has
+    not fsynced while it rewrites its AOF (or saves a snapshot): a 202 would
+    not mean "on disk", at start or once set at run time."""
+    server = start_valkey(tmp_path / "valkey", extra=("no-appendfsync-on-rewrite yes",))
+    raw = redis.Redis.from_url(server.tcp_url, decode_responses=True)
+    try:
+        status = status_as(server.tcp_url)
+        assert not status.durable
+        assert "no-appendfsync-on-rewrite is yes" in status.detail
+        raw.config_set("no-appendfsync-on-rewrite", "no")
+        assert status_as(server.tcp_url).durable
+        raw.config_set("no-appendfsync-on-rewrite", "yes")
+        assert not status_as(server.tcp_url).durable
+    finally:
+        raw.close()
+        server.stop()
+
+
+def test_after_a_storage_restart_writes_wait_for_a_fresh_check(tmp_path):
+    """A server restarted with other settings (here: no fsync) is checked
+    before the next write: no 202 on the strength of the old server's check."""
+    server = start_valkey(tmp_path / "valkey")
+    node = Node(tmp_path / "node", storage_url=server.tcp_url, workers=1).start()
+    http = node.client()
+    try:
+        assert http.post("/v1/topics", {"name": "t"}).status == 201
+        # The worker now caches the topic and listens for its notifications.
+        assert http.post("/v1/topics/t/produce", b"kept").status == 202
+        server.stop()
+        server.extra = ("appendfsync no",)
+        server.socket_path = None  # its configuration is written again
+        server.start()
+        resp = http.post("/v1/topics/t/produce", b"not on disk")
+        assert resp.status == 503, resp.data
+        assert "appendfsync is no, not always" in resp.json()["error"]
+        assert http.get("/v1/topics/t").json()["partition_stats"][0]["next_offset"] == 1
+    finally:
+        http.close()
+        node.stop()
+        server.stop()
+
+
+def test_a_server_refusing_writes_for_its_disk_answers_503(tmp_path):
+    """A failed snapshot (stop-writes-on-bgsave-error) makes the server refuse
+    every write with -MISCONF, unrun: 503, nothing stored, reads go on; writes
+    resume once it saves again."""
+    server = start_valkey(tmp_path / "valkey", extra=("save 3600 1",))
+    raw = redis.Redis.from_url(server.tcp_url, decode_responses=True)
+    node = Node(tmp_path / "node", storage_url=server.tcp_url, workers=1).start()
+    http = node.client()
+    try:
+        assert http.post("/v1/topics", {"name": "t", "partitions": 1}).status == 201
+        assert http.post("/v1/topics/t/produce", b"kept").status == 202
+        # The snapshot cannot take its name: a directory holds it.
+        blocker = tmp_path / "valkey" / "dump.rdb"
+        (blocker / "x").mkdir(parents=True)
+        raw.bgsave()
+        persistence = raw.info
+        assert wait_until(
+            lambda: persistence("persistence")["rdb_last_bgsave_status"] == "err"
+        )
+        unavailable = {"error": "storage unavailable, retry"}
+        for path, body in (
+            ("/v1/topics/t/produce", b"lost"),
+            ("/v1/topics", {"name": "u"}),
+        ):
+            resp = http.post(path, body)
+            assert (resp.status, resp.json()) == (503, unavailable), resp.data
+        assert http.get("/v1/topics/t").json()["partition_stats"][0]["next_offset"] == 1
+        assert http.get("/v1/topics/u").status == 404
+
+        (blocker / "x").rmdir()
+        blocker.rmdir()
+        raw.bgsave()
+        assert wait_until(
+            lambda: persistence("persistence")["rdb_last_bgsave_status"] == "ok"
+        )
+        assert http.post("/v1/topics/t/produce", b"again").status == 202
+    finally:
+        http.close()
+        node.stop()
+        raw.close()
+        server.stop()
+    assert "refuses writes: MISCONF" in node.log.read_text()
+    assert "unexpected error" not in node.log.read_text()
+
+
 def status_as(url: str):
     backend = narad_redis.connect(url, Config.load(env={}))
     try:

@@ -115,3 +115,23 @@ def test_a_node_whose_master_was_killed_waits_for_its_leftovers(tmp_path):
             os.kill(straggler, signal.SIGKILL)
         second.stop()
     assert wait_until(lambda: not valkey_pids_under(data))
+
+
+def test_a_deleted_lock_file_does_not_let_a_second_node_in(tmp_path):
+    """The directory is what is locked: removing ``narad.lock`` (a "stale
+    lock" clean-up) while the node runs does not let a second node start a
+    second server on the same files."""
+    first = Node(tmp_path, workers=1).start()
+    data = tmp_path / "data"
+    second = Node(tmp_path, workers=1)
+    try:
+        (data / "narad.lock").unlink()
+        with pytest.raises(RuntimeError, match="node exited"):
+            second.start(timeout=20)
+        assert second.process.returncode == 2
+        log = second.log.read_text()
+        assert f"data directory {data} is in use by another node" in log
+        assert len(valkey_pids_under(data)) == 1
+    finally:
+        second.stop()
+        first.stop()

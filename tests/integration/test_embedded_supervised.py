@@ -14,6 +14,8 @@ from tests.integration.test_durability import assert_wakes_promptly
 from tests.integration.test_durability import drain_and_check
 from tests.integration.test_durability import make
 from tests.integration.test_durability import wait_for_progress
+from tests.integration.test_embedded_owner import produce
+from tests.integration.test_embedded_owner import replay
 from tests.integration.test_node import valkey_pids_under
 from tests.integration.test_node import wait_until
 from tests.nodes import Node
@@ -85,3 +87,33 @@ def test_a_server_that_cannot_come_back_stops_the_node_non_zero(tmp_path):
     assert "embedded Valkey failed 5 times within 60 s; stopping the node" in log
     assert log.count("embedded Valkey did not come back") == 4
     assert not valkey_pids_under(data)
+
+
+def test_a_torn_append_only_tail_is_dropped_and_the_node_says_so(tmp_path):
+    """A crash mid-write leaves a torn end in the append-only file: the node
+    starts without it (aof-load-truncated), and its own log says so."""
+    first = Node(tmp_path, workers=1).start()
+    http = first.client()
+    assert http.post("/v1/topics", {"name": "t", "partitions": 1}).status == 201
+    http.close()
+    produce(first, "t", ["a", "b", "c"])
+    first.stop()
+    # The last append's transaction, cut before its EXEC.
+    [incr] = (tmp_path / "data" / "appendonlydir").glob("*.incr.aof")
+    exec_ = b"*1\r\n$4\r\nEXEC\r\n"
+    written = incr.read_bytes()
+    assert written.endswith(exec_)
+    incr.write_bytes(written[: -len(exec_)])
+    second = Node(tmp_path, workers=1).start()
+    try:
+        assert replay(second, "t") == ["a", "b"]
+        produce(second, "t", ["d"])
+        assert replay(second, "t") == ["a", "b", "d"]
+    finally:
+        second.stop()
+    log = second.log.read_text()
+    assert log.count("embedded Valkey dropped the incomplete end of its") == 1
+    assert "Revert incomplete MULTI/EXEC transaction in AOF file" in log
+    assert "Truncating the AOF appendonly.aof.1.incr.aof at offset" in log
+    # A clean start says nothing of the kind.
+    assert "dropped the incomplete end" not in first.log.read_text()

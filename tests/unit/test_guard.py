@@ -65,6 +65,34 @@ def test_an_unreachable_storage_is_asked_again_soon_and_refuses_writes():
     assert storage.asked == 3
 
 
+def test_a_lost_link_makes_the_next_write_wait_for_a_fresh_check():
+    storage, clock = Scripted(DURABLE, EVERYSEC), Clock()
+    watch = StorageGuard(storage, relaxed=False, clock=clock)
+    assert watch.refusal() is None
+    watch.stream_live(True)
+    assert watch.refusal() is None
+    assert storage.asked == 1
+    watch.stream_live(False)  # long before FRESH_S has passed
+    assert watch.refusal().startswith("storage is not durable (appendfsync is")
+    assert storage.asked == 2
+
+
+def test_an_answer_read_while_the_link_was_lost_is_not_trusted():
+    watch = None
+
+    class LostWhileAsked(Scripted):
+        def server_status(self):
+            if self.asked == 0:
+                watch.stream_live(False)
+            return super().server_status()
+
+    storage = LostWhileAsked(EVERYSEC, DURABLE)
+    watch = StorageGuard(storage, relaxed=False, clock=Clock())
+    assert watch.refusal() == "storage unavailable, retry"
+    assert watch.refusal() is None  # asked again at once: the new server's answer
+    assert storage.asked == 2
+
+
 def test_not_durable_refuses_writes_unless_relaxed():
     clock = Clock()
     strict = StorageGuard(Scripted(EVERYSEC), relaxed=False, clock=clock)
