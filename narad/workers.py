@@ -54,6 +54,7 @@ from datetime import timedelta
 from functools import partial
 from ssl import SSLError
 from typing import Any
+from typing import NoReturn
 
 import gevent
 from gevent import monkey
@@ -541,30 +542,27 @@ class NaradWorker(JSONErrors, GeventWorker):
         if sock.probes_only:
             req.force_close()
             if req.path not in PROBES:
-                sock.linger = _unread_body(req) > 0
-                request_id = sock.refuse(
+                self._refuse(
+                    req,
+                    sock,
+                    addr,
                     503,
                     "Service Unavailable",
                     "node at its connection limit (server.max_connections); retry",
-                    req,
                 )
-                self.access_line(req, addr, 503, request_id)
-                raise StopIteration
         if _asks_to_close(req):
             req.force_close()
         if _repeated(req, "IDEMPOTENCY-KEY"):
             # Joined into one value ("k1,k1") it would be another key than a
             # retry's single field: the retry would store a duplicate.
-            req.force_close()
-            sock.linger = _unread_body(req) > 0
-            request_id = sock.refuse(
+            self._refuse(
+                req,
+                sock,
+                addr,
                 400,
                 "Bad Request",
                 "Idempotency-Key is given more than once; nothing was stored",
-                req,
             )
-            self.access_line(req, addr, 400, request_id)
-            raise StopIteration
         sock.begin_request(req)
         try:
             try:
@@ -574,6 +572,17 @@ class NaradWorker(JSONErrors, GeventWorker):
             _drain(req)  # still in the body's deadlines
         finally:
             sock.end_request()
+
+    def _refuse(
+        self, req: Any, sock: Any, addr: Any, status: int, reason: str, message: str
+    ) -> NoReturn:
+        """Answer a parsed head ``{"error": message}`` without the app, log
+        it, and close the connection (lingering over a body left unread)."""
+        req.force_close()
+        sock.linger = _unread_body(req) > 0
+        request_id = sock.refuse(status, reason, message, req)
+        self.access_line(req, addr, status, request_id)
+        raise StopIteration
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: Exception):
         if isinstance(exc, RequestTimeout):
