@@ -136,12 +136,11 @@ def test_cluster_already_over_budget_takes_no_new_version_anywhere(config):
     )
 
 
-def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
+def count_compiles(monkeypatch) -> list[str]:
+    """The schema URIs of every validator compiled from now on."""
     from narad.schema import service
 
-    client = app_over(config)
-    client.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
-    compiled = []
+    compiled: list[str] = []
     original = service.Validator
 
     def counting(*args, **kwargs):
@@ -149,6 +148,14 @@ def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(service, "Validator", counting)
+    return compiled
+
+
+def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
+
+    client = app_over(config)
+    client.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    compiled = count_compiles(monkeypatch)
     # Compiled once per version; once more at most when the change's own
     # notification lands after the first produce and drops what it compiled.
     for _ in range(5):
@@ -166,22 +173,13 @@ def test_validators_are_cached_per_topic_and_version(config, monkeypatch):
 
 
 def test_a_schema_at_the_size_limit_is_compiled_once(config, monkeypatch):
-    from narad.schema import service
-
     client = app_over(config)
     # 255 KiB of empty subschemas: some 40 MiB compiled, within the default
     # validator_memory (64 MiB); an estimate past it is never kept.
     schema = {"allOf": [{} for _ in range(87_000)]}
     resp = client.simulate_post("/v1/topics", json={"name": "t", "schema": schema})
     assert resp.status_code == 201
-    compiled = []
-    original = service.Validator
-
-    def counting(*args, **kwargs):
-        compiled.append(kwargs["schema_uri"])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(service, "Validator", counting)
+    compiled = count_compiles(monkeypatch)
     for _ in range(3):
         assert (
             client.simulate_post("/v1/topics/t/produce", body=b"1").status_code == 202
