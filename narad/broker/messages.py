@@ -243,30 +243,23 @@ class MessageService:
                     raise ProduceToDelayChild(meta.name, meta.parent)
             try:
                 entries = self._entries(meta, outgoing, batch)
-            except (InvalidArgument, SchemaUnusable):
+            except (InvalidArgument, SchemaUnusable, SchemaVersionNotFound) as exc:
                 # A refusal by a cached version is checked against the current
                 # one: a newer version may accept what the cached one refused
-                # (or be usable where it was not).
+                # (or be usable where it was not), and a version gone is one
+                # that went with the topic (deleted, maybe created again)
+                # before this worker heard.
                 fresh = self.records.refresh(topic)
                 if (fresh.epoch, fresh.schema_version) == (
                     meta.epoch,
                     meta.schema_version,
                 ):
+                    if isinstance(exc, SchemaVersionNotFound):
+                        raise
                     stored = self._stored_before(meta, outgoing, guards)
                     if stored is not None:
                         return stored
                     TALLY.inc(MESSAGES_REFUSED, ())
-                    raise
-                meta = fresh
-                continue
-            except SchemaVersionNotFound:
-                # The record's schema went with the topic (deleted, maybe
-                # created again) before this worker heard: read it again.
-                fresh = self.records.refresh(topic)
-                if (fresh.epoch, fresh.schema_version) == (
-                    meta.epoch,
-                    meta.schema_version,
-                ):
                     raise
                 meta = fresh
                 continue
