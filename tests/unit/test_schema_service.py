@@ -187,19 +187,24 @@ def test_a_schema_at_the_size_limit_is_compiled_once(config, monkeypatch):
     assert len(compiled) <= 2  # once more at most, as above
 
 
-def test_a_version_that_cannot_be_used_is_not_compiled_per_produce(config, monkeypatch):
-    from narad.schema import service
-
-    client = app_over(config)
-    client.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
-    storage = storage_of(client)
-    # Stored before registration meta-checked what a reference leads to.
+def store_unusable_version(storage) -> None:
+    """Version 2 of topic t as a node before registration meta-checked what a
+    reference leads to could store it (the validator cannot use it)."""
     storage.append_schema(
         storage.get_topic("t"),
         SchemaVersion(2, b'{"$ref":"#/x","x":{"type":"bogus"}}', False),
         expected_current=1,
         limits=SchemaLimits(1 << 40, 1 << 40, 1000),
     )
+
+
+def test_a_version_that_cannot_be_used_is_not_compiled_per_produce(config, monkeypatch):
+    from narad.schema import service
+
+    client = app_over(config)
+    client.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
+    storage = storage_of(client)
+    store_unusable_version(storage)
     checked = []
     original = service.check_stored
 
@@ -225,12 +230,7 @@ def test_a_version_that_cannot_be_used_is_rechecked_against_a_newer_one(
     a.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})
     a.app._listener.stop()  # a's worker hears of no change: its records stay
     storage = storage_of(a)
-    storage.append_schema(
-        storage.get_topic("t"),
-        SchemaVersion(2, b'{"$ref":"#/x","x":{"type":"bogus"}}', False),
-        expected_current=1,
-        limits=SchemaLimits(1 << 40, 1 << 40, 1000),
-    )
+    store_unusable_version(storage)
     # Version 1 passes it, the append finds version 2: checked again, 409.
     assert a.simulate_post("/v1/topics/t/produce", body=b"{}").status_code == 409
     assert b.simulate_patch("/v1/topics/t", json={"schema": True}).status_code == 200
