@@ -875,6 +875,46 @@ class StorageContract:
         assert (stats.next_offset, stats.in_flight) == (4, 0)
         assert storage.reserve(meta, [0], nonce=nonce(9), now_ms=5_000).message is None
 
+    def test_long_runs_acked_ahead_move_the_floor_past_them(self, storage):
+        """Acks above the floor, each run longer than a backend might read
+        at once, or interleaved with the acks that free them: the floor
+        passes them all, and they no longer count against the cap."""
+        meta = self.topic(
+            storage, max_in_flight_per_partition=1000, max_acked_ahead_per_partition=300
+        )
+        entries = [Entry(0, b"", b"%d" % i, PayloadKind.TEXT) for i in range(900)]
+        storage.append(meta, entries, schema_version=0, now_ms=0)
+        held = []
+        for batch in range(9):
+            nonces = [nonce(f"{batch}-{k}") for k in range(100)]
+            held += storage.reserve_batch(meta, [0], nonces=nonces, now_ms=1).messages
+        assert [m.offset for m in held] == list(range(900))
+
+        def ack(messages):
+            leases = [Lease(0, m.offset, m.nonce) for m in messages]
+            return storage.settle_batch(meta, leases, action=Settle.ACK, now_ms=2)
+
+        # 299 stored above the floor, then the one at it: the cap (300) would
+        # refuse the next run unless the floor moved past all 300.
+        assert set(ack(held[1:300])) == {Status.OK}
+        assert ack(held[:1]) == [Status.OK]
+        assert set(ack(held[301:600])) == {Status.OK}
+        assert ack(held[300:301]) == [Status.OK]
+        # Odd offsets stored, then the even ones in one call, in order.
+        assert set(ack(held[601:900:2])) == {Status.OK}
+        assert set(ack(held[600:900:2])) == {Status.OK}
+        [stats] = storage.partition_stats(meta, now_ms=3)
+        assert stats.in_flight == 0
+        more = [Entry(0, b"", b"x", PayloadKind.TEXT)] * 301
+        storage.append(meta, more, schema_version=0, now_ms=3)
+        nonces = [nonce(f"late-{k}") for k in range(301)]
+        late = []
+        while len(late) < 301:
+            got = storage.reserve_batch(meta, [0], nonces=nonces[len(late) :], now_ms=4)
+            late += got.messages
+        # Nothing acked before is left counting: 300 more fit above the floor.
+        assert set(ack(late[1:])) == {Status.OK}
+
     # -- users ---------------------------------------------------------------
 
     def test_create_user_stores_it_once(self, users_storage):

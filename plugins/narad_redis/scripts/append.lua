@@ -153,7 +153,7 @@ local function load(base)
   local f = redis.call('HMGET', KEYS[base], 'next', 'oldest', 'cursor', 'floor', 'last_ts')
   return {
     state = KEYS[base], log = KEYS[base + 1], lease = KEYS[base + 2],
-    nonce = KEYS[base + 3], acked = KEYS[base + 4], pending = {},
+    nonce = KEYS[base + 3], acked = KEYS[base + 4], pending = {}, queued = 0,
     next = tonumber(f[1] or '0'), oldest = tonumber(f[2] or '0'),
     cursor = tonumber(f[3] or '0'), floor = tonumber(f[4] or '0'),
     last_ts = tonumber(f[5] or '0'),
@@ -174,16 +174,20 @@ end
 
 -- Queue entry i at the partition's next offset, stamped at least `ts` and
 -- never below the partition's last stamp; returns the stamp. `save` writes
--- the partition's queue in one command.
+-- the partition's queue in one command (redis.call writes the offset, a
+-- number, as an integer). The queue is filled by index: `#t` on a growing
+-- table searches each time.
 local function put(st, ts, i)
   ts = math.max(ts, st.last_ts)
-  local pending = st.pending
-  pending[#pending + 1] = int(st.next)
+  local record
   if ts == now then
-    pending[#pending + 1] = ARGV[ENTRIES + 3 * (i - 1) + 2]
+    record = ARGV[ENTRIES + 3 * (i - 1) + 2]
   else
-    pending[#pending + 1] = int(ts) .. tail(i)
+    record = int(ts) .. tail(i)
   end
+  local queued = st.queued
+  st.pending[queued + 1], st.pending[queued + 2] = st.next, record
+  st.queued = queued + 2
   st.next = st.next + 1
   st.last_ts = ts
   return ts
@@ -219,9 +223,9 @@ local function trim(st, keep, budget)
 end
 
 local function save(st, keep, budget)
-  if #st.pending > 0 then
+  if st.queued > 0 then
     redis.call('HSET', st.log, unpack(st.pending))
-    st.pending = {}
+    st.pending, st.queued = {}, 0
   end
   trim(st, keep, budget)
   redis.call('HSET', st.state, 'next', int(st.next), 'oldest', int(st.oldest),

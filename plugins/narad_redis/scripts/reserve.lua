@@ -132,15 +132,20 @@ end
 -- `count` from the cursor (offsets and records; the cursor moves past them);
 -- notes when the first held back by its due time falls due.
 local next_due = -1
+local function stamp(rec)
+  return tonumber(string.match(rec, '^(%d+),'))
+end
 local function due_from_cursor(st, count)
   local offsets, fields = {}, {}
   for k = 1, count do
-    fields[k] = int(st.cursor + k - 1)
+    fields[k] = st.cursor + k - 1 -- redis.call writes a number as an integer
   end
   local records = redis.call('HMGET', st.log, unpack(fields))
+  -- Stamps never decrease: when the last record read is due, so are the others.
+  local all_due = stamp(records[count]) <= now
   local taken = {}
   for k, rec in ipairs(records) do
-    local ts = rec and tonumber(string.match(rec, '^(%d+),'))
+    local ts = not all_due and stamp(rec)
     if ts and ts > now then
       if next_due < 0 or ts < next_due then
         next_due = ts
@@ -207,26 +212,26 @@ local function candidates(st, want)
   return offsets, records
 end
 
+-- The reply, filled by index (`#out` on a growing table searches each time).
+local out, filled = {'ok', -1, -1}, 3
+
 -- Lease `offsets` of one partition under the next nonces; append them to `out`
 -- with their records.
-local function lease(st, partition, offsets, records, out, taken)
+local function lease(st, partition, offsets, records, taken)
   local deadline = int(now + visibility)
   local deadlines, nonces = {}, {}
   for k, offset in ipairs(offsets) do
-    local field = int(offset)
-    deadlines[2 * k - 1], deadlines[2 * k] = deadline, field
-    nonces[2 * k - 1], nonces[2 * k] = field, ARGV[first_nonce + taken + k - 1]
+    deadlines[2 * k - 1], deadlines[2 * k] = deadline, offset
+    nonces[2 * k - 1], nonces[2 * k] = offset, ARGV[first_nonce + taken + k - 1]
   end
   redis.call('ZADD', st.lease, unpack(deadlines))
   redis.call('HSET', st.nonce, unpack(nonces))
   for k, offset in ipairs(offsets) do
-    out[#out + 1] = partition
-    out[#out + 1] = offset
-    out[#out + 1] = records[k]
+    out[filled + 1], out[filled + 2], out[filled + 3] = partition, offset, records[k]
+    filled = filled + 3
   end
 end
 
-local out = {'ok', -1, -1}
 local taken = 0
 local earliest = -1
 for s = 1, nslots do
@@ -239,7 +244,7 @@ for s = 1, nslots do
       'floor', int(st.floor))
   end
   if #offsets > 0 then
-    lease(st, tonumber(ARGV[4 + s]), offsets, records, out, taken)
+    lease(st, tonumber(ARGV[4 + s]), offsets, records, taken)
     taken = taken + #offsets
   elseif taken == 0 then
     local first = redis.call('ZRANGE', st.lease, 0, 0, 'WITHSCORES')

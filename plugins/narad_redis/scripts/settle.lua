@@ -75,7 +75,7 @@ for _, s in ipairs(order) do
 end
 
 -- Offsets acked above the floor: those stored in the acked set, and those
--- acked by this call (`ahead`, written at the end).
+-- acked by this call (`ahead`, by offset as a number, written at the end).
 local function acked_count(st)
   if not st.stored then
     st.stored = redis.call('ZCARD', st.acked)
@@ -84,28 +84,46 @@ local function acked_count(st)
   return st.stored + st.pending
 end
 
-local function acked_above_floor(st, offset)
-  return st.ahead[offset] or redis.call('ZSCORE', st.acked, offset) ~= false
+local function acked_above_floor(st, n)
+  return st.ahead[n] or redis.call('ZSCORE', st.acked, n) ~= false
 end
 
--- Move the floor past the acked offsets at it.
+-- Move the floor past the acked offsets at it: this call's, and the stored
+-- ones (another consumer's batch acked first leaves a run of them). Those are
+-- read a window at a time, kept for the rest of the call (nothing else
+-- changes the set meanwhile), and dropped in one command.
+local WINDOW = 128
 local function advance(st)
+  local from, passed = st.floor, 0
   while true do
-    local next_offset = int(st.floor)
-    if st.ahead[next_offset] then
-      st.ahead[next_offset] = nil
+    if st.ahead[st.floor] then
+      st.ahead[st.floor] = nil
       st.pending = st.pending - 1
-    elseif st.stored > 0 and redis.call('ZREM', st.acked, next_offset) == 1 then
-      st.stored = st.stored - 1
+    elseif st.stored > passed then
+      if not st.window or st.floor >= st.window_end then
+        st.window, st.window_end = {}, st.floor + WINDOW
+        for _, offset in ipairs(redis.call('ZRANGEBYSCORE', st.acked, st.floor,
+            st.window_end - 1)) do
+          st.window[tonumber(offset)] = true
+        end
+      end
+      if not st.window[st.floor] then
+        break
+      end
+      passed = passed + 1
     else
       break
     end
     st.floor = st.floor + 1
   end
+  if passed > 0 then
+    redis.call('ZREMRANGEBYSCORE', st.acked, from, st.floor - 1)
+    st.stored = st.stored - passed
+  end
 end
 
 local function expired(st, offset)
-  local rec = redis.call('HGET', st.log, int(offset))
+  local rec = redis.call('HGET', st.log, offset)
   return not rec or tonumber(string.match(rec, '^(%d+),')) + retention <= now
 end
 
@@ -129,7 +147,7 @@ local function pass_expired(st)
   end
   st.stored = st.stored - redis.call('ZREMRANGEBYSCORE', st.acked, '-inf', '(' .. int(hi))
   for offset in pairs(st.ahead) do
-    if tonumber(offset) < hi then
+    if offset < hi then
       st.ahead[offset] = nil
       st.pending = st.pending - 1
     end
@@ -146,7 +164,7 @@ local function ack(st, n, offset)
     if acked_count(st) >= max_acked_ahead then
       return 'acked_ahead_full'
     end
-    st.ahead[offset] = true
+    st.ahead[n] = true
     st.pending = st.pending + 1
   elseif n == st.floor then
     acked_count(st)
@@ -168,7 +186,7 @@ local function settle(st, offset, nonce)
   if not deadline then
     -- Out of the lease set with its nonce kept: acked under that nonce.
     if action == 'ack' and holder == nonce
-        and (n < st.floor or acked_above_floor(st, offset)) then
+        and (n < st.floor or acked_above_floor(st, n)) then
       return 'repeated'
     end
     return 'gone'
@@ -197,47 +215,53 @@ for i = 6, #ARGV, 3 do
   results[#results + 1] = settle(slots[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
 end
 
+-- Each partition's changes, in a few commands; the lists are filled by index
+-- (`#t` on a growing table searches each time). redis.call writes a number
+-- (offset, deadline) as an integer.
 for _, s in ipairs(order) do
   local st = slots[s]
   local scores, gone, nonces_gone, ahead = {}, {}, {}, {}
+  local n_scores, n_gone, n_nonces, n_ahead = 0, 0, 0, 0
   for offset in pairs(st.changed) do
     local deadline = st.deadline[offset]
     if deadline then -- extended, or given back (0); false: acked
-      scores[#scores + 1] = int(deadline)
-      scores[#scores + 1] = offset
+      scores[n_scores + 1], scores[n_scores + 2] = deadline, offset
+      n_scores = n_scores + 2
     end
     if st.holder[offset] == false then
-      nonces_gone[#nonces_gone + 1] = offset
+      n_nonces = n_nonces + 1
+      nonces_gone[n_nonces] = offset
     end
   end
   for _, offset in ipairs(st.acked_now) do
     if st.deadline[offset] == false then
-      gone[#gone + 1] = offset
+      n_gone = n_gone + 1
+      gone[n_gone] = offset
     end
   end
   for offset in pairs(st.ahead) do
-    ahead[#ahead + 1] = offset
-    ahead[#ahead + 1] = offset
+    ahead[n_ahead + 1], ahead[n_ahead + 2] = offset, offset
+    n_ahead = n_ahead + 2
   end
-  if #scores > 0 then
+  if n_scores > 0 then
     redis.call('ZADD', st.lease, unpack(scores))
   end
-  if #gone > 0 then
+  if n_gone > 0 then
     redis.call('ZREM', st.lease, unpack(gone))
   end
-  if #nonces_gone > 0 then
+  if n_nonces > 0 then
     redis.call('HDEL', st.nonce, unpack(nonces_gone))
   end
-  if #ahead > 0 then
+  if n_ahead > 0 then
     redis.call('ZADD', st.acked, unpack(ahead))
   end
   if st.floor ~= st.first_floor then
-    redis.call('HSET', st.state, 'floor', int(st.floor))
+    redis.call('HSET', st.state, 'floor', st.floor)
     if st.frontier_full then
       wake = true
     end
   end
-  if st.full and #gone > 0 and redis.call('ZCARD', st.lease) < max_in_flight then
+  if st.full and n_gone > 0 and redis.call('ZCARD', st.lease) < max_in_flight then
     wake = true
   end
 end
