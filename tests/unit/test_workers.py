@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import subprocess
 import sys
@@ -13,8 +14,10 @@ import pytest
 
 from narad import offload
 from narad.errors import RequestTimeout
+from narad.workers import GC_THRESHOLDS
 from narad.workers import Connection
 from narad.workers import Limits
+from narad.workers import tune_collector
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(header=0.2, keepalive=0.4, body=0.2, min_rate=1000)
@@ -207,3 +210,12 @@ def test_the_pool_runs_work_on_native_threads_and_keeps_the_loop_going():
         timeout=60,
     )
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_worker_collects_its_middle_generation_every_100_young_collections():
+    before = gc.get_threshold()
+    try:
+        tune_collector()
+        assert gc.get_threshold() == GC_THRESHOLDS == (700, 100, 10)
+    finally:
+        gc.set_threshold(*before)
