@@ -41,6 +41,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from narad.broker import now_ms
 from narad.broker.group_commit import Groups
@@ -94,10 +95,10 @@ ALONE_MESSAGES = 16
 ALONE_BYTES = 64 << 10
 
 
-@dataclass(frozen=True)
-class Outgoing:
+class Outgoing(NamedTuple):
     """One message to produce, before partition choice and validation;
-    ``idempotency_key`` is a batch entry's own key."""
+    ``idempotency_key`` is a batch entry's own key. (A named tuple: one is
+    built per message of a batch, at a third of a frozen dataclass's cost.)"""
 
     payload: bytes
     key: bytes = b""
@@ -125,10 +126,10 @@ MALFORMED = "malformed"
 ACKED_AHEAD_FULL = "acked_ahead_full"
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(NamedTuple):
     """A message as the consumer gets it; ``receipt_handle`` is ``None`` for
-    a replay, which leases nothing."""
+    a replay, which leases nothing. (A named tuple: one per message of a
+    batch.)"""
 
     topic: str
     message: Message
