@@ -9,6 +9,8 @@ of the shipped distribution: :func:`narad.testing.load_plugins` registers it
 
 from __future__ import annotations
 
+import functools
+from typing import Any
 from urllib.parse import urlsplit
 
 from narad import hookimpl
@@ -26,8 +28,26 @@ def connect(url: str, config: Config) -> RedisStorage:
 
     name = urlsplit(url).netloc or "default"
     server = _servers.setdefault(name, fakeredis.FakeServer())
-    client = fakeredis.FakeRedis(server=server)
+    client = fakeredis.FakeRedis(server=server, connection_class=_connection_class())
     return RedisStorage(RetryingClient(url, client=client, attempts=0))
+
+
+@functools.cache
+def _connection_class() -> type:
+    """fakeredis's connection, whose read of a reply waits at most its
+    ``timeout`` (as redis-py's own does: the notification stream reads its
+    subscription so); fakeredis's waits for ever."""
+    import fakeredis
+    import redis
+
+    class Connection(fakeredis.FakeRedisConnection):
+        def read_response(self, **kwargs: Any) -> Any:
+            timeout = kwargs.get("timeout")
+            if timeout is not None and not self.can_read(timeout):
+                raise redis.TimeoutError("Timeout reading from socket")
+            return super().read_response(**kwargs)
+
+    return Connection
 
 
 @hookimpl

@@ -106,6 +106,7 @@ from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 from narad.storage import TopicStats
 from narad.storage import UserRecord
+from narad_redis.client import ReplyLost
 from narad_redis.client import RetryingClient
 from narad_redis.client import detached
 from narad_redis.client import run_script
@@ -985,13 +986,18 @@ class RedisStorage:
             raise StorageError(f"cannot subscribe to {channels}: {exc}") from exc
         try:
             yield Notification(Event.LISTENING)
+            # Read straight from the subscription's connection: one wait on
+            # the socket per burst of messages, where PubSub.get_message
+            # polls it twice before reading each one (every worker hears
+            # every append of a waited-on topic).
+            connection = pubsub.connection
             heard = time.monotonic()  # last traffic from the server
             pinged = False
             while True:
                 try:
-                    message = pubsub.get_message(timeout=1.0)
+                    reply = _next_reply(connection)
                     now = time.monotonic()
-                    if message is not None:
+                    if reply is not None:
                         heard, pinged = now, False
                     elif now - heard >= KEEPALIVE_S + PING_WAIT_S and pinged:
                         # A dead host or a partition closes nothing: only the
@@ -1005,10 +1011,11 @@ class RedisStorage:
                         pinged = True
                 except (redis.RedisError, OSError) as exc:
                     raise StorageError(f"{channels} subscription lost: {exc}") from exc
-                if message is None or message["type"] == "pong":
+                # [b"message", channel, data], or [b"pong", b""] (RESP2)
+                if reply is None or reply[0] != b"message":
                     yield None
-                elif message["type"] == "message":
-                    code, *topics = message["data"].decode().split(" ")
+                else:
+                    code, *topics = reply[2].decode().split(" ")
                     event = _EVENTS.get(code)
                     if event is not None:  # a newer node's event: not ours
                         for topic in topics:
@@ -1043,6 +1050,21 @@ class RedisStorage:
                 raise
 
         return self.client.call(subscribe, backoff_max_s=SUBSCRIBE_BACKOFF_MAX_S)
+
+
+def _next_reply(connection: redis.connection.AbstractConnection) -> Any:
+    """A subscription's next reply, or None when none came within
+    :data:`KEEPALIVE_S`."""
+    try:
+        return connection.read_response(timeout=KEEPALIVE_S, disconnect_on_error=False)
+    except redis.TimeoutError:
+        return None
+    except ReplyLost as exc:
+        # Once a PING left, a read that times out counts as a reply lost; on a
+        # subscription it only says that nothing came yet.
+        if isinstance(exc.__cause__, redis.TimeoutError):
+            return None
+        raise
 
 
 def _durability(
