@@ -51,6 +51,7 @@ from narad.broker.receipts import new_nonce
 from narad.broker.receipts import new_nonces
 from narad.broker.records import TopicRecords
 from narad.broker.waiters import Waiters
+from narad.broker.waiters import poll_deadline
 from narad.caches import BoundedCache
 from narad.errors import AckedAheadFull
 from narad.errors import IdempotencyKeyReused
@@ -464,7 +465,7 @@ class MessageService:
         meta = self._record_with(topic, partition)
         self._check_partition(meta, partition)
         wait_ms = min(wait_ms, self.max_wait_ms)
-        deadline = time.monotonic() + wait_ms / 1000
+        deadline = poll_deadline(time.monotonic(), wait_ms)
         waiters = self.waiters
         while True:
             if wait_ms and self._marks:

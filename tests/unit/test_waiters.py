@@ -11,6 +11,7 @@ from narad import testing
 from narad.broker.waiters import EMPTY_NOTE_MS
 from narad.broker.waiters import MARK_SLACK_MS
 from narad.broker.waiters import Waiters
+from narad.broker.waiters import poll_deadline
 from narad.storage import Event
 
 
@@ -292,3 +293,20 @@ def test_close_ends_the_listener_thread_and_close_apps_closes_every_app():
     while any(t.is_alive() for t in started):
         assert time.monotonic() < deadline, "a listener outlived its app's close"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("wait_ms", "step_s"), [(10_000, 0.05), (5_000, 0.05), (1_000, 0.01), (30, 0.0003)]
+)
+def test_long_polls_end_on_a_grid_at_most_one_percent_late(wait_ms, step_s):
+    starts = [1000.0 + i * step_s / 7 for i in range(7)]  # all within one step
+    ends = [poll_deadline(start, wait_ms) for start in starts]
+    for start, end in zip(starts, ends, strict=True):
+        assert 0 <= end - (start + wait_ms / 1000) <= step_s * (1 + 1e-9)
+        assert end / step_s == pytest.approx(round(end / step_s))
+    # They end together, but for those a grid line falls after.
+    assert len({round(end, 9) for end in ends}) <= 2
+
+
+def test_a_poll_that_does_not_wait_ends_when_it_starts():
+    assert poll_deadline(1000.0013, 0) == 1000.0013
