@@ -11,12 +11,16 @@ ratios then say how far the change moved things and how much they scatter.
 
 Run from a checkout: ``PYTHONPATH=.:plugins python bench/ab.py REV``
 (``--pairs N``, default 3; ``--turns N`` per pair and version, default 4;
-``--seconds N`` per turn, default 4; ``--phases``, default all of
-``produce,consume-ack,flow``). ``REV`` is checked out in a temporary git
+``--seconds N`` per turn, default 4; ``--phases``, default
+``produce,consume-ack,flow``, or any of those and ``waiters``, whose turns
+take half a minute each). ``REV`` is checked out in a temporary git
 worktree (its C helper built there) and run from it: its node imports its
 own ``narad`` and plugins. Phases, as in ``bench/messaging.py``: single
 produce (32 connections, 1 KiB); consume+ack from a backlog, one message at
-a time; the full flow in batches of 100, counting acked messages. As there,
+a time; the full flow in batches of 100, counting acked messages; and 10,000
+idle consumers long-polling ``wait=10s`` with nothing else running, measured
+as the polls the node answers per second of its workers' CPU (over one whole
+wait, once all of them poll). As there,
 Valkey rewrites its append-only file before a turn that could start a
 rewrite, so that none lands inside a turn (:class:`messaging.Rewrites`).
 """
@@ -29,9 +33,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
+from typing import NamedTuple
 
 from messaging import BATCH
 from messaging import BATCH_CLIENTS
@@ -41,6 +47,7 @@ from messaging import FLOW_CONSUMERS
 from messaging import FLOW_PRODUCERS
 from messaging import ROOT
 from messaging import WARMUP_S
+from messaging import Background
 from messaging import Rewrites
 from messaging import Servers
 from messaging import ack_all
@@ -48,18 +55,32 @@ from messaging import batch_body
 from messaging import batch_flow
 from messaging import constant
 from messaging import consume_and_ack
+from messaging import cpu_seconds
 from messaging import create_topic
 from messaging import request
 from messaging import run_load
 
-PHASES = ("produce", "consume-ack", "flow")
+PHASES = ("produce", "consume-ack", "flow", "waiters")
+DEFAULT_PHASES = PHASES[:3]
+UNITS = {"waiters": "polls per CPU-second"}
 VERSIONS = ("old", "new")
 # What a turn of each phase may write to the AOF in a second, at most.
 AOF_BYTES_PER_S = {
     "produce": Rewrites.BYTES_PER_S,
     "consume-ack": Rewrites.BYTES_PER_S,
     "flow": Rewrites.BATCH_BYTES_PER_S,
+    "waiters": Rewrites.BYTES_PER_S,
 }
+# The waiters phase: as many idle long polls as bench/messaging.py holds, on
+# as many topics, each asking again as soon as it is answered.
+WAITERS = 10_000
+WAIT_TOPICS = 10
+WAIT_S = 10.0
+
+
+class Node(NamedTuple):
+    port: int
+    workers: list[int]  # its gunicorn workers' pids
 
 
 def main() -> None:
@@ -68,7 +89,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=4.0, help="per turn")
-    parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument("--phases", default=",".join(DEFAULT_PHASES))
     parser.add_argument("--workers", type=int, default=4)
     args = parser.parse_args()
     phases = args.phases.split(",")
@@ -133,14 +154,15 @@ def run_pair(
     servers = Servers(tmp, args.workers)
     rewrites = Rewrites()
     try:
-        ports, storage = {}, {}
+        nodes, storage = {}, {}
         # Which version starts first alternates too.
         for version in VERSIONS if pair % 2 == 0 else VERSIONS[::-1]:
             extra = {}
             if version == "old":
                 extra["PYTHONPATH"] = f"{old}:{old / 'plugins'}"
-            ports[version], _, storage[version] = servers.spawn_node(version, **extra)
-            prepare(ports[version])
+            port, groups, storage[version] = servers.spawn_node(version, **extra)
+            nodes[version] = Node(port, groups["gunicorn workers"])
+            prepare(port)
         for phase in phases:
             got = {v: [] for v in VERSIONS}
             for turn in range(args.turns):
@@ -151,10 +173,11 @@ def run_pair(
                         args.seconds + WARMUP_S,
                         AOF_BYTES_PER_S[phase],
                     )
-                    rate = TURNS[phase](ports[version], args.seconds, turn)
+                    rate = TURNS[phase](nodes[version], args.seconds, turn)
                     got[version].append(rate)
                     print(
-                        f"  pair {pair + 1} {phase:11s} {version}: {rate:9,.0f} msgs/s",
+                        f"  pair {pair + 1} {phase:11s} {version}: {rate:9,.0f} "
+                        + UNITS.get(phase, "msgs/s"),
                         flush=True,
                     )
             for version in VERSIONS:
@@ -169,34 +192,57 @@ def prepare(port: int) -> None:
     """The topics the turns use, and the backlog consume+ack takes from."""
     for topic in ("ab-single", "ab-backlog"):
         create_topic(port, topic)
+    for i in range(WAIT_TOPICS):
+        create_topic(port, f"bench-wait-{i}")  # bench/loadgen.py's waiters poll these
     body = request("POST", "/v1/topics/ab-backlog/produce/batch", batch_body())
     run_load(port, BATCH_CLIENTS, 8, constant(body, 202, BATCH))
 
 
-def produce(port: int, seconds: float, turn: int) -> float:
+def produce(node: Node, seconds: float, turn: int) -> float:
     body = request("POST", "/v1/topics/ab-single/produce", BODY)
-    return run_load(port, CLIENTS, seconds, constant(body, 202, 1))[0]
+    return run_load(node.port, CLIENTS, seconds, constant(body, 202, 1))[0]
 
 
-def consume_ack(port: int, seconds: float, turn: int) -> float:
+def consume_ack(node: Node, seconds: float, turn: int) -> float:
     unacked: set[str] = set()
-    rate, _ = run_load(port, CLIENTS, seconds, consume_and_ack("ab-backlog", unacked))
-    ack_all(port, "ab-backlog", unacked)
+    load = consume_and_ack("ab-backlog", unacked)
+    rate, _ = run_load(node.port, CLIENTS, seconds, load)
+    ack_all(node.port, "ab-backlog", unacked)
     return rate
 
 
-def flow(port: int, seconds: float, turn: int) -> float:
+def flow(node: Node, seconds: float, turn: int) -> float:
     topic = f"ab-flow-{turn}"
-    create_topic(port, topic)
+    create_topic(node.port, topic)
     connections = FLOW_PRODUCERS + FLOW_CONSUMERS
-    return run_load(port, connections, seconds, batch_flow(topic, FLOW_PRODUCERS))[0]
+    load = batch_flow(topic, FLOW_PRODUCERS)
+    return run_load(node.port, connections, seconds, load)[0]
 
 
-# One turn of a phase on a node (port, seconds, turn number): its rate.
-TURNS: dict[str, Callable[[int, float, int], float]] = {
+def waiters(node: Node, seconds: float, turn: int) -> float:
+    """Long polls answered per second of the workers' CPU, with ``WAITERS``
+    idle ones: they connect over one wait, then the workers' CPU is counted
+    over one more (at least), while each of them is answered 204 once."""
+    crowd = Background("waiters", str(node.port), "--count", str(WAITERS))
+    try:
+        time.sleep(WAIT_S + 1.0)
+        used = -sum(map(cpu_seconds, node.workers))
+        start = time.monotonic()
+        time.sleep(max(seconds, WAIT_S))
+        used += sum(map(cpu_seconds, node.workers))
+        wall = time.monotonic() - start
+    finally:
+        crowd.stop()
+    time.sleep(WAIT_S + 1.0)  # the polls its closed connections left run out
+    return WAITERS / WAIT_S * wall / used
+
+
+# One turn of a phase on a node (the node, seconds, turn number): its rate.
+TURNS: dict[str, Callable[[Node, float, int], float]] = {
     "produce": produce,
     "consume-ack": consume_ack,
     "flow": flow,
+    "waiters": waiters,
 }
 
 
@@ -217,6 +263,11 @@ def report(phases: list[str], rates: dict[str, dict[str, list[list[float]]]]) ->
             + f" -> {statistics.mean(ratios):.3f} (pairs' stdev {spread:.3f})"
         )
     print(f"(msgs/s, means over every turn; {WARMUP_S:g} s warm-up a turn)")
+    if "waiters" in phases:
+        print(
+            f"(waiters: polls answered per second of the workers' CPU, "
+            f"{WAITERS:,} idle long polls of {WAIT_S:g} s)"
+        )
 
 
 if __name__ == "__main__":
