@@ -90,7 +90,7 @@ def test_the_estimate_is_within_a_factor_of_two(name):
         gc.collect()
         tracemalloc.start()
         try:
-            held = [compile_one() for _ in range(10)]
+            held = [compile_one() for _ in range(5)]
             gc.collect()
             return tracemalloc.get_traced_memory()[0] / len(held)
         finally:
