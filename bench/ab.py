@@ -57,6 +57,7 @@ from messaging import constant
 from messaging import consume_and_ack
 from messaging import cpu_seconds
 from messaging import create_topic
+from messaging import create_wait_topics
 from messaging import request
 from messaging import run_load
 
@@ -71,10 +72,9 @@ AOF_BYTES_PER_S = {
     "flow": Rewrites.BATCH_BYTES_PER_S,
     "waiters": Rewrites.BYTES_PER_S,
 }
-# The waiters phase: as many idle long polls as bench/messaging.py holds, on
-# as many topics, each asking again as soon as it is answered.
+# The waiters phase: as many idle long polls as bench/messaging.py holds,
+# each asking again as soon as it is answered, with bench/loadgen.py's wait.
 WAITERS = 10_000
-WAIT_TOPICS = 10
 WAIT_S = 10.0
 
 
@@ -192,8 +192,7 @@ def prepare(port: int) -> None:
     """The topics the turns use, and the backlog consume+ack takes from."""
     for topic in ("ab-single", "ab-backlog"):
         create_topic(port, topic)
-    for i in range(WAIT_TOPICS):
-        create_topic(port, f"bench-wait-{i}")  # bench/loadgen.py's waiters poll these
+    create_wait_topics(port)
     body = request("POST", "/v1/topics/ab-backlog/produce/batch", batch_body())
     run_load(port, BATCH_CLIENTS, 8, constant(body, 202, BATCH))
 

@@ -89,6 +89,8 @@ FLOW_PRODUCERS = 4
 FLOW_CONSUMERS = 8
 RUNS = 5
 WARMUP_S = 1.0
+# The topics bench/loadgen.py's waiters poll by default: bench-wait-0 to -9.
+WAIT_TOPICS = 10
 TICKS = os.sysconf("SC_CLK_TCK")
 # One 1 KiB JSON text, its string random as real content is: Valkey writes
 # its data compressed when it rewrites its append-only file, and rewrites
@@ -368,6 +370,12 @@ def create_topic(port: int, name: str, **settings: int) -> None:
         port, "POST", "/v1/topics", json.dumps({"name": name, **settings}).encode()
     )
     assert status == 201, data
+
+
+def create_wait_topics(port: int) -> None:
+    """The topics bench/loadgen.py's waiters poll (its ``--topics`` default)."""
+    for i in range(WAIT_TOPICS):
+        create_topic(port, f"bench-wait-{i}")
 
 
 # -- the load generator -------------------------------------------------------
@@ -925,8 +933,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     # Every phase from here to the slowloris' end, waits included: the
     # crowds are compared with single produce before, between and after.
     rewrites.make_room(servers.storage_url, 120.0)
-    for i in range(10):
-        create_topic(port, f"bench-wait-{i}")
+    create_wait_topics(port)
     workers = servers.narad_workers
     rss_before, _ = memory(workers)
     # Each crowd's figure is compared with single produce alone just before
