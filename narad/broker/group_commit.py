@@ -116,21 +116,24 @@ class Groups(Generic[T, R]):
             if queue.in_flight < IN_FLIGHT:
                 queue.in_flight += 1
                 mine.taken = True
-                mine.group = [mine]
             else:
                 mine.woken = threading.Event()
                 queue.calls.append(mine)
-        if mine.woken is not None:
-            try:
-                mine.woken.wait()
-            except BaseException:
-                self._abandon(key, mine)
-                raise
-            if mine.group is None:  # another led it: the result is in
-                if mine.error is not None:
-                    raise mine.error
-                return mine.result  # type: ignore[return-value]
-        return self._lead(key, mine.group)
+        if mine.woken is None:
+            return self._lead(key, [mine])
+        try:
+            mine.woken.wait()
+        except BaseException:
+            self._abandon(key, mine)
+            raise
+        # Dropped here: a leader in its own group is a reference cycle, which
+        # only the cyclic collector would free (with the caller's result).
+        group, mine.group = mine.group, None
+        if group is None:  # another led it: the result is in
+            if mine.error is not None:
+                raise mine.error
+            return mine.result  # type: ignore[return-value]
+        return self._lead(key, group)
 
     def _lead(self, key: Hashable, group: list[_Call[T, R]]) -> R:
         """Send ``group`` as one call, and give each member its result."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 from types import SimpleNamespace
 
 from narad.broker import group_commit
@@ -107,6 +109,34 @@ def test_a_lone_call_goes_at_once_and_leaves_nothing_behind():
     assert groups.call("t", "a") == ("sent", "a")
     assert send.groups == [["a"]]
     assert groups._queues == {}
+
+
+class Result:
+    """A result a weak reference can follow."""
+
+
+def test_calls_leave_no_reference_cycle():
+    # With the cyclic collector off, a caller's result goes as soon as the
+    # caller drops it: nothing of the call (a leader listed in its own
+    # group) keeps it alive until a collection.
+    send = HeldSend()
+    groups = Groups(lambda items: [Result() for _ in send(items)], joins=same_letter)
+    callers = Callers(groups)
+    for index in range(IN_FLIGHT):
+        callers.start(f"first{index}")
+    send.sent(IN_FLIGHT)
+    callers.queue("b1", "b2")  # b1 leads the group that follows
+    gc.collect()
+    gc.disable()
+    try:
+        send.release.set()
+        outcomes = callers.join()
+        refs = [weakref.ref(result) for result in outcomes.values()]
+        assert len(refs) == IN_FLIGHT + 2
+        outcomes.clear()
+        assert [ref() for ref in refs] == [None] * len(refs)
+    finally:
+        gc.enable()
 
 
 def test_a_few_calls_go_at_once_and_the_next_ones_queue():
