@@ -12,15 +12,16 @@ ratios then say how far the change moved things and how much they scatter.
 Run from a checkout: ``PYTHONPATH=.:plugins python bench/ab.py REV``
 (``--pairs N``, default 3; ``--turns N`` per pair and version, default 4;
 ``--seconds N`` per turn, default 4; ``--phases``, default
-``produce,consume-ack,flow``, or any of those and ``waiters``, whose turns
-take half a minute each). ``REV`` is checked out in a temporary git
-worktree (its C helper built there) and run from it: its node imports its
-own ``narad`` and plugins. Phases, as in ``bench/messaging.py``: single
-produce (32 connections, 1 KiB); consume+ack from a backlog, one message at
-a time; the full flow in batches of 100, counting acked messages; and 10,000
-idle consumers long-polling ``wait=10s`` with nothing else running, measured
-as the polls the node answers per second of its workers' CPU (over one whole
-wait, once all of them poll). As there,
+``produce,consume-ack,flow``, or any of those and ``waiters`` and
+``beside-waiters``, whose turns take half a minute each). ``REV`` is checked
+out in a temporary git worktree (its C helper built there) and run from it:
+its node imports its own ``narad`` and plugins. Phases, as in
+``bench/messaging.py``: single produce (32 connections, 1 KiB); consume+ack
+from a backlog, one message at a time; the full flow in batches of 100,
+counting acked messages; 10,000 idle consumers long-polling ``wait=10s``
+with nothing else running, measured as the polls the node answers per
+second of its workers' CPU (over one whole wait, once all of them poll);
+and single produce beside those 10,000 waiters. As there,
 Valkey rewrites its append-only file before a turn that could start a
 rewrite, so that none lands inside a turn (:class:`messaging.Rewrites`).
 """
@@ -61,7 +62,7 @@ from messaging import create_wait_topics
 from messaging import request
 from messaging import run_load
 
-PHASES = ("produce", "consume-ack", "flow", "waiters")
+PHASES = ("produce", "consume-ack", "flow", "waiters", "beside-waiters")
 DEFAULT_PHASES = PHASES[:3]
 UNITS = {"waiters": "polls per CPU-second"}
 VERSIONS = ("old", "new")
@@ -71,6 +72,7 @@ AOF_BYTES_PER_S = {
     "consume-ack": Rewrites.BYTES_PER_S,
     "flow": Rewrites.BATCH_BYTES_PER_S,
     "waiters": Rewrites.BYTES_PER_S,
+    "beside-waiters": Rewrites.BYTES_PER_S,
 }
 # The waiters phase: as many idle long polls as bench/messaging.py holds,
 # each asking again as soon as it is answered, with bench/loadgen.py's wait.
@@ -176,7 +178,7 @@ def run_pair(
                     rate = TURNS[phase](nodes[version], args.seconds, turn)
                     got[version].append(rate)
                     print(
-                        f"  pair {pair + 1} {phase:11s} {version}: {rate:9,.0f} "
+                        f"  pair {pair + 1} {phase:14s} {version}: {rate:9,.0f} "
                         + UNITS.get(phase, "msgs/s"),
                         flush=True,
                     )
@@ -236,18 +238,33 @@ def waiters(node: Node, seconds: float, turn: int) -> float:
     return WAITERS / WAIT_S * wall / used
 
 
+def beside_waiters(node: Node, seconds: float, turn: int) -> float:
+    """Single produce while ``WAITERS`` idle long polls wait on the node (as
+    in ``bench/messaging.py``): they connect over one wait, produce runs,
+    and they go; the turn ends once their last polls ran out."""
+    crowd = Background("waiters", str(node.port), "--count", str(WAITERS))
+    try:
+        time.sleep(WAIT_S + 1.0)
+        rate = produce(node, seconds, turn)
+    finally:
+        crowd.stop()
+    time.sleep(WAIT_S + 1.0)
+    return rate
+
+
 # One turn of a phase on a node (the node, seconds, turn number): its rate.
 TURNS: dict[str, Callable[[Node, float, int], float]] = {
     "produce": produce,
     "consume-ack": consume_ack,
     "flow": flow,
     "waiters": waiters,
+    "beside-waiters": beside_waiters,
 }
 
 
 def report(phases: list[str], rates: dict[str, dict[str, list[list[float]]]]) -> None:
     print()
-    print(f"{'phase':12s} {'old':>10s} {'new':>10s}   new/old per pair -> mean")
+    print(f"{'phase':14s} {'old':>10s} {'new':>10s}   new/old per pair -> mean")
     for phase in phases:
         old, new = rates[phase]["old"], rates[phase]["new"]
         ratios = [
@@ -256,7 +273,7 @@ def report(phases: list[str], rates: dict[str, dict[str, list[list[float]]]]) ->
         ]
         spread = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
         print(
-            f"{phase:12s} {statistics.mean(chain(*old)):10,.0f} "
+            f"{phase:14s} {statistics.mean(chain(*old)):10,.0f} "
             f"{statistics.mean(chain(*new)):10,.0f}   "
             + ", ".join(f"{r:.3f}" for r in ratios)
             + f" -> {statistics.mean(ratios):.3f} (pairs' stdev {spread:.3f})"
