@@ -25,6 +25,8 @@ greenlet rather than a thread, plus what a node facing clients directly needs:
 - **A collector tuned for long polls** (:data:`GC_THRESHOLDS`): the objects
   of a waiting request are walked by the cyclic collector once, not three
   times.
+- **gunicorn's settings read once** (:func:`freeze_settings`), not through
+  ``Config.__getattr__`` about twenty times per request.
 - **Refusals in JSON.** gunicorn refuses some requests itself, before the app
   sees them (a request line or header block it cannot parse or that is over
   its limits, broken chunked framing); :class:`JSONErrors` makes its answer
@@ -476,6 +478,7 @@ class NaradWorker(JSONErrors, GeventWorker):
         # After the fork and the monkey-patching, before the app is built.
         self.cap = self._fit_cap(self.cap)
         tune_collector()
+        freeze_settings(self.cfg)
         offload.start(self.offload_threads)
         super().load_wsgi()
         self._application, self.wsgi = self.wsgi, self._serve
@@ -623,6 +626,20 @@ def tune_collector() -> None:
     """Set this process's cyclic collector for a server of long polls
     (:data:`GC_THRESHOLDS`)."""
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def freeze_settings(cfg: Any) -> None:
+    """Store each of gunicorn's settings on ``cfg`` (a ``gunicorn.config.Config``)
+    as it reads now, where attribute lookup finds it.
+
+    gunicorn reads about twenty settings per request, each through
+    ``Config.__getattr__`` and the setting's ``get``: two Python calls, a
+    fifteenth of a long poll's. A worker's settings do not change once it
+    runs (a reload starts new workers), so each is read once, after the fork.
+    """
+    for name, setting in cfg.settings.items():
+        if not hasattr(type(cfg), name):  # a property (worker_class) derives its own
+            vars(cfg)[name] = setting.get()
 
 
 def _drain(request: Any) -> None:

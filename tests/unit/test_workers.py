@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import gunicorn.config
+import gunicorn.workers.sync
 import pytest
 
 from narad import offload
@@ -17,6 +19,7 @@ from narad.errors import RequestTimeout
 from narad.workers import GC_THRESHOLDS
 from narad.workers import Connection
 from narad.workers import Limits
+from narad.workers import freeze_settings
 from narad.workers import tune_collector
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,3 +222,18 @@ def test_a_worker_collects_its_middle_generation_every_100_young_collections():
         assert gc.get_threshold() == GC_THRESHOLDS == (700, 100, 10)
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_worker_reads_each_gunicorn_setting_once():
+    cfg = gunicorn.config.Config()
+    cfg.set("workers", 3)
+    cfg.set("keepalive", 7)
+    freeze_settings(cfg)
+    assert vars(cfg)["workers"] == 3 and vars(cfg)["keepalive"] == 7
+    assert cfg.workers == 3  # found without Config.__getattr__
+    for name, setting in cfg.settings.items():
+        if not hasattr(gunicorn.config.Config, name):
+            assert vars(cfg)[name] is setting.get()
+    # Properties named after a setting still derive from it.
+    assert cfg.worker_class is gunicorn.workers.sync.SyncWorker
+    assert not cfg.is_ssl
