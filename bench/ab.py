@@ -36,6 +36,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
 from typing import NamedTuple
@@ -220,36 +222,38 @@ def flow(node: Node, seconds: float, turn: int) -> float:
     return run_load(node.port, connections, seconds, load)[0]
 
 
-def waiters(node: Node, seconds: float, turn: int) -> float:
-    """Long polls answered per second of the workers' CPU, with ``WAITERS``
-    idle ones: they connect over one wait, then the workers' CPU is counted
-    over one more (at least), while each of them is answered 204 once."""
+@contextmanager
+def waiting_crowd(node: Node) -> Iterator[None]:
+    """``WAITERS`` idle long polls on ``node``: in the block once all of them
+    poll (they connect over one wait); after it, gone, and the polls their
+    closed connections left have run out."""
     crowd = Background("waiters", str(node.port), "--count", str(WAITERS))
     try:
         time.sleep(WAIT_S + 1.0)
+        yield
+    finally:
+        crowd.stop()
+    time.sleep(WAIT_S + 1.0)
+
+
+def waiters(node: Node, seconds: float, turn: int) -> float:
+    """Long polls answered per second of the workers' CPU, with ``WAITERS``
+    idle ones: the workers' CPU is counted over one wait (at least), while
+    each of them is answered 204 once."""
+    with waiting_crowd(node):
         used = -sum(map(cpu_seconds, node.workers))
         start = time.monotonic()
         time.sleep(max(seconds, WAIT_S))
         used += sum(map(cpu_seconds, node.workers))
         wall = time.monotonic() - start
-    finally:
-        crowd.stop()
-    time.sleep(WAIT_S + 1.0)  # the polls its closed connections left run out
     return WAITERS / WAIT_S * wall / used
 
 
 def beside_waiters(node: Node, seconds: float, turn: int) -> float:
-    """Single produce while ``WAITERS`` idle long polls wait on the node (as
-    in ``bench/messaging.py``): they connect over one wait, produce runs,
-    and they go; the turn ends once their last polls ran out."""
-    crowd = Background("waiters", str(node.port), "--count", str(WAITERS))
-    try:
-        time.sleep(WAIT_S + 1.0)
-        rate = produce(node, seconds, turn)
-    finally:
-        crowd.stop()
-    time.sleep(WAIT_S + 1.0)
-    return rate
+    """Single produce while ``WAITERS`` idle long polls wait on the node, as
+    in ``bench/messaging.py``."""
+    with waiting_crowd(node):
+        return produce(node, seconds, turn)
 
 
 # One turn of a phase on a node (the node, seconds, turn number): its rate.

@@ -92,9 +92,10 @@ class Callers:
         return self.outcomes
 
 
-def held(send: HeldSend) -> tuple[Groups, Callers]:
-    """Groups with :data:`IN_FLIGHT` calls under key t in flight, held."""
-    groups = Groups(send, joins=same_letter)
+def held(send: HeldSend, answer=None) -> tuple[Groups, Callers]:
+    """Groups with :data:`IN_FLIGHT` calls under key t in flight, held;
+    ``answer`` (default ``send``) makes the groups' calls through ``send``."""
+    groups = Groups(answer or send, joins=same_letter)
     callers = Callers(groups)
     for index in range(IN_FLIGHT):
         callers.start(f"first{index}")
@@ -120,11 +121,7 @@ def test_calls_leave_no_reference_cycle():
     # caller drops it: nothing of the call (a leader listed in its own
     # group) keeps it alive until a collection.
     send = HeldSend()
-    groups = Groups(lambda items: [Result() for _ in send(items)], joins=same_letter)
-    callers = Callers(groups)
-    for index in range(IN_FLIGHT):
-        callers.start(f"first{index}")
-    send.sent(IN_FLIGHT)
+    _, callers = held(send, lambda items: [Result() for _ in send(items)])
     callers.queue("b1", "b2")  # b1 leads the group that follows
     gc.collect()
     gc.disable()
