@@ -18,9 +18,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port no socket holds at any address, IPv4 or IPv6: a node bound to
+    ``[::]`` needs that, and one found free on 127.0.0.1 alone may be held
+    at another address (a dual-stack test's node once failed to start so)."""
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            s.bind(("::", 0))
+            return s.getsockname()[1]
+    except OSError:  # no IPv6 here: every IPv4 address
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return s.getsockname()[1]
 
 
 class Node:
