@@ -279,6 +279,20 @@ def eventually(node, check, seconds: float = 25.0):
         time.sleep(0.25)
 
 
+def settled(node, key) -> float:
+    """``key``'s value once every worker wrote out what it counted: a
+    worker writes on an idle tick (every second) once its counts are
+    :data:`narad.metrics.FLUSH_S` old, so earlier tests' requests may still
+    land in the first 2 s after them."""
+    value = scrape(node).get(key, 0)
+    while True:
+        time.sleep(2.5)
+        again = scrape(node).get(key, 0)
+        if again == value:
+            return value
+        value = again
+
+
 def test_request_counts_add_up_across_workers(node, topic):
     # Per-topic series cover the first metrics.max_topics names (1,000) of
     # the session's node, which holds every test's topics: this one sorts
@@ -289,7 +303,7 @@ def test_request_counts_add_up_across_workers(node, topic):
         "narad_http_requests_total",
         (("method", "POST"), ("route", route), ("status", "202")),
     )
-    before = scrape(node).get(key, 0)
+    before = settled(node, key)
     node.client().post("/v1/topics", {"name": topic})
     # Fresh connections: the kernel spreads them over both workers.
     for i in range(40):
