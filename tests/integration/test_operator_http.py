@@ -279,18 +279,20 @@ def eventually(node, check, seconds: float = 25.0):
         time.sleep(0.25)
 
 
-def settled(node, key) -> float:
-    """``key``'s value once every worker wrote out what it counted: a
-    worker writes on an idle tick (every second) once its counts are
-    :data:`narad.metrics.FLUSH_S` old, so earlier tests' requests may still
-    land in the first 2 s after them."""
+def settled(node, key, seconds: float = 25.0) -> float:
+    """``key``'s value once every worker wrote out what it counted (or when
+    ``seconds`` are up): a worker writes on an idle tick (every second) once
+    its counts are :data:`narad.metrics.FLUSH_S` old, so earlier tests'
+    requests may still land in the first 2 s after them."""
+    deadline = time.monotonic() + seconds
     value = scrape(node).get(key, 0)
-    while True:
+    while time.monotonic() < deadline:
         time.sleep(2.5)
         again = scrape(node).get(key, 0)
         if again == value:
-            return value
+            break
         value = again
+    return value
 
 
 def test_request_counts_add_up_across_workers(node, topic):
