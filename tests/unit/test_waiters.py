@@ -5,11 +5,14 @@ from __future__ import annotations
 import threading
 import time
 
+import gevent
 import pytest
 
 from narad import testing
+from narad.broker import waiters as waiters_module
 from narad.broker.waiters import EMPTY_NOTE_MS
 from narad.broker.waiters import MARK_SLACK_MS
+from narad.broker.waiters import GreenCondition
 from narad.broker.waiters import Waiters
 from narad.broker.waiters import poll_deadline
 from narad.storage import Event
@@ -310,3 +313,84 @@ def test_long_polls_end_on_a_grid_at_most_one_percent_late(wait_ms, step_s):
 
 def test_a_poll_that_does_not_wait_ends_when_it_starts():
     assert poll_deadline(1000.0013, 0) == 1000.0013
+
+
+# -- GreenCondition: what consumers wait on in a gevent worker ----------------
+
+
+def test_a_green_wait_runs_out_with_the_lock_held_again():
+    lock = threading.Lock()
+    cond = GreenCondition(lock)
+    with lock:
+        started = time.monotonic()
+        cond.wait(0.05)
+        assert time.monotonic() - started >= 0.05
+        assert lock.locked()
+
+
+def test_a_green_wait_counts_from_the_clock_not_the_loop_s_last_turn():
+    lock = threading.Lock()
+    cond = GreenCondition(lock)
+    gevent.sleep(0)
+    time.sleep(0.2)  # a long turn (not patched: the loop does not run)
+    with lock:
+        started = time.monotonic()
+        cond.wait(0.1)
+        assert time.monotonic() - started >= 0.1
+
+
+def test_green_waits_are_woken_at_once_in_the_order_they_began():
+    lock = threading.Lock()
+    cond = GreenCondition(lock)
+    woken = []
+
+    def consumer(i):
+        with lock:
+            cond.wait(10.0)
+            woken.append(i)
+
+    consumers = [gevent.spawn(consumer, i) for i in range(3)]
+    gevent.sleep(0)  # each is waiting
+    started = time.monotonic()
+    with lock:
+        cond.notify_all()
+    gevent.joinall(consumers, timeout=5)
+    assert woken == [0, 1, 2]
+    assert time.monotonic() - started < 5
+
+
+def test_a_wait_woken_twice_at_once_leaves_the_next_wait_alone():
+    lock = threading.Lock()
+    cond = GreenCondition(lock)
+    second = []
+
+    def consumer():
+        with lock:
+            cond.wait(0)  # its timer and the notify below both switch to it
+            started = time.monotonic()
+            cond.wait(0.1)
+            second.append(time.monotonic() - started)
+
+    waiting = gevent.spawn(consumer)
+    gevent.sleep(0)
+    with lock:
+        cond.notify_all()
+    waiting.join(5)
+    assert second and second[0] >= 0.1
+
+
+def test_green_consumers_wake_when_their_topic_is_published(monkeypatch):
+    monkeypatch.setattr(waiters_module, "_condition_class", lambda: GreenCondition)
+    events = Events()
+    waiters = Waiters(events)
+    seen = waiters.generation("t")
+    waiting = [gevent.spawn(waiters.wait, "t", seen, 10.0) for _ in range(3)]
+    idle = gevent.spawn(waiters.wait, "other", waiters.generation("other"), 0.05)
+    gevent.sleep(0)
+    assert waiters._topics["t"].waiting == 3
+    started = time.monotonic()
+    events.publish(Event.MESSAGES, "t")
+    gevent.joinall([*waiting, idle], timeout=5)
+    assert all(g.dead for g in [*waiting, idle])
+    assert time.monotonic() - started < 5
+    assert waiters._topics["t"].cond is None  # nobody waits: the condition goes
