@@ -378,9 +378,20 @@ class Connection:
         if self.held:
             data = self.held + data
             self.held = b""
-        self.sock.settimeout(self.limits.body + len(data) / self.limits.min_rate)
+        allowed = self.limits.body + len(data) / self.limits.min_rate
+        deadline = time.monotonic() + allowed
+        self.sock.settimeout(allowed)
         try:
-            self.sock.sendall(data)
+            # One send takes a response that fits the socket's buffer; gevent's
+            # sendall would first ask the socket for the buffer's size, a
+            # system call more per response.
+            sent = self.sock.send(data)
+            if sent < len(data):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.sock.settimeout(left)
+                self.sock.sendall(memoryview(data)[sent:])
         except TimeoutError:
             # gunicorn drops a connection on EPIPE without logging a traceback.
             raise BrokenPipeError(

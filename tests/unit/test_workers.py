@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -106,6 +107,27 @@ def test_a_client_not_taking_its_response_is_dropped():
     client.close()
 
 
+def test_a_response_larger_than_the_socket_buffer_arrives_whole():
+    server, client = socket.socketpair()
+    conn = Connection(
+        server, Limits(header=1, keepalive=1, body=5, min_rate=1e6), probes_only=False
+    )
+    data = bytes(range(256)) * 40_000  # 10 MB: one send takes part of it
+    received = bytearray()
+
+    def read():
+        while chunk := client.recv(1 << 20):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    conn.sendall(data)
+    server.close()
+    reader.join(10)
+    client.close()
+    assert received == data
+
+
 class Sends:
     """A socket that records each send."""
 
@@ -116,8 +138,12 @@ class Sends:
     def settimeout(self, seconds: float) -> None:
         self.sock.settimeout(seconds)
 
+    def send(self, data: bytes) -> int:
+        self.sent.append(bytes(data))
+        return self.sock.send(data)
+
     def sendall(self, data: bytes) -> None:
-        self.sent.append(data)
+        self.sent.append(bytes(data))
         self.sock.sendall(data)
 
 
