@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections import Counter
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import pytest
@@ -268,6 +269,23 @@ def test_kept_alive_connection_idles_past_header_timeout_then_is_served(
     time.sleep(1.5)  # idle longer than header_timeout, within keepalive
     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
     assert read_response(sock)[0] == 200
+    sock.close()
+
+
+def test_each_response_carries_the_date_it_was_sent(strict_node):
+    sock = raw(strict_node)
+    dates = []
+    for _ in range(2):
+        before = time.time()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        status, headers, _ = read_response(sock)
+        after = time.time()
+        assert status == 200
+        sent = parsedate_to_datetime(headers["date"]).timestamp()
+        assert int(before) <= sent <= after
+        dates.append(sent)
+        time.sleep(1.1)
+    assert dates[1] > dates[0]  # formatted again once the second moved on
     sock.close()
 
 

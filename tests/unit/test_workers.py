@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import gunicorn.config
@@ -19,6 +20,7 @@ from narad import offload
 from narad.errors import RequestTimeout
 from narad.workers import GC_THRESHOLDS
 from narad.workers import Connection
+from narad.workers import HttpDate
 from narad.workers import Limits
 from narad.workers import freeze_settings
 from narad.workers import tune_collector
@@ -248,6 +250,18 @@ def test_a_worker_collects_its_middle_generation_every_100_young_collections():
         assert gc.get_threshold() == GC_THRESHOLDS == (700, 100, 10)
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_date_header_is_formatted_once_a_second_as_gunicorn_formats_it():
+    date = HttpDate()
+    before = int(time.time())
+    first = date()
+    again = date()
+    assert before <= parsedate_to_datetime(first).timestamp() <= time.time()
+    # Within the second, the text formatted at its start; after it, a later one.
+    assert again is first or parsedate_to_datetime(again) > parsedate_to_datetime(first)
+    assert date(1_700_000_000.5) == gunicorn.util.http_date(1_700_000_000.5)
+    assert date(1_700_000_000.5) == "Tue, 14 Nov 2023 22:13:20 GMT"
 
 
 def test_a_worker_reads_each_gunicorn_setting_once():
