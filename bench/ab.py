@@ -63,6 +63,7 @@ from messaging import create_topic
 from messaging import create_wait_topics
 from messaging import request
 from messaging import run_load
+from messaging import stop_nodes_on_sigterm
 
 PHASES = ("produce", "consume-ack", "flow", "waiters", "beside-waiters")
 DEFAULT_PHASES = PHASES[:3]
@@ -96,6 +97,7 @@ def main() -> None:
     parser.add_argument("--phases", default=",".join(DEFAULT_PHASES))
     parser.add_argument("--workers", type=int, default=4)
     args = parser.parse_args()
+    stop_nodes_on_sigterm()
     phases = args.phases.split(",")
     unknown = set(phases) - set(PHASES)
     if unknown:

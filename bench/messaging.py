@@ -64,6 +64,7 @@ import resource
 import secrets
 import selectors
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -111,6 +112,18 @@ _HANDLE = re.compile(rb'"receipt_handle":"([^"]+)"')
 # A driver gets the previous response (status, body), or None to open, and
 # returns (next request bytes, messages the previous response accounts for).
 Driver = Callable[[tuple[int, bytes] | None], tuple[bytes, int]]
+
+
+def stop_nodes_on_sigterm() -> None:
+    """Make SIGTERM end this process through its ``finally`` clauses, which
+    stop the nodes it started: they run in sessions of their own, so a
+    terminated bench would otherwise leave them running (and taking part of
+    the machine from every later measurement)."""
+
+    def exit_on(signum: int, frame: object) -> None:
+        sys.exit(f"stopped by signal {signum}")
+
+    signal.signal(signal.SIGTERM, exit_on)
 
 
 def free_port() -> int:
@@ -711,6 +724,7 @@ def main() -> None:
     parser.add_argument("--waiters", type=int, default=10_000)
     parser.add_argument("--slowloris", type=int, default=2_000)
     args = parser.parse_args()
+    stop_nodes_on_sigterm()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the children too
     tmp = Path(tempfile.mkdtemp(prefix="narad-bench-"))
