@@ -78,6 +78,7 @@ from gunicorn.workers.ggevent import GeventWorker
 from narad import offload
 from narad.config import Config
 from narad.errors import RequestTimeout
+from narad.http import EverySecond
 from narad.http import error_body
 from narad.http import request_id
 from narad.server import node_config
@@ -670,17 +671,12 @@ class HttpDate:
     __slots__ = ("_second",)
 
     def __init__(self) -> None:
-        self._second: tuple[int, str] = (-1, "")
+        self._second = EverySecond(lambda second: formatdate(second, usegmt=True))
 
     def __call__(self, timestamp: float | None = None) -> str:
         if timestamp is not None:
             return formatdate(timestamp, usegmt=True)
-        second = int(time.time())
-        cached = self._second
-        if cached[0] != second:
-            cached = (second, formatdate(second, usegmt=True))
-            self._second = cached  # one tuple: a thread never pairs mismatched parts
-        return cached[1]
+        return self._second.text(int(time.time()))
 
 
 def _drain(request: Any) -> None:

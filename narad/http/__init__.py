@@ -5,11 +5,31 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 import ujson
 
 _REQUEST_ID = re.compile(r"[!-~]{1,128}")
+
+
+class EverySecond:
+    """A second's text as ``format`` makes it from the second (Unix time),
+    made once a second: the access log's time and a response's ``Date``
+    header change only that often."""
+
+    __slots__ = ("_cached", "_format")
+
+    def __init__(self, format: Callable[[int], str]) -> None:
+        self._format = format
+        self._cached: tuple[int, str] = (-1, "")
+
+    def text(self, second: int) -> str:
+        cached = self._cached
+        if cached[0] != second:
+            cached = (second, self._format(second))
+            self._cached = cached  # one tuple: a thread never pairs mismatched parts
+        return cached[1]
 
 
 def new_request_id() -> str:

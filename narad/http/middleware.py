@@ -22,6 +22,7 @@ import time
 
 import falcon
 
+from narad.http import EverySecond
 from narad.http import encode
 from narad.http import request_id
 from narad.http.topics import valid_name
@@ -52,8 +53,10 @@ class RequestLog:
 
     def __init__(self, fmt: str) -> None:
         self.fmt = fmt
-        # The current second, formatted once: (second, "YYYY-MM-DDTHH:MM:SS").
-        self._second: tuple[int, str] = (0, "")
+        # "YYYY-MM-DDTHH:MM:SS" of the current second.
+        self._second = EverySecond(
+            lambda second: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        )
         if fmt != "off":
             _setup_access_log()
 
@@ -62,11 +65,7 @@ class RequestLog:
         gives it, at a tenth of its cost."""
         now = time.time()
         second = int(now)
-        cached = self._second
-        if cached[0] != second:
-            cached = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-            self._second = cached  # one tuple: a thread never pairs mismatched parts
-        return f"{cached[1]}.{int((now - second) * 1000):03d}+00:00"
+        return f"{self._second.text(second)}.{int((now - second) * 1000):03d}+00:00"
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
