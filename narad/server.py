@@ -22,6 +22,7 @@ import logging
 import os
 import resource
 import shutil
+import signal
 import socket
 import stat
 import sys
@@ -61,6 +62,33 @@ def child_exit(server: Any, worker: Any) -> None:
     from narad.metrics import mark_process_dead
 
     mark_process_dead(worker.pid)
+
+
+#: What stops a worker: held (blocked) from the fork until the worker has its
+#: own handlers for them (:meth:`narad.workers.NaradWorker.init_process`).
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGQUIT})
+_STOPS_HELD: list[bool] = []
+
+
+def pre_fork(server: Any, worker: Any) -> None:
+    """In the master, before a worker's fork: hold the stop signals.
+
+    A new worker runs the master's handlers until it sets its own, and a stop
+    signal they take is lost there: a worker told to stop as it starts (in a
+    reload, a stop right after one) would serve on until the graceful timeout
+    had it killed. Held, the signal waits for the worker's own handler. The
+    master lets them go again as soon as the fork returns.
+    """
+    if not _STOPS_HELD:
+        os.register_at_fork(after_in_parent=_release_stop_signals)
+    _STOPS_HELD[:] = [True]
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def _release_stop_signals() -> None:
+    if _STOPS_HELD[0]:
+        _STOPS_HELD[0] = False
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def worker_exit(server: Any, worker: Any) -> None:
@@ -237,6 +265,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # In the master, before any worker: a storage that is not durable
         # stops the node here (see narad.guard).
         "on_starting": on_starting,
+        "pre_fork": pre_fork,
         "child_exit": child_exit,
         "worker_exit": worker_exit,
         "post_worker_init": post_worker_init,

@@ -81,6 +81,7 @@ from narad.errors import RequestTimeout
 from narad.http import EverySecond
 from narad.http import error_body
 from narad.http import request_id
+from narad.server import STOP_SIGNALS
 from narad.server import node_config
 
 # How long reads of one connection may go on without letting the event loop
@@ -464,13 +465,13 @@ class NaradWorker(JSONErrors, GeventWorker):
         self._application: Callable[..., Iterable[bytes]] | None = None
 
     def init_process(self) -> None:
-        # Until gunicorn sets the worker's own handlers, a stop signal runs
-        # the master's handler inherited across the fork, and is lost: a
-        # worker told to stop while it starts (a reload's, a stop right after
-        # one) would serve on until killed at the graceful timeout. gevent's
-        # patching, first in a start, is its slowest part.
-        for stop in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        # The master held the stop signals across the fork (narad.server's
+        # pre_fork): one sent since then is taken here, and one sent until
+        # gunicorn sets the worker's own handlers (gevent's patching, first,
+        # is the slowest part of a start) stops the worker too.
+        for stop in STOP_SIGNALS:
             signal.signal(stop, self._stop_while_starting)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         super().init_process()
 
     def _stop_while_starting(self, signum: int, frame: Any) -> None:
