@@ -368,6 +368,32 @@ def test_a_delay_child_is_never_early(node, http, topic):
     late_client.close()
 
 
+def test_a_detached_delay_child_keeps_its_copies_due_when_they_were(http, topic):
+    """Detaching does not release the copies a delay child holds early, and
+    what is produced to it afterwards is stamped no earlier than they are
+    (a partition's stamps never decrease): it comes after them."""
+    parent, late = topic, f"{topic}-late"
+    delay = 1500
+    make(http, parent, partitions=1, retention_ms=HOUR + delay)
+    make(http, late, parent=parent, fanout_delay_ms=delay)
+    assert produce(http, parent, b'{"n": 1}').status == 202
+    due = replay(http, parent, 0, 0).json()["timestamp"] + delay
+    assert http.delete(f"/v1/topics/{parent}/children/{late}").status == 204
+    detached = record(http, late)
+    assert "parent" not in detached and "fanout_delay_ms" not in detached
+    assert produce(http, late, b'{"n": 2}').status == 202
+    while time.time() * 1000 < due - 300:
+        assert replay(http, late, 0, 0).status == 404
+        assert consume(http, late).status == 204
+        time.sleep(0.1)
+    first = consume(http, late, wait="5s")
+    assert first.status == 200, first.data
+    assert first.json()["payload"] == {"n": 1}
+    assert first.json()["timestamp"] == due
+    second = replay(http, late, 0, 1).json()
+    assert (second["payload"], second["timestamp"]) == ({"n": 2}, due)
+
+
 def test_lag_and_stats_read_timestamps_not_payloads(http, topic, storage):
     # A lag count or a describe looks at messages' timestamps only: reading
     # whole records of ~1 MiB, partition by partition, step by step, would
