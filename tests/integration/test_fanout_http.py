@@ -88,8 +88,9 @@ def all_messages(http, topic):
 
 
 @pytest.fixture
-def storage(valkey):
-    backend = narad_redis.connect(tcp_url(valkey), Config.load(env={}))
+def storage(storage_url):
+    """The session node's storage (``$NARAD_TEST_STORAGE_URL`` when given)."""
+    backend = narad_redis.connect(storage_url, Config.load(env={}))
     yield backend
     backend.close()
 
