@@ -67,7 +67,29 @@ def child_exit(server: Any, worker: Any) -> None:
 #: What stops a worker: held (blocked) from the fork until the worker has its
 #: own handlers for them (:meth:`narad.workers.NaradWorker.init_process`).
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGQUIT})
-_STOPS_HELD: list[bool] = []
+
+
+class _StopSignalHold:
+    """The stop signals, held in the master across a worker's fork only."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.registered = False  # the release, as a hook after each fork
+
+    def hold(self) -> None:
+        if not self.registered:
+            os.register_at_fork(after_in_parent=self.release)
+            self.registered = True
+        self.held = True
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+    def release(self) -> None:
+        if self.held:  # not after forks of the master's own (subprocesses)
+            self.held = False
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+_STOP_SIGNAL_HOLD = _StopSignalHold()
 
 
 def pre_fork(server: Any, worker: Any) -> None:
@@ -79,16 +101,7 @@ def pre_fork(server: Any, worker: Any) -> None:
     had it killed. Held, the signal waits for the worker's own handler. The
     master lets them go again as soon as the fork returns.
     """
-    if not _STOPS_HELD:
-        os.register_at_fork(after_in_parent=_release_stop_signals)
-    _STOPS_HELD[:] = [True]
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-
-
-def _release_stop_signals() -> None:
-    if _STOPS_HELD[0]:
-        _STOPS_HELD[0] = False
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    _STOP_SIGNAL_HOLD.hold()
 
 
 def worker_exit(server: Any, worker: Any) -> None:
