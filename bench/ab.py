@@ -220,7 +220,7 @@ def flow(node: Node, seconds: float, turn: int) -> float:
     topic = f"ab-flow-{turn}"
     create_topic(node.port, topic)
     connections = FLOW_PRODUCERS + FLOW_CONSUMERS
-    load = batch_flow(topic, FLOW_PRODUCERS)
+    load = batch_flow(f"/v1/topics/{topic}", FLOW_PRODUCERS)
     return run_load(node.port, connections, seconds, load)[0]
 
 

@@ -1,15 +1,31 @@
-"""The floor for bench/messaging.py: a bare falcon endpoint, one EVALSHA each.
+"""The floors for bench/messaging.py: bare falcon endpoints, one EVALSHA each.
 
-``POST /floor`` appends the request body to one list with a registered Lua
-script, under the gunicorn settings ``narad serve`` uses, against the same
-Valkey. What Narad's produce costs beyond this is Narad's own overhead.
+``POST /floor`` appends the request body to one list, under the gunicorn
+settings ``narad serve`` uses, against the same Valkey: what Narad's produce
+costs beyond this is Narad's own overhead.
+
+The full flow's floor is the least a leasing queue does per request, with
+the same request shapes as Narad's batch routes: ``POST /floor/produce/batch``
+(``{"messages": [{"value": ...}]}``) pushes the values onto a queue,
+``GET /floor/consume/batch?max=N&wait=S`` moves up to N of them to a hash of
+leased values under new ids (``{"messages": [{"payload", "receipt_handle"}]}``,
+polling the queue every 5 ms up to the wait, else 204), and
+``POST /floor/ack/batch`` (``{"receipt_handles": [...]}``) deletes them. No
+log is kept, no lease lapses, nothing is validated.
+
+The long poll's floor, ``GET /floor/wait?wait=S``, answers 204 after the
+wait, having looked at nothing (as a Narad long poll on a topic its worker
+has just seen empty does not), with no wake-up to listen for.
 
 Run: ``PYTHONPATH=.:plugins python bench/floor_app.py BIND REDIS_URL WORKERS``.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import time
+from pathlib import Path
 
 import falcon
 import redis
@@ -18,20 +34,73 @@ from gunicorn.app.base import BaseApplication
 from narad.config import Config
 from narad.server import gunicorn_settings
 
-APPEND = "return redis.call('RPUSH', KEYS[1], ARGV[1])"
+SCRIPTS = Path(__file__).with_name("floor")
+QUEUE, LEASED, IDS = "bench:floor:queue", "bench:floor:leased", "bench:floor:ids"
+POLL_S = 0.005
+
+
+class Scripts:
+    """The floor's scripts, registered per worker on first use (after the fork)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client: redis.Redis | None = None
+        self.loaded: dict[str, redis.commands.core.Script] = {}
+
+    def __call__(self, name: str, keys: list[str], args: list) -> object:
+        script = self.loaded.get(name)
+        if script is None:
+            if self.client is None:
+                self.client = redis.Redis.from_url(self.url, protocol=2)
+            source = (SCRIPTS / f"{name}.lua").read_text()
+            script = self.loaded[name] = self.client.register_script(source)
+        return script(keys=keys, args=args)
 
 
 class Floor:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.script = None
+    def __init__(self, scripts: Scripts) -> None:
+        self.scripts = scripts
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if self.script is None:  # per worker, after the fork
-            client = redis.Redis.from_url(self.url, protocol=2)
-            self.script = client.register_script(APPEND)
-        self.script(keys=["bench:floor"], args=[req.bounded_stream.read()])
+        self.scripts("append", ["bench:floor"], [req.bounded_stream.read()])
         resp.status = falcon.HTTP_202
+
+    def on_post_produce(self, req: falcon.Request, resp: falcon.Response) -> None:
+        values = [m["value"] for m in json.loads(req.bounded_stream.read())["messages"]]
+        self.scripts("append_batch", [QUEUE], values)
+        resp.status = falcon.HTTP_202
+        resp.data = b'{"accepted":%d}' % len(values)
+
+    def on_get_consume(self, req: falcon.Request, resp: falcon.Response) -> None:
+        count = req.get_param_as_int("max", default=1)
+        deadline = time.monotonic() + wait_s(req)
+        keys = [QUEUE, LEASED, IDS]
+        while not (leased := self.scripts("lease_batch", keys, [count])):
+            if time.monotonic() >= deadline:
+                resp.status = falcon.HTTP_204
+                return
+            time.sleep(POLL_S)  # gevent's, under the worker
+        messages = [
+            b'{"payload":%s,"receipt_handle":"%s"}' % (value, id_)
+            for id_, value in zip(leased[::2], leased[1::2], strict=True)
+        ]
+        resp.data = b'{"messages":[' + b",".join(messages) + b"]}"
+
+    def on_get_wait(self, req: falcon.Request, resp: falcon.Response) -> None:
+        time.sleep(wait_s(req))
+        resp.status = falcon.HTTP_204
+
+    def on_post_ack(self, req: falcon.Request, resp: falcon.Response) -> None:
+        handles = json.loads(req.bounded_stream.read())["receipt_handles"]
+        done = self.scripts("ack_batch", [LEASED], handles)
+        resp.data = json.dumps(
+            {"results": ["acked" if d else "lapsed" for d in done]}
+        ).encode()
+
+
+def wait_s(req: falcon.Request) -> float:
+    """``wait``, in seconds (``"10s"``)."""
+    return float(req.get_param("wait", default="0s").removesuffix("s"))
 
 
 class FloorApplication(BaseApplication):
@@ -54,7 +123,12 @@ class FloorApplication(BaseApplication):
 
     def load(self) -> falcon.App:
         app = falcon.App()
-        app.add_route("/floor", Floor(self.url))
+        floor = Floor(Scripts(self.url))
+        app.add_route("/floor", floor)
+        app.add_route("/floor/produce/batch", floor, suffix="produce")
+        app.add_route("/floor/consume/batch", floor, suffix="consume")
+        app.add_route("/floor/ack/batch", floor, suffix="ack")
+        app.add_route("/floor/wait", floor, suffix="wait")
         return app
 
 

@@ -6,7 +6,8 @@ standard input closes, then prints one JSON line of results and exits.
 
 - ``waiters``: ``--count`` keep-alive connections long-polling
   ``consume?wait=10s`` on ``--topics`` topics (round robin), asking again
-  after every answer. They connect evenly over ``--ramp`` seconds (the wait,
+  after every answer (``--path`` another route: ``{topic}`` in it is the
+  topic's number). They connect evenly over ``--ramp`` seconds (the wait,
   by default), so their deadlines, and so their next polls, are spread as
   those of consumers started at different times: the node sees a steady
   count/wait polls per second. Reports the answers by status and how long
@@ -117,12 +118,12 @@ def credentials(authorization: str | None) -> str:
 
 
 def waiters(
-    port: int, count: int, topics: int, wait: str, ramp: float, auth: str
+    port: int, count: int, topics: int, path: str, wait: str, ramp: float, auth: str
 ) -> dict:
     loop = Loop()
     started = time.monotonic()
     requests = [
-        f"GET /v1/topics/bench-wait-{i}/consume?wait={wait} HTTP/1.1\r\n"
+        f"GET {path.format(topic=i)}?wait={wait} HTTP/1.1\r\n"
         f"Host: bench\r\n{auth}\r\n".encode()
         for i in range(topics)
     ]
@@ -361,6 +362,7 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--topics", type=int, default=10)
+    parser.add_argument("--path", default="/v1/topics/bench-wait-{topic}/consume")
     parser.add_argument("--wait", default="10s")
     parser.add_argument("--ramp", type=float, help="seconds (default: the wait)")
     parser.add_argument("--every", type=float, default=2.0)
@@ -374,7 +376,9 @@ def main() -> None:
         if ramp is None:
             ramp = int(args.wait[:-1]) if args.wait.endswith("s") else 0
         auth = credentials(args.authorization)
-        result = waiters(args.port, args.count, args.topics, args.wait, ramp, auth)
+        result = waiters(
+            args.port, args.count, args.topics, args.path, args.wait, ramp, auth
+        )
     elif args.mode == "slowloris":
         auth = credentials(args.authorization)
         result = slowloris(args.port, args.count, args.every, auth)

@@ -39,23 +39,29 @@ batch phase's backlog) and single produce, alternating, compared by their
 medians; the full flow in batches (connections producing batches of 100
 while others consume batches of up to 100 and ack each batch in one
 request, acking again with the next one any handle the partition's
-acked-ahead cap refused, counting acked messages); latency; single
+acked-ahead cap refused, counting acked messages) in alternating turns
+with its floor (the same requests to the floor app's bare batch routes: a
+list, a hash of leased values, one script per request); latency; single
 produce alone, then N idle consumers long-polling ``wait=10s`` (memory
 per waiter measured once they all wait) while single produce, the prober
 and the latency phase run again; then, once their last polls ran out,
 single produce alone, then the slowloris connections while single produce
-and the prober run again, then single produce alone. Each crowd's figure
-is compared with the mean of single produce alone just before and just
-after it. Valkey rewrites its append-only file on its own whenever the
-file has doubled; before each compared turn (and before the crowds) the
-bench has it rewrite at once if the turn could reach that point, and waits,
-so that no rewrite lands in one side of a comparison (:class:`Rewrites`).
+and the prober run again, then single produce alone; last, the floor
+alone, beside as many waiters long-polling its bare ``/floor/wait`` (no
+look, 204 at the deadline), and alone again: the least a long poll costs
+the same produce. Each crowd's figure is compared with the mean of single
+produce (or the floor) alone just before and just after it. Valkey
+rewrites its append-only file on its own whenever the file has doubled;
+before each compared turn (and before the crowds) the bench has it rewrite
+at once if the turn could reach that point, and waits, so that no rewrite
+lands in one side of a comparison (:class:`Rewrites`).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import http.client
 import json
 import os
@@ -88,6 +94,7 @@ BATCH = 100
 BATCH_CLIENTS = 8
 FLOW_PRODUCERS = 4
 FLOW_CONSUMERS = 8
+FLOW_ROUNDS = 2  # turns each of the full flow and its floor
 RUNS = 5
 WARMUP_S = 1.0
 # The topics bench/loadgen.py's waiters poll by default: bench-wait-0 to -9.
@@ -479,18 +486,19 @@ def constant(data: bytes, ok: int, per: int) -> Callable[[], Driver]:
     return lambda: driver
 
 
-def batch_flow(topic: str, producers: int) -> Callable[[], Driver]:
+def batch_flow(base: str, producers: int) -> Callable[[], Driver]:
     """The first ``producers`` connections batch-produce; the others
-    batch-consume and batch-ack what they got. Counts acked messages.
+    batch-consume and batch-ack what they got, at ``base`` (a topic's path,
+    or the floor's). Counts acked messages.
 
     A handle whose ack the partition refused (``acked_ahead_full``: too many
     acks above its oldest unacked message) is acked again with the next
     batch, or on its own after a consume that got nothing, as the README
     tells clients to; dropped, its message would stay leased until its lease
     lapsed and hold the partition's frontier back meanwhile."""
-    produce = request("POST", f"/v1/topics/{topic}/produce/batch", batch_body())
-    consume = request("GET", f"/v1/topics/{topic}/consume/batch?max={BATCH}&wait=1s")
-    ack_path = f"/v1/topics/{topic}/ack/batch"
+    produce = request("POST", f"{base}/produce/batch", batch_body())
+    consume = request("GET", f"{base}/consume/batch?max={BATCH}&wait=1s")
+    ack_path = f"{base}/ack/batch"
     made = 0
 
     def producer(prev):
@@ -920,25 +928,49 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
         p for p, _ in per_core
     )
 
-    create_topic(port, "bench-flow")
-    rewrites.make_room(
-        servers.storage_url, seconds + WARMUP_S, Rewrites.BATCH_BYTES_PER_S
-    )
-    flow_started = time.monotonic()
-    flow, st = phase(
-        "batch flow",
-        narad,
-        lambda: run_load(
-            port,
-            FLOW_PRODUCERS + FLOW_CONSUMERS,
-            seconds,
-            batch_flow("bench-flow", FLOW_PRODUCERS),
-        ),
-    )
-    flow_elapsed = time.monotonic() - flow_started
-    check(st, {200, 202, 204})
-    _, data = call(port, "GET", "/v1/topics/bench-flow")
-    flow_stored = sum(p["next_offset"] for p in json.loads(data)["partition_stats"])
+    # The full flow beside its floor (the same requests to bare falcon
+    # routes, one script each: bench/floor_app.py), in alternating turns.
+    # Each Narad turn has its own topic: the leases the last turn's end cut
+    # off hold its partitions' frontiers until they lapse.
+    flow = floor_flow = flow_stored = flow_elapsed = 0.0
+    for turn in range(FLOW_ROUNDS):
+        for side in ("floor", "narad") if turn % 2 == 0 else ("narad", "floor"):
+            rewrites.make_room(servers.storage_url, turn_s, Rewrites.BATCH_BYTES_PER_S)
+            if side == "floor":
+                rate, st = phase(
+                    f"batch flow floor #{turn + 1}",
+                    floor,
+                    lambda: run_load(
+                        servers.floor_port,
+                        FLOW_PRODUCERS + FLOW_CONSUMERS,
+                        seconds / 2,
+                        batch_flow("/floor", FLOW_PRODUCERS),
+                    ),
+                )
+                floor_flow += rate / FLOW_ROUNDS
+                check(st, {200, 202, 204})
+                continue
+            topic = f"bench-flow-{turn}"
+            create_topic(port, topic)
+            load = batch_flow(f"/v1/topics/{topic}", FLOW_PRODUCERS)
+            started = time.monotonic()
+            rate, st = phase(
+                f"batch flow #{turn + 1}",
+                narad,
+                functools.partial(
+                    run_load, port, FLOW_PRODUCERS + FLOW_CONSUMERS, seconds / 2, load
+                ),
+            )
+            flow_elapsed += time.monotonic() - started
+            flow += rate / FLOW_ROUNDS
+            check(st, {200, 202, 204})
+            _, data = call(port, "GET", f"/v1/topics/{topic}")
+            flow_stored += sum(
+                p["next_offset"] for p in json.loads(data)["partition_stats"]
+            )
+
+    def flow_cores(name: str) -> float:
+        return statistics.mean(cores[f"{name} #{t + 1}"] for t in range(FLOW_ROUNDS))
 
     create_topic(port, "bench-latency")
     samples = phase("latency", narad, lambda: latency(port, "bench-latency", seconds))
@@ -1008,6 +1040,36 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     _, data = call(port, "GET", "/v1/topics/bench-slow")
     slow_stored = sum(p["next_offset"] for p in json.loads(data)["partition_stats"])
     _, vsz_end = memory(workers)
+
+    # -- the floor beside as many idle long polls --------------------------------
+    # What a long poll costs at the least (bench/floor_app.py's /floor/wait:
+    # no look, 204 at the deadline), as the same produce sees it.
+    def floor_produce(name: str, duration: float = seconds) -> float:
+        rate, st = phase(
+            name,
+            floor,
+            lambda: run_load(
+                servers.floor_port, CLIENTS, duration, constant(floor_body, 202, 1)
+            ),
+        )
+        check(st, {202})
+        return rate
+
+    floor_before_w = floor_produce("floor before the waiters")
+    floor_crowd = Background(
+        "waiters",
+        str(servers.floor_port),
+        "--count",
+        str(waiters),
+        "--path",
+        "/floor/wait",
+    )
+    time.sleep(1.0)
+    floor_w = floor_produce(f"floor+{waiters // 1000}k waiters", max(seconds, 10.0))
+    floor_crowd_result = floor_crowd.stop()
+    time.sleep(11.0)  # as above: the floor's long polls run out
+    floor_after_w = floor_produce("floor after the waiters")
+    floor_alone_w = (floor_before_w + floor_after_w) / 2
 
     def verdict(ok: bool) -> str:
         return "PASS" if ok else "MISS"
@@ -1089,12 +1151,20 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             f"consume+ack {100 * per_core_ratio:.0f}% of single produce",
         ),
         (
+            "full flow floor: falcon + 1 EVALSHA",
+            f"{floor_flow:9,.0f} msgs/s",
+            f"the same batches to bare routes ({FLOW_ROUNDS} turns, alternating "
+            f"with Narad's; {floor_flow / flow_cores('batch flow floor'):,.0f} "
+            "msgs/s per core used)",
+        ),
+        (
             f"full flow, batches of {BATCH}",
             f"{flow:9,.0f} msgs/s",
-            f">= 50,000 msgs/s acked: {verdict(flow >= 50_000)} "
+            f">= 50,000 msgs/s acked: {verdict(flow >= 50_000)}; "
+            f"{100 * flow / floor_flow:.0f}% of floor "
             f"({FLOW_PRODUCERS} producing + {FLOW_CONSUMERS} consuming/acking "
             f"conns; {flow_stored / flow_elapsed:,.0f} msgs/s produced; "
-            f"{flow / cores['batch flow']:,.0f} msgs/s per core used)",
+            f"{flow / flow_cores('batch flow'):,.0f} msgs/s per core used)",
         ),
         (
             "produce->consume latency",
@@ -1129,6 +1199,14 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             "  produce->consume latency",
             f"p50 {p50_w:.2f} ms, p99 {p99_w:.2f} ms",
             f"p50 < 5 ms: {verdict(p50_w < 5)} ({len(samples_w)} samples)",
+        ),
+        (
+            "  floor: falcon + 1 EVALSHA",
+            f"{floor_w:9,.0f} req/s",
+            f"{100 * floor_w / floor_alone_w:.0f}% of alone (just before and after: "
+            f"{floor_before_w:,.0f}, {floor_after_w:,.0f} req/s) beside "
+            f"{floor_crowd.ready:,} waiters on /floor/wait "
+            f"({answers_figure(floor_crowd_result['statuses']).strip()})",
         ),
         (
             "  answers to the waiters",
