@@ -11,6 +11,7 @@ import time
 import pytest
 import redis
 
+import narad
 from narad.errors import StorageError
 from narad_redis.client import RetryingClient
 from narad_redis.client import run_script
@@ -109,3 +110,20 @@ def test_a_full_pool_answers_no_connection_in_time(client):
         for connection in held:
             pool.release(connection)
     assert echo(one, "then") == b"then"
+
+
+def test_connections_name_narad_and_cost_no_metadata_lookup(client, monkeypatch):
+    lookups = []
+    monkeypatch.setattr(
+        redis.utils, "get_lib_version", lambda: lookups.append(1) or "0"
+    )
+    one = client(pool_size=4)
+    held = [one.redis.connection_pool.get_connection() for _ in range(3)]
+    try:
+        info = one.call(lambda r: r.client_info())
+    finally:
+        for connection in held:
+            one.redis.connection_pool.release(connection)
+    assert info["lib-name"] == f"redis-py(narad_v{narad.__version__})"
+    assert info["lib-ver"] == redis.__version__
+    assert lookups == []  # four connections made: the version was looked up once
