@@ -1044,10 +1044,12 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     # -- the floor beside as many idle long polls --------------------------------
     # What a long poll costs at the least (bench/floor_app.py's /floor/wait:
     # no look, 204 at the deadline), as the same produce sees it.
-    def floor_produce(name: str, duration: float = seconds) -> float:
+    def floor_produce(
+        name: str, duration: float = seconds, beside: dict | None = None
+    ) -> float:
         rate, st = phase(
             name,
-            floor,
+            {**floor, **(beside or {})},
             lambda: run_load(
                 servers.floor_port, CLIENTS, duration, constant(floor_body, 202, 1)
             ),
@@ -1065,7 +1067,11 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
         "/floor/wait",
     )
     time.sleep(1.0)
-    floor_w = floor_produce(f"floor+{waiters // 1000}k waiters", max(seconds, 10.0))
+    floor_w = floor_produce(
+        f"floor+{waiters // 1000}k waiters",
+        max(seconds, 10.0),
+        {"waiters' client": [floor_crowd.process.pid]},
+    )
     floor_crowd_result = floor_crowd.stop()
     time.sleep(11.0)  # as above: the floor's long polls run out
     floor_after_w = floor_produce("floor after the waiters")
