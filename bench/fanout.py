@@ -39,6 +39,7 @@ from messaging import call
 from messaging import constant
 from messaging import request
 from messaging import run_load
+from messaging import stored
 from messaging import wait_ready
 
 FAN_OUTS = (0, 1, 10, 108)
@@ -58,12 +59,6 @@ def post(port: int, path: str, body: dict) -> dict:
     status, data = call(port, "POST", path, json.dumps(body).encode())
     assert status in (200, 201), data
     return json.loads(data)
-
-
-def stored(port: int, topic: str) -> int:
-    status, data = call(port, "GET", f"/v1/topics/{topic}")
-    assert status == 200, data
-    return sum(p["next_offset"] for p in json.loads(data)["partition_stats"])
 
 
 def family(port: int, name: str, children: int) -> list[str]:

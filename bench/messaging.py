@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import functools
 import http.client
 import json
 import os
@@ -357,6 +356,13 @@ class Servers:
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, 9)
                     process.wait()
+
+
+def stored(port: int, topic: str) -> int:
+    """How many messages ``topic`` has taken: its partitions' next offsets."""
+    status, data = call(port, "GET", f"/v1/topics/{topic}")
+    assert status == 200, data
+    return sum(p["next_offset"] for p in json.loads(data)["partition_stats"])
 
 
 def call(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
@@ -776,6 +782,19 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
         body = request("POST", f"/v1/topics/{topic}/produce", BODY)
         return lambda: run_load(port, CLIENTS, duration, constant(body, 202, 1))
 
+    floor_body = request("POST", "/floor", BODY)
+
+    def floor_load(duration: float = seconds):
+        return lambda: run_load(
+            servers.floor_port, CLIENTS, duration, constant(floor_body, 202, 1)
+        )
+
+    def flow_load(node_port: int, base: str):
+        """The full flow at ``base`` for half a phase (a compared turn)."""
+        load = batch_flow(base, FLOW_PRODUCERS)
+        connections = FLOW_PRODUCERS + FLOW_CONSUMERS
+        return lambda: run_load(node_port, connections, seconds / 2, load)
+
     def probed(fn):
         """Run ``fn`` while the prober probes; return (its result, probe report)."""
         prober = Background("probe", str(port))
@@ -841,23 +860,13 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     # drifts by a fifth over minutes, which a ratio of two phases taken
     # apart would read as Narad's.
     create_topic(port, "bench-single")
-    floor_body = request("POST", "/floor", BODY)
     floor_rate = single = 0.0
     appends_before, produced_before = counted(port, APPENDS, PRODUCED)
     for turn in range(COMPARE_ROUNDS):
         for side in ("floor", "narad") if turn % 2 == 0 else ("narad", "floor"):
             rewrites.make_room(servers.storage_url, turn_s)
             if side == "floor":
-                rate, st = phase(
-                    "floor",
-                    floor,
-                    lambda: run_load(
-                        servers.floor_port,
-                        CLIENTS,
-                        seconds / 2,
-                        constant(floor_body, 202, 1),
-                    ),
-                )
+                rate, st = phase("floor", floor, floor_load(seconds / 2))
                 floor_rate += rate / COMPARE_ROUNDS
             else:
                 rate, st = phase(
@@ -940,34 +949,23 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
                 rate, st = phase(
                     f"batch flow floor #{turn + 1}",
                     floor,
-                    lambda: run_load(
-                        servers.floor_port,
-                        FLOW_PRODUCERS + FLOW_CONSUMERS,
-                        seconds / 2,
-                        batch_flow("/floor", FLOW_PRODUCERS),
-                    ),
+                    flow_load(servers.floor_port, "/floor"),
                 )
                 floor_flow += rate / FLOW_ROUNDS
                 check(st, {200, 202, 204})
                 continue
             topic = f"bench-flow-{turn}"
             create_topic(port, topic)
-            load = batch_flow(f"/v1/topics/{topic}", FLOW_PRODUCERS)
             started = time.monotonic()
             rate, st = phase(
                 f"batch flow #{turn + 1}",
                 narad,
-                functools.partial(
-                    run_load, port, FLOW_PRODUCERS + FLOW_CONSUMERS, seconds / 2, load
-                ),
+                flow_load(port, f"/v1/topics/{topic}"),
             )
             flow_elapsed += time.monotonic() - started
             flow += rate / FLOW_ROUNDS
             check(st, {200, 202, 204})
-            _, data = call(port, "GET", f"/v1/topics/{topic}")
-            flow_stored += sum(
-                p["next_offset"] for p in json.loads(data)["partition_stats"]
-            )
+            flow_stored += stored(port, topic)
 
     def flow_cores(name: str) -> float:
         return statistics.mean(cores[f"{name} #{t + 1}"] for t in range(FLOW_ROUNDS))
@@ -1037,8 +1035,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     )
     check(st, {202})
     alone_s = (between + after_s) / 2
-    _, data = call(port, "GET", "/v1/topics/bench-slow")
-    slow_stored = sum(p["next_offset"] for p in json.loads(data)["partition_stats"])
+    slow_stored = stored(port, "bench-slow")
     _, vsz_end = memory(workers)
 
     # -- the floor beside as many idle long polls --------------------------------
@@ -1047,13 +1044,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     def floor_produce(
         name: str, duration: float = seconds, beside: dict | None = None
     ) -> float:
-        rate, st = phase(
-            name,
-            {**floor, **(beside or {})},
-            lambda: run_load(
-                servers.floor_port, CLIENTS, duration, constant(floor_body, 202, 1)
-            ),
-        )
+        rate, st = phase(name, {**floor, **(beside or {})}, floor_load(duration))
         check(st, {202})
         return rate
 
