@@ -1043,7 +1043,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     create_topic(port, "bench-slow")
     create_topic(port, "bench-single-s")
     # The last crowd's "after" is the slowloris' "before".
-    between = crowd_rounds[-1].after
+    before_s = crowd_rounds[-1].after
     loris = Background("slowloris", str(port), "--count", str(slowloris))
     # Longer than server.header_timeout, so the server closes each slow
     # connection at least once and the load generator opens another.
@@ -1059,7 +1059,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
         "produce after the slowloris", narad, produce_load("bench-single-s")
     )
     check(st, {202})
-    alone_s = (between + after_s) / 2
+    alone_s = (before_s + after_s) / 2
     slow_stored = stored(port, "bench-slow")
     _, vsz_end = memory(workers)
 
@@ -1253,7 +1253,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             f"{single_s:9,.0f} msgs/s",
             f">= 80% of none: {100 * single_s / alone_s:.0f}% "
             f"{verdict(single_s >= 0.8 * alone_s)} (alone just before and "
-            f"after: {between:,.0f}, {after_s:,.0f} msgs/s)",
+            f"after: {before_s:,.0f}, {after_s:,.0f} msgs/s)",
         ),
         (
             "  /healthz",
