@@ -22,9 +22,10 @@ greenlet rather than a thread, plus what a node facing clients directly needs:
   graceful timeout).
 - **CPU-bound work off the event loop**: :mod:`narad.offload` starts its
   native threads in each worker.
-- **A collector tuned for long polls** (:data:`GC_THRESHOLDS`): the objects
-  of a waiting request are walked by the cyclic collector once, not three
-  times.
+- **A collector on the worker's clock** (:class:`Collector`): young
+  collections every tenth of a second whatever the allocations, so that
+  thousands of long polls never pile up in the young generation and pause
+  the worker when it is finally collected.
 - **gunicorn's settings read once** (:func:`freeze_settings`), not through
   ``Config.__getattr__`` about twenty times per request, and its ``Date``
   header formatted once a second (:class:`HttpDate`), not per response.
@@ -100,15 +101,21 @@ OTHER_FDS = 256
 # connection closes, lingering a moment so the client can read the answer.
 DRAIN_LIMIT = 4 * 1024 * 1024
 LINGER_S = 2.0
-# The cyclic collector's thresholds in a worker (CPython's are 700, 10, 10).
-# A long poll keeps its request's ~60 objects for its whole wait; each is
-# walked once by a young collection and, with the default, again by a middle
-# one, which under 10,000 waiters ran every second or two (150 ms each on a
-# slow machine, a fifth of its workers' CPU with the full ones). Every 100
-# young collections, most of those requests have ended and been freed by
-# reference counting before a middle collection reaches them; what a cycle
-# leaves waits at most that long.
-GC_THRESHOLDS = (700, 100, 10)
+# The cyclic collector in a worker. CPython starts a young collection when
+# new containers outnumber freed ones by 700. Under thousands of long polls
+# they stay even (a new poll's ~45 objects are born as an old one's die), so
+# young collections came seldom and found 40,000 to 110,000 waiting objects:
+# pauses of 150 to 400 ms on a slow machine, with 10,000 waiters. So the run
+# loop collects on its tick (Collector): the young generation every tick,
+# the middle one every MIDDLE_EVERY ticks and everything every FULL_EVERY
+# (without which cyclic garbage past the middle generation would wait for
+# allocations to outrun frees, which a steady load never does). CPython's
+# own allocation-driven collections still run, for bursts; its middle and
+# full thresholds are set to about the tick's rates.
+TICK_S = 0.1
+MIDDLE_EVERY = 10  # 1 s: a poll's objects are walked once there, not per young one
+FULL_EVERY = 1000  # 100 s
+GC_THRESHOLDS = (700, MIDDLE_EVERY, 100)
 
 
 MESSAGE_DETAIL = 100
@@ -497,6 +504,10 @@ class NaradWorker(JSONErrors, GeventWorker):
         util.http_date = HttpDate()
         offload.start(self.offload_threads)
         super().load_wsgi()
+        # What the app holds from here on (modules, schemas, caches' shells)
+        # is never garbage: no collection walks it again.
+        gc.collect()
+        gc.freeze()
         self._application, self.wsgi = self.wsgi, self._serve
         # Imported here, as the app is: after gevent's patching.
         from narad.http.middleware import RequestLog
@@ -525,11 +536,13 @@ class NaradWorker(JSONErrors, GeventWorker):
         for server in servers:
             server.start()
         beat = 0.0
+        collector = Collector()
         while self.alive:
             if time.monotonic() >= beat:
                 self.notify()
                 beat = time.monotonic() + 1.0
-            gevent.sleep(0.1)  # notice SIGTERM within a tenth of a second
+            gevent.sleep(TICK_S)  # notice SIGTERM within a tick
+            collector.tick()
         self._stop(servers)
 
     def _server(self, listener: socket.socket) -> StreamServer:
@@ -639,9 +652,27 @@ class NaradWorker(JSONErrors, GeventWorker):
 
 
 def tune_collector() -> None:
-    """Set this process's cyclic collector for a server of long polls
-    (:data:`GC_THRESHOLDS`)."""
+    """Set this process's cyclic collector's own thresholds to about the
+    rates :class:`Collector` collects at (:data:`GC_THRESHOLDS`)."""
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+class Collector:
+    """A worker's cyclic collections on its clock, one per :meth:`tick`
+    (every :data:`TICK_S`): young, every :data:`MIDDLE_EVERY` ticks the
+    middle generation and every :data:`FULL_EVERY` all of them."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    def tick(self) -> None:
+        self.ticks += 1
+        if self.ticks % FULL_EVERY == 0:
+            gc.collect(2)
+        elif self.ticks % MIDDLE_EVERY == 0:
+            gc.collect(1)
+        else:
+            gc.collect(0)
 
 
 def freeze_settings(cfg: Any) -> None:

@@ -18,7 +18,10 @@ import pytest
 
 from narad import offload
 from narad.errors import RequestTimeout
+from narad.workers import FULL_EVERY
 from narad.workers import GC_THRESHOLDS
+from narad.workers import MIDDLE_EVERY
+from narad.workers import Collector
 from narad.workers import Connection
 from narad.workers import HttpDate
 from narad.workers import Limits
@@ -243,13 +246,27 @@ def test_the_pool_runs_work_on_native_threads_and_keeps_the_loop_going():
     assert out.stdout.strip() == "ok", out.stderr
 
 
-def test_a_worker_collects_its_middle_generation_every_100_young_collections():
+def test_the_collectors_own_thresholds_match_the_ticks_rates():
     before = gc.get_threshold()
     try:
         tune_collector()
-        assert gc.get_threshold() == GC_THRESHOLDS == (700, 100, 10)
+        assert gc.get_threshold() == GC_THRESHOLDS == (700, MIDDLE_EVERY, 100)
     finally:
         gc.set_threshold(*before)
+
+
+def test_the_collector_collects_young_each_tick_middle_and_full_on_their_ticks(
+    monkeypatch,
+):
+    collected = []
+    monkeypatch.setattr(gc, "collect", collected.append)
+    collector = Collector()
+    for _ in range(FULL_EVERY):
+        collector.tick()
+    assert collected[: MIDDLE_EVERY - 1] == [0] * (MIDDLE_EVERY - 1)
+    assert collected[MIDDLE_EVERY - 1] == 1
+    assert collected.count(2) == 1 and collected[-1] == 2
+    assert collected.count(1) == FULL_EVERY // MIDDLE_EVERY - 1
 
 
 def test_the_date_header_is_formatted_once_a_second_as_gunicorn_formats_it():
