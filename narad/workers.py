@@ -504,8 +504,9 @@ class NaradWorker(JSONErrors, GeventWorker):
         util.http_date = HttpDate()
         offload.start(self.offload_threads)
         super().load_wsgi()
-        # What the app holds from here on (modules, schemas, caches' shells)
-        # is never garbage: no collection walks it again.
+        # What the loaded app holds (modules, plugins, settings) lasts the
+        # worker's life: frozen, no collection walks it again. Reference
+        # counting still frees what of it goes; only a cycle in it would stay.
         gc.collect()
         gc.freeze()
         self._application, self.wsgi = self.wsgi, self._serve
