@@ -115,7 +115,7 @@ LINGER_S = 2.0
 TICK_S = 0.1
 MIDDLE_EVERY = 10  # 1 s: a poll's objects are walked once there, not per young one
 FULL_EVERY = 1000  # 100 s
-GC_THRESHOLDS = (700, MIDDLE_EVERY, 100)
+GC_THRESHOLDS = (700, MIDDLE_EVERY, FULL_EVERY // MIDDLE_EVERY)
 
 
 MESSAGE_DETAIL = 100
