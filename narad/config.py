@@ -422,8 +422,10 @@ SETTINGS: tuple[Setting, ...] = (
             "auth_cache_s",
             60,
             integer(1, 3600),
-            "seconds a worker reuses credentials it verified; a changed or "
-            "deleted user is dropped at once through storage notifications",
+            "seconds a worker reuses credentials it verified without reading "
+            "the user again (then a read, and a hash only if the stored hash "
+            "changed); a changed or deleted user is dropped at once through "
+            "storage notifications",
         ),
         Setting(
             "failures_burst",

@@ -201,6 +201,47 @@ def test_without_a_live_stream_a_long_poll_reads_its_user_once_a_second(
         made.reconfirm()
 
 
+def test_credentials_past_the_cache_time_are_read_again_not_hashed(monkeypatch):
+    now = [0.0]
+    made = Setup(MemoryStorage(), clock=lambda: now[0])
+    add_user(made.storage)
+    made.login()
+    eventually(lambda: made.live == [True])
+    reads = made.count_reads(monkeypatch)
+    now[0] += 61  # past cache_s: the stream no longer vouches alone
+    assert made.login().name == "alice"
+    assert made.login().name == "alice"
+    assert reads == ["alice"]  # one read, and the entry it refreshed serves
+    assert made.hasher.verified == 1
+    # A password changed while the stream was silent: hashed again, refused.
+    user = made.storage.get_user("alice")
+    made.storage.set_password(
+        "alice", hash_password("changed-password", CHEAP), revision=user.revision
+    )
+    made.auth._trusted = False  # the stream is down: the change goes unannounced
+    now[0] += 61
+    with pytest.raises(BadCredentials):
+        made.login()
+    assert made.hasher.verified == 2
+    made.listener.stop()
+
+
+def test_credentials_past_the_cache_time_are_new_to_the_failure_limits():
+    now = [0.0]
+    made = Setup(MemoryStorage(), burst=1, clock=lambda: now[0])
+    add_user(made.storage)
+    made.login(address="10.0.0.2")
+    with pytest.raises(BadCredentials):
+        made.login(("alice", "guess-guess"), "10.0.0.3")
+    # Alice's name is limited now: her remembered credentials pass from her
+    # clean address, but once past the cache time they count as new ones.
+    assert made.login(address="10.0.0.2").name == "alice"
+    now[0] += 61
+    with pytest.raises(TooManyFailures):
+        made.login(address="10.0.0.2")
+    made.listener.stop()
+
+
 def test_wrong_and_unknown_users_cost_a_hash_alike(setup):
     with pytest.raises(BadCredentials):
         setup.login(("alice", "wrong-password"))
