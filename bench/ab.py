@@ -61,6 +61,7 @@ from messaging import consume_and_ack
 from messaging import cpu_seconds
 from messaging import create_topic
 from messaging import create_wait_topics
+from messaging import default_workers
 from messaging import request
 from messaging import run_load
 from messaging import stop_nodes_on_sigterm
@@ -95,7 +96,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=4.0, help="per turn")
     parser.add_argument("--phases", default=",".join(DEFAULT_PHASES))
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=default_workers())
     args = parser.parse_args()
     stop_nodes_on_sigterm()
     phases = args.phases.split(",")

@@ -3,8 +3,9 @@ batches, produce-to-consume, and the same node holding thousands of idle long
 polls or slow clients.
 
 Run from a checkout: ``PYTHONPATH=.:plugins python bench/messaging.py``
-(``--seconds N`` per phase, default 6; ``--workers N``, default 4;
-``--waiters N``, default 10,000; ``--slowloris N``, default 2,000).
+(``--seconds N`` per phase, default 6; ``--workers N``, default the node's,
+one per core and at least two; ``--waiters N``, default 10,000;
+``--slowloris N``, default 2,000).
 
 Starts ``narad serve`` as a user would (gunicorn with Narad's gevent worker
 class, the embedded Valkey: append-only, fsync always) and, for the floor,
@@ -89,6 +90,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 import redis  # noqa: E402
 
+from narad.config import default_workers  # noqa: E402
 from narad.embedded import socket_path  # noqa: E402
 
 CLIENTS = 32
@@ -739,7 +741,7 @@ def memory(pids: list[int]) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=6.0, help="per phase")
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--waiters", type=int, default=10_000)
     parser.add_argument("--slowloris", type=int, default=2_000)
     args = parser.parse_args()

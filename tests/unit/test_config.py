@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 from narad.config import SETTINGS
 from narad.config import Config
 from narad.config import Setting
+from narad.config import default_workers
 from narad.config import integer
 from narad.errors import InvalidConfiguration
 from narad.plugins import load_plugins
@@ -24,8 +26,16 @@ def test_defaults():
     config = resolved()
     assert config.get("server.bind") == "127.0.0.1:7942"
     assert config.storage_url == ""
-    assert config.get("server.workers") > 1
+    assert config.get("server.workers") == default_workers()
     assert config.plugin("redis")["retry_attempts"] == 8
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(1, 2), (2, 2), (8, 8)])
+def test_default_workers_are_one_per_core_at_least_two(monkeypatch, cores, workers):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert default_workers() == workers
+    assert resolved(env={"NARAD_SERVER_WORKERS": "0"}).get("server.workers") == workers
+    assert resolved(env={"NARAD_SERVER_WORKERS": "3"}).get("server.workers") == 3
 
 
 def test_example_file_documents_every_setting_with_its_default():
@@ -78,7 +88,7 @@ def test_plugin_settings_travel_to_workers_as_environment():
     ("env", "words"),
     [
         ({"NARAD_SERVER_WORKERS": "many"}, "`server.workers` ($NARAD_SERVER_WORKERS)"),
-        ({"NARAD_SERVER_WORKERS": "0"}, "`server.workers`"),
+        ({"NARAD_SERVER_WORKERS": "-1"}, "`server.workers`"),
         ({"NARAD_STORAGE_URL": "localhost"}, "`storage.url`"),
         ({"NARAD_SERVER_BIND": "nowhere"}, "`server.bind`"),
         ({"NARAD_BROKER_MAX_WAIT_MS": "-5"}, "`broker.max_wait_ms`"),
