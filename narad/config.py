@@ -171,11 +171,9 @@ def default_workers() -> int:
     """One worker per CPU core this process may run on, at least two.
 
     A gevent worker holds any number of connections, so more workers than
-    cores only share the cores and split each worker's group commits: with
-    4 workers on 2 cores, single produce ran at 3,740 msgs/s against 4,662
-    with 2 (1.7 against 3.4 produces per append), and beside 10,000 long
-    polls kept 69% against 79% of it (bench/messaging.py). Two at least, so
-    that a worker's restart or crash leaves another serving.
+    cores only share the cores and split each worker's group commits into
+    smaller ones (the README's Connections note has the figures). Two at
+    least, so that a worker's restart or crash leaves another serving.
     """
     try:
         cores = len(os.sched_getaffinity(0))

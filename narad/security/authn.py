@@ -1,11 +1,11 @@
 """Who is asking: HTTP Basic credentials checked against the stored users.
 
-A password check is a scrypt hash (tens of milliseconds of CPU, 16 MiB of
-memory), so each worker remembers the credentials it verified, keyed by a
-keyed hash of the ``user:password`` bytes (never the password itself): after
-the first request a client's credentials cost a dictionary lookup, and once
-an entry is ``security.auth_cache_s`` old, one read of the user's record (a
-hash again only if the stored hash changed). The cache follows the users:
+A password check is a scrypt hash (about 0.2 s of CPU, 16 MiB of memory),
+so each worker remembers the credentials it verified, keyed by a keyed hash
+of the ``user:password`` bytes (never the password itself): after the first
+request a client's credentials cost a dictionary lookup, and once an entry
+is ``security.auth_cache_s`` old, one read of the user's record (a hash
+again only if the stored hash changed). The cache follows the users:
 
 - The worker's users listener (a :class:`narad.broker.notifications.Listener`
   for :attr:`~narad.storage.Event.USER_CHANGED` alone) drops a user's entries
@@ -229,7 +229,7 @@ class Authenticator:
             return entry.principal
         # Past auth_cache_s too, an entry whose stored hash is unchanged
         # holds: hashing the same password against the same hash again
-        # would only cost a core tens of milliseconds per user per minute.
+        # would cost each worker a hash per active user every auth_cache_s.
         principal = self._shared(key, lambda: self._check(key, name, password, known))
         if principal is None:
             self._fail(who, where)
