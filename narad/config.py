@@ -182,8 +182,11 @@ def default_workers() -> int:
     return max(cores, 2)
 
 
+_worker_count = integer(0, 256)
+
+
 def _workers(value: Any) -> int:
-    return integer(0, 256)(value) or default_workers()
+    return _worker_count(value) or default_workers()
 
 
 def _bind(value: Any) -> str:
