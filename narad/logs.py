@@ -28,9 +28,14 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
+import select
+import threading
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
+
+from gevent import monkey
 
 from narad.config import Config
 
@@ -47,6 +52,8 @@ __all__ = (
 REQUEST_ID: ContextVar[str | None] = ContextVar("narad_request_id", default=None)
 
 ACCESS_LOGGER = "narad.access"
+#: The most a pipe takes in one write without interleaving another's.
+ATOMIC_WRITE = select.PIPE_BUF
 
 
 class Formatter(logging.Formatter):
@@ -98,20 +105,66 @@ class AccessLines(logging.StreamHandler):
     the logging calls around it, which cost more than the line itself: a
     twentieth of a consume's re-poll. Records from elsewhere (``emit``) are
     written alike.
+
+    A line is one ``write(2)`` of its own, unless :meth:`write_per_turn`
+    says how to run the writes at the end of an event loop's turn (a gevent
+    worker): the lines of a turn then go out together, in pieces of whole
+    lines of at most :data:`ATOMIC_WRITE` bytes, which a pipe takes whole
+    however many workers write to it. One write a line cost a long poll
+    about a seventh of its CPU under 3,000 polls a second on two workers
+    sharing a log file (the kernel serializes their writes on it).
     """
+
+    def __init__(self, stream: Any = None) -> None:
+        super().__init__(stream)
+        self._pending: list[str] = []
+        self._schedule: Callable[[Callable[[], None]], object] | None = None
+        self._thread = 0
+        self._ident: Callable[[], int] = threading.get_ident
+
+    def write_per_turn(self, schedule: Callable[[Callable[[], None]], object]) -> None:
+        """Hold the lines written by this thread until ``schedule``'s
+        callback (gevent's ``loop.run_callback``: once the turn's greenlets
+        have run); lines from other threads are written at once."""
+        # gevent's patched get_ident tells greenlets apart; this is the thread's.
+        self._ident = monkey.get_original("_thread", "get_ident")
+        self._thread = self._ident()
+        self._schedule = schedule
 
     def emit(self, record: logging.LogRecord) -> None:
         self.write(record.getMessage())
 
     def write(self, line: str) -> None:
+        if self._schedule is not None and self._ident() == self._thread:
+            if not self._pending:
+                self._schedule(self.flush)
+            self._pending.append(line + "\n")
+            return
+        self._write(line + "\n")
+
+    def flush(self) -> None:
+        """Write the held lines (also at exit: ``logging.shutdown``)."""
+        pending, self._pending = self._pending, []
+        piece: list[str] = []
+        size = 0
+        for line in pending:
+            if piece and size + len(line) > ATOMIC_WRITE:
+                self._write("".join(piece))
+                piece, size = [], 0
+            piece.append(line)
+            size += len(line)
+        if piece:
+            self._write("".join(piece))
+
+    def _write(self, text: str) -> None:
         stream = self.stream
         try:
-            # Standard error is line-buffered: one write(2) a line.
-            stream.write(line + "\n")
+            # Standard error is line-buffered: the write reaches the file.
+            stream.write(text)
             if not getattr(stream, "line_buffering", False):
                 stream.flush()
         except Exception:  # as logging's handlers: a log line never fails a request
-            self.handleError(logging.makeLogRecord({"msg": line}))
+            self.handleError(logging.makeLogRecord({"msg": text.rstrip("\n")}))
 
 
 def dict_config(config: Config) -> dict[str, Any]:

@@ -29,6 +29,10 @@ greenlet rather than a thread, plus what a node facing clients directly needs:
 - **gunicorn's settings read once** (:func:`freeze_settings`), not through
   ``Config.__getattr__`` about twenty times per request, and its ``Date``
   header formatted once a second (:class:`HttpDate`), not per response.
+- **Access-log lines a loop turn at a time**
+  (:meth:`narad.logs.AccessLines.write_per_turn`): the lines written while
+  the event loop runs its greenlets go out in a write or a few once they
+  have run, not in one write each.
 - **Refusals in JSON.** gunicorn refuses some requests itself, before the app
   sees them (a request line or header block it cannot parse or that is over
   its limits, broken chunked framing); :class:`JSONErrors` makes its answer
@@ -514,6 +518,7 @@ class NaradWorker(JSONErrors, GeventWorker):
         from narad.http.middleware import RequestLog
 
         self.access = RequestLog(self.access_format)
+        self.access.write_per_turn(gevent.get_hub().loop.run_callback)
 
     def _fit_cap(self, cap: int) -> int:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)

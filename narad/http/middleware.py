@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 
 import falcon
 
@@ -59,6 +60,13 @@ class RequestLog:
         )
         if fmt != "off":
             _setup_access_log()
+
+    def write_per_turn(self, schedule: Callable[[Callable[[], None]], object]) -> None:
+        """Write the lines of an event loop's turn together, where ``schedule``
+        runs a callback at its end (:meth:`narad.logs.AccessLines.write_per_turn`)."""
+        for handler in access_log.handlers:
+            if isinstance(handler, AccessLines):
+                handler.write_per_turn(schedule)
 
     def _now(self) -> str:
         """Now in UTC, as ``datetime.isoformat(timespec="milliseconds")``

@@ -8,13 +8,16 @@ import json
 import logging
 import re
 import sys
+import threading
 from datetime import datetime
 from datetime import timedelta
 
+import gevent
 import pytest
 
 from narad import testing
 from narad.http.health import Health
+from narad.logs import ATOMIC_WRITE
 from narad.logs import REQUEST_ID
 from narad.logs import AccessLines
 from narad.logs import Episode
@@ -156,6 +159,47 @@ def test_access_lines_write_records_from_elsewhere_and_never_raise(monkeypatch):
     monkeypatch.setattr(handler, "handleError", reported.append)
     handler.write("lost")
     assert [r.getMessage() for r in reported] == ["lost"]
+
+
+def test_access_lines_of_a_loop_turn_go_out_together_after_it():
+    stream = Writes(True)
+    handler = AccessLines(stream)
+    handler.write_per_turn(gevent.get_hub().loop.run_callback)
+    for n in range(3):
+        handler.write(f"line {n}")
+    assert stream.calls == []  # held until the turn's greenlets have run
+    gevent.sleep(0)
+    assert stream.calls == ["line 0\nline 1\nline 2\n"]
+    handler.write("next turn")
+    gevent.sleep(0)
+    assert stream.calls[1:] == ["next turn\n"]
+
+
+def test_a_turns_lines_are_written_in_whole_lines_a_pipe_takes_whole():
+    stream = Writes(True)
+    handler = AccessLines(stream)
+    handler.write_per_turn(gevent.get_hub().loop.run_callback)
+    lines = [f"{n:04d} " + "x" * 95 for n in range(100)]  # 100 bytes each
+    for line in lines:
+        handler.write(line)
+    gevent.sleep(0)
+    assert len(stream.calls) == 3  # 10,000 bytes in 4,096-byte writes at most
+    assert all(len(call.encode()) <= ATOMIC_WRITE for call in stream.calls)
+    assert all(call.endswith("\n") for call in stream.calls)
+    assert "".join(stream.calls).splitlines() == lines
+
+
+def test_held_lines_are_written_by_flush_and_other_threads_lines_at_once():
+    stream = Writes(True)
+    handler = AccessLines(stream)
+    handler.write_per_turn(lambda callback: None)  # a turn that never ends
+    handler.write("held")
+    other = threading.Thread(target=handler.write, args=("from a thread",))
+    other.start()
+    other.join()
+    assert stream.calls == ["from a thread\n"]
+    handler.flush()  # as logging.shutdown does when the worker exits
+    assert stream.calls == ["from a thread\n", "held\n"]
 
 
 def test_access_lines_as_the_middleware_writes_them(tmp_path):
