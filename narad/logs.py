@@ -111,7 +111,7 @@ class AccessLines(logging.StreamHandler):
     worker): the lines of a turn then go out together, in pieces of whole
     lines of at most :data:`ATOMIC_WRITE` bytes, which a pipe takes whole
     however many workers write to it. One write a line cost a long poll
-    about a seventh of its CPU under 3,000 polls a second on two workers
+    about an eighth of its CPU under 3,000 polls a second on two workers
     sharing a log file (the kernel serializes their writes on it).
     """
 
