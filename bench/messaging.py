@@ -104,8 +104,10 @@ RUNS = 5
 WARMUP_S = 1.0
 # The topics bench/loadgen.py's waiters poll by default: bench-wait-0 to -9.
 WAIT_TOPICS = 10
-# Crowds of waiters, each compared with single produce alone around it.
-WAIT_ROUNDS = 3
+# Crowds of waiters, each compared with single produce alone around it: five,
+# since single rounds of one run ranged from 58 to 110% (the machine's speed
+# moves within a minute, and the bare floor's beside its waiters with it).
+WAIT_ROUNDS = 5
 TICKS = os.sysconf("SC_CLK_TCK")
 # One 1 KiB JSON text, its string random as real content is: Valkey writes
 # its data compressed when it rewrites its append-only file, and rewrites
