@@ -29,7 +29,6 @@ import json
 import logging
 import logging.config
 import select
-import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -54,6 +53,8 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("narad_request_id", default=None
 ACCESS_LOGGER = "narad.access"
 #: The most a pipe takes in one write without interleaving another's.
 ATOMIC_WRITE = select.PIPE_BUF
+# The thread's id: gevent's patched get_ident tells greenlets apart.
+_thread_id = monkey.get_original("_thread", "get_ident")
 
 
 class Formatter(logging.Formatter):
@@ -119,23 +120,20 @@ class AccessLines(logging.StreamHandler):
         super().__init__(stream)
         self._pending: list[str] = []
         self._schedule: Callable[[Callable[[], None]], object] | None = None
-        self._thread = 0
-        self._ident: Callable[[], int] = threading.get_ident
+        self._thread: int | None = None  # whose lines are held
 
     def write_per_turn(self, schedule: Callable[[Callable[[], None]], object]) -> None:
         """Hold the lines written by this thread until ``schedule``'s
         callback (gevent's ``loop.run_callback``: once the turn's greenlets
         have run); lines from other threads are written at once."""
-        # gevent's patched get_ident tells greenlets apart; this is the thread's.
-        self._ident = monkey.get_original("_thread", "get_ident")
-        self._thread = self._ident()
+        self._thread = _thread_id()
         self._schedule = schedule
 
     def emit(self, record: logging.LogRecord) -> None:
         self.write(record.getMessage())
 
     def write(self, line: str) -> None:
-        if self._schedule is not None and self._ident() == self._thread:
+        if self._schedule is not None and _thread_id() == self._thread:
             if not self._pending:
                 self._schedule(self.flush)
             self._pending.append(line + "\n")
@@ -145,6 +143,8 @@ class AccessLines(logging.StreamHandler):
     def flush(self) -> None:
         """Write the held lines (also at exit: ``logging.shutdown``)."""
         pending, self._pending = self._pending, []
+        # Characters for bytes: an access line is ASCII (names, routes and
+        # request ids are).
         piece: list[str] = []
         size = 0
         for line in pending:
