@@ -26,6 +26,9 @@ greenlet rather than a thread, plus what a node facing clients directly needs:
   collections every tenth of a second whatever the allocations, so that
   thousands of long polls never pile up in the young generation and pause
   the worker when it is finally collected.
+- **Plain requests on a short path** (:mod:`narad.plain`): the common
+  HTTP/1.1 request's head is read, and its environ and response head made,
+  without gunicorn's general code, which still takes every other request.
 - **gunicorn's settings read once** (:func:`freeze_settings`), not through
   ``Config.__getattr__`` about twenty times per request, and its ``Date``
   header formatted once a second (:class:`HttpDate`), not per response.
@@ -81,6 +84,7 @@ from gunicorn.sock import ssl_context
 from gunicorn.workers.ggevent import GeventWorker
 
 from narad import offload
+from narad import plain
 from narad.config import Config
 from narad.errors import RequestTimeout
 from narad.http import EverySecond
@@ -506,6 +510,7 @@ class NaradWorker(JSONErrors, GeventWorker):
         tune_collector()
         freeze_settings(self.cfg)
         util.http_date = HttpDate()
+        plain.install(self.cfg)
         offload.start(self.offload_threads)
         super().load_wsgi()
         # What the loaded app holds (modules, plugins, settings) lasts the
@@ -602,9 +607,11 @@ class NaradWorker(JSONErrors, GeventWorker):
                     "Service Unavailable",
                     "node at its connection limit (server.max_connections); retry",
                 )
-        if _asks_to_close(req):
+        # A plain request (narad.plain) has no Connection field, none twice.
+        plain_request = getattr(req, "plain", False)
+        if not plain_request and _asks_to_close(req):
             req.force_close()
-        if _repeated(req, "IDEMPOTENCY-KEY"):
+        if not plain_request and _repeated(req, "IDEMPOTENCY-KEY"):
             # Joined into one value ("k1,k1") it would be another key than a
             # retry's single field: the retry would store a duplicate.
             self._refuse(

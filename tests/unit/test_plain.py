@@ -1,0 +1,390 @@
+"""Plain requests (narad.plain) read, answered and framed as gunicorn's own
+code does: the same fields, environ and bytes on generated requests, and
+every head the short path does not take goes to gunicorn unchanged."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from unittest import mock
+
+import pytest
+from gunicorn import http
+from gunicorn import util
+from gunicorn.config import Config
+from gunicorn.http import wsgi
+from gunicorn.http.message import Request
+from gunicorn.http.unreader import IterUnreader
+from gunicorn.http.wsgi import Response
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from narad import plain
+from narad.plain import PlainEnviron
+from narad.plain import PlainParser
+from narad.plain import PlainRequest
+from narad.plain import PlainResponse
+
+CLIENT = ("127.0.0.2", 40000)
+SERVER = ("127.0.0.1", 8080)
+EXAMPLES = settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@pytest.fixture(scope="module")
+def cfg() -> Config:
+    return Config()
+
+
+# -- heads ---------------------------------------------------------------------
+
+METHODS = st.sampled_from(
+    [b"GET", b"HEAD", b"POST", b"PUT", b"PATCH", b"DELETE", b"OPTIONS", b"get", b"G"]
+)
+TARGET_CHARS = st.sampled_from(
+    [*b"abz09-._~/?=&%+:@!$'()*,;[]", ord("#"), 0x7F, 0x80, 0xE9, 0x20, 0x09]
+)
+TARGETS = st.one_of(
+    st.builds(lambda rest: b"/" + bytes(rest), st.lists(TARGET_CHARS, max_size=30)),
+    st.sampled_from([b"//x/y", b"*", b"http://h/p", b"", b"h:80", b"/a%2Fb?q=%41"]),
+)
+VERSIONS = st.sampled_from([b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2.0", b"http/1.1"])
+NAMES = st.one_of(
+    st.sampled_from(
+        [
+            b"Host",
+            b"Authorization",
+            b"Accept",
+            b"Content-Type",
+            b"Content-Length",
+            b"X-Request-ID",
+            b"Idempotency-Key",
+            b"Connection",
+            b"Transfer-Encoding",
+            b"Expect",
+            b"Upgrade",
+            b"X-Forwarded-Proto",
+            b"X-Forwarded-For",
+            b"X_Forwarded_For",
+            b"Script_Name",
+            b"bad name",
+            b"",
+        ]
+    ),
+    st.text(alphabet="abcXYZ019-!#$%&'*+.^_`|~", min_size=1, max_size=12).map(
+        str.encode
+    ),
+)
+VALUE_CHARS = st.sampled_from(
+    [*b"abcXYZ 019:;,/=\"'", 0x09, 0x20, 0x7F, 0x80, 0xFF, 0x00, 0x0A, 0x0D]
+)
+VALUES = st.one_of(
+    st.sampled_from([b"", b"  padded\t ", b"0", b"12", b"-1", b"1_0", b"close"]),
+    st.lists(VALUE_CHARS, max_size=20).map(bytes),
+)
+FIELDS = st.lists(
+    st.tuples(NAMES, st.sampled_from([b": ", b":", b" : ", b":\t"]), VALUES),
+    max_size=6,
+)
+
+
+def head_bytes(method, target, version, fields) -> bytes:
+    lines = [method + b" " + target + b" " + version]
+    lines += [name + sep + value for name, sep, value in fields]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+ANY_HEADS = st.builds(head_bytes, METHODS, TARGETS, VERSIONS, FIELDS)
+# Heads the short path may take: plain parts, so that most of them are plain.
+PLAIN_TARGETS = st.builds(
+    lambda rest: "/" + rest,
+    st.text(
+        alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=40
+    ),
+).map(str.encode)
+PLAIN_NAMES = st.one_of(
+    st.sampled_from([b"Host", b"Authorization", b"Content-Type", b"Content-Length"]),
+    st.text(alphabet="abcXYZ019-!#$%&'*+.^`|~", min_size=1, max_size=12).map(
+        str.encode
+    ),
+)
+PLAIN_VALUES = st.builds(
+    lambda pad, value, end: pad + value + end,
+    st.sampled_from([b"", b" ", b"\t", b"  "]),
+    st.text(
+        alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30
+    ).map(str.encode),
+    st.sampled_from([b"", b" ", b" \t"]),
+)
+PLAIN_FIELDS = st.lists(
+    st.tuples(PLAIN_NAMES, st.sampled_from([b":", b": "]), PLAIN_VALUES),
+    min_size=1,
+    max_size=6,
+    unique_by=lambda field: field[0].lower(),
+)
+PLAIN_HEADS = st.builds(
+    head_bytes,
+    st.sampled_from([b"GET", b"HEAD", b"POST", b"PUT", b"PATCH", b"DELETE"]),
+    PLAIN_TARGETS,
+    st.just(b"HTTP/1.1"),
+    PLAIN_FIELDS,
+)
+HEADS = st.one_of(PLAIN_HEADS, ANY_HEADS)
+
+
+def parsed(cls: type, cfg: Config, data: bytes):
+    """What ``cls`` makes of ``data``: its fields and body, or its error."""
+    try:
+        req = cls(cfg, IterUnreader([data]), CLIENT, 1)
+    except Exception as exc:  # the error is what is compared
+        return type(exc), str(exc)
+    body = req.body.read()
+    return (
+        req.method,
+        req.uri,
+        req.path,
+        req.query,
+        req.fragment,
+        req.version,
+        req.headers,
+        req.scheme,
+        req.should_close(),
+        body,
+    )
+
+
+@EXAMPLES
+@given(head=HEADS, body=st.sampled_from([b"", b"0123456789", b"GET / HTTP/1.1"]))
+def test_a_request_reads_as_gunicorns(cfg, head, body):
+    """Plain or not, a head (and what follows it) reads as gunicorn reads it:
+    the same fields and body, or the same refusal."""
+    assert parsed(PlainRequest, cfg, head + body) == parsed(Request, cfg, head + body)
+
+
+@EXAMPLES
+@given(head=HEADS)
+def test_only_heads_gunicorn_reads_alike_are_plain(cfg, head):
+    req = None
+    with contextlib.suppress(Exception):  # refused by gunicorn's parser
+        req = PlainRequest(cfg, IterUnreader([head]), CLIENT, 1)
+    if req is not None and req.plain:
+        assert req.version == (1, 1)
+        assert req.method in {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+        names = [name for name, _ in req.headers]
+        assert len(names) == len(set(names))
+        assert not {"CONNECTION", "TRANSFER-ENCODING", "EXPECT"} & set(names)
+
+
+def test_common_requests_are_plain(cfg):
+    for head in (
+        b"GET /v1/topics/t/consume?wait=10s HTTP/1.1\r\nHost: n\r\n"
+        b"Authorization: Basic YTpi\r\n\r\n",
+        b"POST /v1/topics/t/produce HTTP/1.1\r\nHost: n\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        b"GET /healthz HTTP/1.1\r\nHost: n\r\n\r\n",
+    ):
+        assert PlainRequest(cfg, IterUnreader([head]), CLIENT, 1).plain
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET / HTTP/1.0\r\nHost: n\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: n\r\nConnection: close\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: n\r\nHost: m\r\n\r\n",
+        b"GET /a#b HTTP/1.1\r\nHost: n\r\n\r\n",
+        b"GET //a HTTP/1.1\r\nHost: n\r\n\r\n",
+        b"GET / HTTP/1.1\r\nX_A: 1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nX-A: caf\xc3\xa9\r\n\r\n",
+        b"GET / HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"GET / HTTP/1.1\r\nX-Forwarded-Proto: https\r\n\r\n",
+        b"\r\nGET / HTTP/1.1\r\nHost: n\r\n\r\n",
+    ],
+)
+def test_other_requests_go_to_gunicorn(cfg, head):
+    """Not plain: gunicorn reads it, or refuses it as it refuses it anyway."""
+    assert parsed(PlainRequest, cfg, head) == parsed(Request, cfg, head)
+    try:
+        req = PlainRequest(cfg, IterUnreader([head]), CLIENT, 1)
+    except Exception:  # refused by gunicorn's parser
+        return
+    assert not req.plain
+
+
+def test_the_limits_are_gunicorns(cfg):
+    limited = Config()
+    limited.set("limit_request_line", 20)
+    limited.set("limit_request_fields", 2)
+    limited.set("limit_request_field_size", 20)
+    for head in (
+        b"GET /" + b"a" * 30 + b" HTTP/1.1\r\nHost: n\r\n\r\n",
+        b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n",
+        b"GET / HTTP/1.1\r\nA: " + b"x" * 30 + b"\r\n\r\n",
+    ):
+        assert parsed(PlainRequest, limited, head) == parsed(Request, limited, head)
+        assert isinstance(parsed(PlainRequest, limited, head)[0], type)
+
+
+def test_a_head_split_across_reads_goes_to_gunicorn(cfg):
+    head = b"GET / HTTP/1.1\r\nHost: n\r\n\r\n"
+    req = PlainRequest(cfg, IterUnreader([head[:10], head[10:]]), CLIENT, 1)
+    assert not req.plain
+    assert (req.method, req.path, req.headers) == ("GET", "/", [("HOST", "n")])
+
+
+# -- environ -------------------------------------------------------------------
+
+OBJECTS = ("wsgi.errors", "wsgi.input", "gunicorn.socket", "wsgi.early_hints")
+
+
+@EXAMPLES
+@given(head=PLAIN_HEADS)
+def test_a_plain_requests_environ_is_gunicorns(cfg, head):
+    try:
+        req = PlainRequest(cfg, IterUnreader([head]), CLIENT, 1)
+    except Exception:
+        return
+    if not req.plain:
+        return
+    sock = io.BytesIO()
+    resp, expected = wsgi.create(req, sock, CLIENT, SERVER, cfg)
+    expected["wsgi.multithread"] = True  # as gunicorn's async workers set it
+    made = PlainEnviron(cfg).make(req, sock, CLIENT, SERVER, resp)
+    assert {k: v for k, v in made.items() if k not in OBJECTS} == {
+        k: v for k, v in expected.items() if k not in OBJECTS
+    }
+    assert made.keys() == expected.keys()
+    assert made["wsgi.input"] is expected["wsgi.input"]
+    assert made["gunicorn.socket"] is sock
+    assert type(made["wsgi.errors"]) is type(expected["wsgi.errors"])
+    assert callable(made["wsgi.early_hints"])
+
+
+# -- responses -----------------------------------------------------------------
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.data = b""
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+    send = sendall
+
+
+STATUSES = st.sampled_from(
+    [
+        "200 OK",
+        "201 Created",
+        "202 Accepted",
+        "204 No Content",
+        "304 Not Modified",
+        "404 Not Found",
+        "503 Service Unavailable",
+        "100 Continue",
+        "200",
+        "2000 Odd",
+        "200 caf\xe9",
+        "abc",
+    ]
+)
+RESPONSE_FIELDS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "Content-Type",
+                "Content-Length",
+                "X-Request-ID",
+                "Retry-After",
+                "Connection",
+                "Server",
+                "Date",
+                "Transfer-Encoding",
+                "Bad Name",
+                "content-length",
+            ]
+        ),
+        st.sampled_from(["application/json", "2", " 5 ", "abc", "", "x\r\ny", "\xe9"]),
+    ),
+    max_size=5,
+)
+
+
+def answered(cls: type, cfg: Config, method: str, status, fields, chunks, version):
+    req = PlainRequest(
+        cfg,
+        IterUnreader([f"{method} / HTTP/1.{version}\r\nHost: n\r\n\r\n".encode()]),
+        CLIENT,
+        1,
+    )
+    sink = Sink()
+    resp = cls(req, sink, cfg)
+    try:
+        write = resp.start_response(status, list(fields))
+        for chunk in chunks:
+            write(chunk)
+        resp.close()
+    except Exception as exc:  # the error is what is compared
+        return type(exc), sink.data
+    return sink.data, resp.should_close(), resp.response_length, resp.status_code
+
+
+@EXAMPLES
+@given(
+    method=st.sampled_from(["GET", "HEAD", "POST"]),
+    status=STATUSES,
+    fields=RESPONSE_FIELDS,
+    chunks=st.lists(st.sampled_from([b"", b"ab", b"{}\n", b"hello"]), max_size=3),
+    version=st.sampled_from([0, 1]),
+)
+def test_a_response_is_written_as_gunicorn_writes_it(
+    cfg, method, status, fields, chunks, version
+):
+    date = "Fri, 04 Dec 2026 00:00:00 GMT"
+    with mock.patch.object(util, "http_date", lambda: date):
+        assert answered(
+            PlainResponse, cfg, method, status, fields, chunks, version
+        ) == answered(Response, cfg, method, status, fields, chunks, version)
+
+
+def test_ordinary_responses_take_the_one_pass_head(cfg):
+    req = PlainRequest(
+        cfg, IterUnreader([b"GET / HTTP/1.1\r\nHost: n\r\n\r\n"]), CLIENT, 1
+    )
+    for status, fields in (
+        ("204 No Content", [("X-Request-ID", "a")]),
+        ("200 OK", [("Content-Type", "application/json"), ("Content-Length", "3")]),
+    ):
+        resp = PlainResponse(req, Sink(), cfg)
+        resp.start_response(status, fields)
+        assert resp._plain_head
+    chunked = PlainResponse(req, Sink(), cfg)
+    chunked.start_response("200 OK", [("Content-Type", "text/plain")])
+    assert not chunked._plain_head and chunked.chunked
+
+
+# -- installing ------------------------------------------------------------------
+
+
+def test_install_gives_http1_connections_the_plain_parser(cfg, monkeypatch):
+    monkeypatch.setattr(http, "get_parser", http.get_parser)
+    monkeypatch.setattr(wsgi, "create", wsgi.create)
+    plain.install(cfg)
+    parser = http.get_parser(cfg, [b"GET / HTTP/1.1\r\nHost: n\r\n\r\n"], CLIENT)
+    assert type(parser) is PlainParser
+    req = next(parser)
+    assert req.plain
+    resp, environ = wsgi.create(req, io.BytesIO(), CLIENT, SERVER, cfg)
+    assert type(resp) is PlainResponse
+    assert environ["PATH_INFO"] == "/"
+    # A unix-socket listener, or a request gunicorn parsed: gunicorn's own.
+    resp, environ = wsgi.create(req, io.BytesIO(), "", "/run/narad.sock", cfg)
+    assert type(resp) is Response
+    other = next(http.get_parser(cfg, [b"GET / HTTP/1.0\r\n\r\n"], CLIENT))
+    assert not other.plain
+    assert type(wsgi.create(other, io.BytesIO(), CLIENT, SERVER, cfg)[0]) is Response
