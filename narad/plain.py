@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Container
 from typing import Any
 
 from gunicorn import http
@@ -75,7 +76,11 @@ _HOP_BY_HOP = frozenset(util.hop_headers)
 
 
 def plain_head(
-    head: bytes, line_limit: int, field_limit: int, field_size: int, scheme_fields: Any
+    head: bytes,
+    line_limit: int,
+    field_limit: int,
+    field_size: int,
+    scheme_fields: Container[str],
 ) -> tuple[str, str, str, str, list[tuple[str, str]]] | None:
     """(method, target, path, query, fields) of a plain request's ``head``
     (up to its blank line, not included), field names in upper case and
@@ -156,14 +161,22 @@ def install(cfg: Any) -> None:
     create = wsgi.create
     environ = PlainEnviron(cfg)
 
-    def plain_get_parser(cfg, source, source_addr, http2_connection=False):
+    def plain_get_parser(
+        cfg: Any, source: Any, source_addr: Any, http2_connection: bool = False
+    ) -> Any:
         if http2_connection or getattr(cfg, "protocol", "http") != "http":
             return get_parser(cfg, source, source_addr, http2_connection)
         return PlainParser(cfg, source, source_addr)
 
     def plain_create(
-        req, sock, client, server, cfg, response_class=None, response_args=()
-    ):
+        req: Any,
+        sock: Any,
+        client: Any,
+        server: Any,
+        cfg: Any,
+        response_class: type | None = None,
+        response_args: tuple = (),
+    ) -> tuple[Response, dict[str, Any]]:
         if (
             getattr(req, "plain", False)
             and response_class is None
