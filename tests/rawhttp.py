@@ -59,13 +59,18 @@ def build(
     headers: dict[str, str] | None = None,
     announced: int | None = None,
     auth: tuple[str, str] | None = ADMIN,
+    close: bool = True,
 ) -> bytes:
     """A request's bytes. ``framing``: ``length``, ``chunked`` or ``none``;
-    ``auth``: the Basic credentials sent (the test nodes' root admin)."""
+    ``auth``: the Basic credentials sent (the test nodes' root admin);
+    ``close``: ask for the connection to close after the response (without
+    it, and without a field gunicorn must read itself, the request is plain:
+    :mod:`narad.plain`)."""
     if isinstance(target, str):
         target = target.encode("ascii")
     lines = [b"%s %s HTTP/1.1" % (method.encode(), target), b"Host: narad"]
-    lines.append(b"Connection: close")
+    if close:
+        lines.append(b"Connection: close")
     if auth is not None:
         lines.append(f"Authorization: {basic(*auth)}".encode())
     for name, value in (headers or {}).items():
@@ -91,6 +96,7 @@ def exchange(
     pause: float = 0.0,
     timeout: float = 30.0,
     head: bool = False,
+    kept: bool = False,
 ) -> RawResponse:
     """Send ``data`` on a new connection and read one response.
 
@@ -99,6 +105,8 @@ def exchange(
             mid-body does.
         pause: wait this long after sending (a client that stalls).
         head: the request was HEAD (a body is announced but never sent).
+        kept: the request did not ask to close: a response without a body
+            ends with its head, not at the close.
     """
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         # The server may answer before reading everything: read the answer.
@@ -108,10 +116,10 @@ def exchange(
             time.sleep(pause)
         if close_write:
             sock.shutdown(socket.SHUT_WR)
-        return _read_response(sock, head=head)
+        return _read_response(sock, head=head, kept=kept)
 
 
-def _read_response(sock: socket.socket, *, head: bool) -> RawResponse:
+def _read_response(sock: socket.socket, *, head: bool, kept: bool) -> RawResponse:
     buf = b""
     while b"\r\n\r\n" not in buf:
         part = _recv(sock)
@@ -127,9 +135,9 @@ def _read_response(sock: socket.socket, *, head: bool) -> RawResponse:
         headers[name.strip().lower()] = value.strip()
     length = int(headers.get("content-length", "0"))
     if head or status in (204, 304):
-        # No body may follow: read to the close (requests ask for one) and
-        # hand back whatever came, which should be nothing.
-        while part := _recv(sock):
+        # No body may follow: read to the close (if asked for) and hand back
+        # whatever came, which should be nothing.
+        while not kept and (part := _recv(sock)):
             rest += part
         return RawResponse(status, headers, rest)
     while len(rest) < length:

@@ -13,6 +13,10 @@ Whatever is sent:
 - every 202 stored exactly the bytes sent, checked by replaying each new
   offset, and every refused produce stored nothing.
 
+Half the requests ask to close their connection, which takes gunicorn's
+request path; the others do not, so that their heads are read by
+:mod:`narad.plain` when plain.
+
 ``NARAD_FUZZ_EXAMPLES`` sets the number of generated examples (each one to
 four requests): small by default to keep the suite short; a long run is e.g.
 ``NARAD_FUZZ_EXAMPLES=20000 pytest tests/integration/test_fuzz_http.py``.
@@ -171,6 +175,7 @@ class Plan:
     topic: str = ""
     produce: str = ""  # "", "one" or "batch"
     authorization: str | None = None  # None: the root admin's credentials
+    plain: bool = False  # not asking to close: narad.plain reads the head
 
 
 def segment(name: str) -> bytes:
@@ -388,6 +393,7 @@ def plans(draw) -> Plan:
             st.sampled_from(["length"] * 4 + ["chunked"] * 3 + ["short", "broken"])
         )
         plan.chunk_sizes = draw(st.lists(st.integers(1, 64), max_size=6))
+    plan.plain = draw(st.booleans())
     return plan
 
 
@@ -396,12 +402,12 @@ def plans(draw) -> Plan:
 
 def send(port: int, plan: Plan) -> RawResponse:
     body = plan.body
-    auth: dict = {}
+    auth: dict = {"close": not plan.plain}
     if plan.authorization is not None:
-        auth = {"auth": None, "headers": {"Authorization": plan.authorization}}
+        auth |= {"auth": None, "headers": {"Authorization": plan.authorization}}
     if plan.framing in ("length", "none"):
         data = build(plan.method, plan.target, body, framing=plan.framing, **auth)
-        return exchange(port, data, head=plan.method == "HEAD")
+        return exchange(port, data, head=plan.method == "HEAD", kept=plan.plain)
     if plan.framing == "chunked":
         data = build(
             plan.method,
@@ -411,7 +417,7 @@ def send(port: int, plan: Plan) -> RawResponse:
             chunk_sizes=plan.chunk_sizes,
             **auth,
         )
-        return exchange(port, data)
+        return exchange(port, data, kept=plan.plain)
     if plan.framing == "short":
         data = build(plan.method, plan.target, body, announced=len(body) + 7, **auth)
         return exchange(port, data, close_write=True)
