@@ -44,6 +44,8 @@ from typing import Any
 from gunicorn import http
 from gunicorn import util
 from gunicorn.http import wsgi
+from gunicorn.http.body import Body
+from gunicorn.http.body import LengthReader
 from gunicorn.http.message import Request
 from gunicorn.http.parser import RequestParser
 from gunicorn.http.wsgi import SERVER_SOFTWARE
@@ -142,6 +144,14 @@ class PlainRequest(Request):
         if self._use_fast:
             return self._parse_fast(unreader, buf)
         return self._parse_python(unreader, buf)
+
+    def set_body_reader(self) -> None:
+        if self.plain and not any(n == "CONTENT-LENGTH" for n, _ in self.headers):
+            # No framing fields: no body (gunicorn's reading, without its
+            # pass over the fields and the reader it first makes).
+            self.body = Body(LengthReader(self.unreader, 0))
+            return
+        super().set_body_reader()
 
 
 class PlainParser(RequestParser):

@@ -317,6 +317,13 @@ class Connection:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sock, name)
 
+    # gunicorn's parser asks for these around every request (finish_body).
+    def gettimeout(self) -> float | None:
+        return self.sock.gettimeout()
+
+    def settimeout(self, timeout: float | None) -> None:
+        self.sock.settimeout(timeout)
+
     def hung_up(self) -> bool:
         """Whether the client has closed (or reset) the connection, with no
         byte of a next request before that: an answer would go nowhere. A
@@ -726,6 +733,8 @@ class HttpDate:
 
 def _drain(request: Any) -> None:
     """Read and drop what the app left of the body; close if that is too much."""
+    if not _unread_body(request):
+        return
     left = DRAIN_LIMIT
     try:
         while left > 0:
