@@ -77,6 +77,15 @@ class Conn:
         return self.sock.recv(1) == b""
 
 
+def next_offset(port: int, topic: str) -> int:
+    c = Conn(port)
+    try:
+        c.send(request("GET", f"/v1/topics/{topic}"))
+        return json.loads(c.response()[2])["partition_stats"][0]["next_offset"]
+    finally:
+        c.close()
+
+
 @pytest.fixture
 def conn(edge_node):
     c = Conn(edge_node.port)
@@ -193,11 +202,7 @@ def test_a_body_cut_short_is_refused_and_nothing_stored(edge_node, topic):
         assert "Content-Length" in json.loads(answer)["error"]
     finally:
         c.close()
-    c = Conn(edge_node.port)
-    c.send(request("GET", f"/v1/topics/{topic}"))
-    _, _, answer = c.response()
-    c.close()
-    assert json.loads(answer)["partition_stats"][0]["next_offset"] == 0
+    assert next_offset(edge_node.port, topic) == 0
 
 
 def test_a_slow_body_is_refused_408_and_nothing_stored(edge_node, topic):
@@ -213,11 +218,7 @@ def test_a_slow_body_is_refused_408_and_nothing_stored(edge_node, topic):
         assert c.closed_by_server()
     finally:
         c.close()
-    c = Conn(edge_node.port)
-    c.send(request("GET", f"/v1/topics/{topic}"))
-    _, _, answer = c.response()
-    c.close()
-    assert json.loads(answer)["partition_stats"][0]["next_offset"] == 0
+    assert next_offset(edge_node.port, topic) == 0
 
 
 def test_bytes_past_the_body_are_the_next_request(conn, topic):
