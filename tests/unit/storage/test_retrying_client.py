@@ -14,7 +14,6 @@ from narad.errors import StorageUncertain
 from narad_redis.client import Address
 from narad_redis.client import RetryingClient
 from narad_redis.client import parse_seeds
-from tests.nodes import free_port
 from tests.unit.storage.fakeresp import HANG
 from tests.unit.storage.fakeresp import ScriptedServer
 
@@ -103,9 +102,17 @@ def test_scripts_follow_moved_too(servers):
 # -- several nodes ------------------------------------------------------------
 
 
+# Sockets bound and never listening: their ports refuse connections, and no
+# other test (the suite runs in parallel) can take them while they are held.
+_DEAD: list[socket.socket] = []
+
+
 def dead_port() -> int:
     """A loopback port nothing listens on (connections are refused)."""
-    return free_port()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    _DEAD.append(sock)
+    return sock.getsockname()[1]
 
 
 def seeds_client(ports: list[int], sleeps: list[float], **options) -> RetryingClient:
