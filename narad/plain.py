@@ -277,11 +277,13 @@ class PlainResponse(Response):
                 or type(value) is not str
                 or not _RESPONSE_FIELD.fullmatch(name)
                 or not _RESPONSE_VALUE.fullmatch(value)
-                or name.lower() in _HOP_BY_HOP
             ):
                 return super().start_response(status, headers, exc_info)
+            lname = name.lower()
+            if lname in _HOP_BY_HOP:
+                return super().start_response(status, headers, exc_info)
             value = value.strip(" \t")
-            if name.lower() == "content-length":
+            if lname == "content-length":
                 if length is not None or not value.isdigit():
                     return super().start_response(status, headers, exc_info)
                 length = int(value)
