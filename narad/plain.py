@@ -22,6 +22,12 @@ else to gunicorn's own code, unchanged:
   ``Expect``, ``Connection``, ``Upgrade``, the secure-scheme headers) goes
   to gunicorn's parser, with its checks and refusals. The body reader is
   still gunicorn's, set from ``Content-Length`` as for any request.
+- :class:`PlainParser` is gunicorn's request parser, which makes a head
+  that arrives whole in one read and is plain into a :class:`PlainRequest`
+  itself, with the attributes gunicorn's parse would give it, and reads
+  the others through gunicorn's ``Request``. A finished body needs no
+  draining before the next request; :class:`PlainUnreader` holds what was
+  read ahead as bytes, not in a new ``io.BytesIO`` per read.
 - :class:`PlainRequest` is gunicorn's ``Request``, parsed by
   :func:`plain_head` when it can be; ``plain`` says which.
 - :class:`PlainEnviron` makes the environ gunicorn's ``wsgi.create`` makes
@@ -31,13 +37,15 @@ else to gunicorn's own code, unchanged:
   (a stated length or no body); anything else is gunicorn's own path.
 
 ``tests/unit/test_plain.py`` checks each against gunicorn's own on generated
-requests and responses: the same fields, environ and bytes.
+requests, connections (pipelined, cut into reads anywhere) and responses:
+the same requests, attributes, environ and bytes.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import weakref
 from collections.abc import Container
 from typing import Any
 
@@ -48,6 +56,8 @@ from gunicorn.http.body import Body
 from gunicorn.http.body import LengthReader
 from gunicorn.http.message import Request
 from gunicorn.http.parser import RequestParser
+from gunicorn.http.unreader import IterUnreader
+from gunicorn.http.unreader import SocketUnreader
 from gunicorn.http.wsgi import SERVER_SOFTWARE
 from gunicorn.http.wsgi import FileWrapper
 from gunicorn.http.wsgi import Response
@@ -153,9 +163,157 @@ class PlainRequest(Request):
             return
         super().set_body_reader()
 
+    def should_close(self) -> bool:
+        # HTTP/1.1 without a Connection field: only a forced close closes.
+        if self.plain:
+            return self.must_close
+        return super().should_close()
+
+
+# A plain head, parsed the long way once per configuration: what gunicorn's
+# Request sets that is the same for every plain request (its limits, scheme).
+_TEMPLATE_HEAD = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+# What each plain request sets itself.
+_OWN = frozenset(
+    {"method", "uri", "path", "query", "headers", "trailers", "body"}
+    | {"unreader", "peer_addr", "remote_addr", "req_number"}
+)
+_templates: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _template(cfg: Any) -> dict[str, Any] | None:
+    """The attributes every plain request under ``cfg`` shares, or None
+    when the short path does not apply (a proxy-protocol header first)."""
+    try:
+        return _templates[cfg]
+    except KeyError:
+        pass
+    template = None
+    if cfg.proxy_protocol == "off":
+        req = PlainRequest(cfg, IterUnreader([_TEMPLATE_HEAD]), None, 1)
+        if req.plain:
+            template = {k: v for k, v in vars(req).items() if k not in _OWN}
+    _templates[cfg] = template
+    return template
+
 
 class PlainParser(RequestParser):
+    """gunicorn's request parser, which reads a plain head itself.
+
+    A head that arrives whole in one read and is plain becomes a
+    :class:`PlainRequest` without gunicorn's parse: its attributes are the
+    ones gunicorn's would have (the shared ones from a request parsed once,
+    :func:`_template`). Anything else is put back and read by gunicorn's
+    Request, which takes a plain head split across reads too. A finished
+    ``Content-Length`` body needs no draining before the next request.
+    """
+
     mesg_class = PlainRequest
+
+    def __init__(self, cfg: Any, source: Any, source_addr: Any) -> None:
+        super().__init__(cfg, source, source_addr)
+        if type(self.unreader) is SocketUnreader:
+            self.unreader = PlainUnreader(source)
+        self._template = template = _template(cfg)
+        if template is not None:
+            self._limits = (
+                template["limit_request_line"],
+                template["limit_request_fields"],
+                template["limit_request_field_size"],
+                cfg.secure_scheme_headers,
+            )
+
+    def __next__(self) -> Request:
+        mesg = self.mesg
+        if mesg is not None:
+            if mesg.should_close():
+                raise StopIteration()
+            body = mesg.body
+            reader = body.reader
+            finished = (
+                type(reader) is LengthReader and not reader.length and not body.failed
+            )
+            if not finished and not self.finish_body():
+                raise StopIteration()
+        self.req_count += 1
+        if self._template is not None:
+            req = self._plain_request()
+            if req is not None:
+                self.mesg = req
+                return req
+        self.mesg = self.mesg_class(
+            self.cfg, self.unreader, self.source_addr, self.req_count
+        )
+        return self.mesg
+
+    next = __next__
+
+    def _plain_request(self) -> PlainRequest | None:
+        unreader = self.unreader
+        data = unreader.read()
+        end = data.find(b"\r\n\r\n")
+        head = plain_head(data[:end], *self._limits) if end > 0 else None
+        if head is None:
+            unreader.unread(data)
+            return None
+        if end + 4 < len(data):
+            unreader.unread(data[end + 4 :])
+        req = PlainRequest.__new__(PlainRequest)
+        own = vars(req)
+        own.update(self._template)  # type: ignore[arg-type]
+        own["method"], own["uri"], own["path"], own["query"], own["headers"] = head
+        own["trailers"] = []
+        own["body"] = None  # as gunicorn leaves it when the framing is refused
+        own["unreader"] = unreader
+        own["peer_addr"] = own["remote_addr"] = self.source_addr
+        own["req_number"] = self.req_count
+        req.set_body_reader()
+        return req
+
+
+class PlainUnreader(SocketUnreader):
+    """gunicorn's ``SocketUnreader`` over a bytes buffer: the same reads and
+    unreads, without the ``io.BytesIO`` it makes for each unread and read."""
+
+    def __init__(self, sock: Any, max_chunk: int = 8192) -> None:
+        self.sock = sock
+        self.mxchunk = max_chunk
+        self.held = b""
+
+    def read(self, size: int | None = None, read_ahead: int | None = None) -> bytes:
+        if size is not None and not isinstance(size, int):
+            raise TypeError("size parameter must be an int or long.")
+        if size is not None:
+            if size == 0:
+                return b""
+            if size < 0:
+                size = None
+        held = self.held
+        if size is None:
+            if held:
+                self.held = b""
+                return held
+            return self.chunk(read_ahead)
+        if len(held) < size:
+            buf = bytearray(held)
+            while len(buf) < size:
+                chunk = self.chunk(max(size, read_ahead or 0) - len(buf))
+                if not chunk:
+                    self.held = b""
+                    return bytes(buf)
+                buf += chunk
+            held = bytes(buf)
+        self.held = held[size:]
+        return held[:size]
+
+    def unread(self, data: bytes) -> None:
+        self.held = bytes(data) + self.held
+
+    def take_buffered(self) -> bytes:
+        held, self.held = self.held, b""
+        return held
 
 
 def install(cfg: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 from unittest import mock
 
 import pytest
@@ -14,7 +15,9 @@ from gunicorn import util
 from gunicorn.config import Config
 from gunicorn.http import wsgi
 from gunicorn.http.message import Request
+from gunicorn.http.parser import RequestParser
 from gunicorn.http.unreader import IterUnreader
+from gunicorn.http.unreader import SocketUnreader
 from gunicorn.http.wsgi import Response
 from hypothesis import HealthCheck
 from hypothesis import given
@@ -26,6 +29,7 @@ from narad.plain import PlainEnviron
 from narad.plain import PlainParser
 from narad.plain import PlainRequest
 from narad.plain import PlainResponse
+from narad.plain import PlainUnreader
 
 CLIENT = ("127.0.0.2", 40000)
 SERVER = ("127.0.0.1", 8080)
@@ -234,6 +238,181 @@ def test_a_head_split_across_reads_goes_to_gunicorn(cfg):
     req = PlainRequest(cfg, IterUnreader([head[:10], head[10:]]), CLIENT, 1)
     assert not req.plain
     assert (req.method, req.path, req.headers) == ("GET", "/", [("HOST", "n")])
+
+
+# -- a connection's requests -------------------------------------------------
+
+
+def with_body(head: bytes, body: bytes) -> bytes:
+    """``head`` (its blank line last) with a Content-Length for ``body``."""
+    return head[:-2] + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in itertools.pairwise(points)]
+
+
+def served(parser_class: type, cfg: Config, chunks: list[bytes], reads: list[bool]):
+    """What a worker gets from a connection: each request as :func:`parsed`
+    reads it (its body read or, per ``reads``, left for the parser to
+    drain), and how the connection ends (closed, or the error)."""
+    requests = []
+    parser = parser_class(cfg, list(chunks), CLIENT)
+    try:
+        for i, req in enumerate(parser):
+            body = req.body.read() if reads[i % len(reads)] else b"(left)"
+            requests.append(
+                (
+                    req.method,
+                    req.uri,
+                    req.query,
+                    req.version,
+                    req.headers,
+                    req.scheme,
+                    req.should_close(),
+                    req.req_number,
+                    body,
+                )
+            )
+    except Exception as exc:  # how the connection ended is compared too
+        return requests, (type(exc), str(exc))
+    return requests, None
+
+
+@EXAMPLES
+@given(
+    requests=st.lists(
+        st.tuples(HEADS, st.sampled_from([b"", b"{}", b"0123456789" * 3])),
+        min_size=1,
+        max_size=4,
+    ),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=4),
+    reads=st.lists(st.booleans(), min_size=1, max_size=3),
+    tail=st.sampled_from([b"", b"GET", b"\r\n"]),
+)
+def test_a_connections_requests_read_as_gunicorns(cfg, requests, cuts, reads, tail):
+    """Pipelined requests, plain or not, with or without bodies, however
+    the bytes are cut into reads: the same requests in the same order, and
+    the connection ends the same way."""
+    data = b"".join(with_body(h, b) if b else h for h, b in requests) + tail
+    chunks = split(data, cuts)
+    assert served(PlainParser, cfg, chunks, reads) == served(
+        RequestParser, cfg, chunks, reads
+    )
+
+
+@EXAMPLES
+@given(head=PLAIN_HEADS, body=st.sampled_from([b"", b"{}"]))
+def test_a_plain_request_made_on_the_short_path_is_gunicorns(cfg, head, body):
+    """Every attribute a plain request gets on the short path is the one
+    gunicorn's Request sets (the body aside, a reader of the same bytes)."""
+    data = with_body(head, body) if body else head
+    try:
+        expected = PlainRequest(cfg, IterUnreader([data]), CLIENT, 1)
+    except Exception:
+        return
+    if not expected.plain:
+        return
+    made = next(PlainParser(cfg, [data], CLIENT))
+    assert made.plain
+    mine, theirs = dict(vars(made)), dict(vars(expected))
+    assert type(mine.pop("body")) is type(theirs.pop("body"))
+    assert type(mine.pop("unreader")) is type(theirs.pop("unreader"))
+    assert mine == theirs
+    assert made.body.read() == body
+
+
+@pytest.mark.parametrize(
+    "length", [b"1x", b"-1", b"", b"1 1", b"99999999999999999999x"]
+)
+def test_a_refused_length_leaves_the_request_gunicorn_leaves(cfg, length):
+    """The request a refusal carries (for its answer and access-log line)
+    is the one gunicorn's parse leaves."""
+    data = b"POST / HTTP/1.1\r\nHost: n\r\nContent-Length: " + length + b"\r\n\r\n"
+    refusals = []
+    for parser_class in (PlainParser, RequestParser):
+        with pytest.raises(http.errors.InvalidHeader) as refused:
+            next(parser_class(cfg, [data], CLIENT))
+        refusals.append(refused.value.req)
+    mine, theirs = (dict(vars(req)) for req in refusals)
+    assert type(mine.pop("unreader")) is type(theirs.pop("unreader"))
+    assert mine.pop("plain") and "plain" not in theirs
+    assert mine == theirs
+
+
+class ChunkSocket:
+    """A socket whose reads return the given chunks, then nothing."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = list(chunks)
+        self.asked: list[int] = []
+
+    def recv(self, size: int) -> bytes:
+        self.asked.append(size)
+        if not self.chunks:
+            return b""
+        chunk = self.chunks.pop(0)
+        if len(chunk) > size:
+            self.chunks.insert(0, chunk[size:])
+            chunk = chunk[:size]
+        return chunk
+
+
+UNREADER_STEPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("read"),
+            st.sampled_from([None, 0, -1, 1, 3, 10, 9000]),
+            st.sampled_from([None, 0, 5, 20000]),
+        ),
+        st.tuples(
+            st.just("unread"), st.sampled_from([b"", b"x", b"abc" * 5]), st.none()
+        ),
+        st.tuples(st.just("take"), st.none(), st.none()),
+    ),
+    max_size=12,
+)
+
+
+@EXAMPLES
+@given(
+    chunks=st.lists(st.binary(min_size=1, max_size=12), max_size=6),
+    steps=UNREADER_STEPS,
+)
+def test_the_unreader_reads_and_unreads_as_gunicorns(chunks, steps):
+    def run(cls: type):
+        sock = ChunkSocket(chunks)
+        unreader = cls(sock)
+        out = []
+        for op, a, b in steps:
+            if op == "read":
+                out.append(unreader.read(a, read_ahead=b))
+            elif op == "unread":
+                unreader.unread(a)
+            else:
+                out.append(unreader.take_buffered())
+        return out, sock.asked
+
+    assert run(PlainUnreader) == run(SocketUnreader)
+
+
+def test_a_socket_connection_reads_through_the_bytes_unreader(cfg):
+    parser = PlainParser(
+        cfg, ChunkSocket([b"GET / HTTP/1.1\r\nHost: n\r\n\r\n"]), CLIENT
+    )
+    assert type(parser.unreader) is PlainUnreader
+    assert next(parser).plain
+
+
+def test_a_large_body_in_small_reads_is_read_in_linear_time(cfg):
+    """Each read appends to one buffer: a body of 1-byte reads is not
+    copied again on each of them."""
+    body = b"x" * 200_000
+    sock = ChunkSocket([b"POST / HTTP/1.1\r\nContent-Length: 200000\r\n\r\n"])
+    sock.chunks += [b"x"] * len(body)
+    req = next(PlainParser(cfg, sock, CLIENT))
+    assert req.body.read() == body
 
 
 # -- environ -------------------------------------------------------------------
