@@ -316,8 +316,9 @@ class PlainUnreader(SocketUnreader):
         return held
 
 
-def install(cfg: Any) -> None:
-    """Serve plain requests on the short path in this worker process.
+def install(cfg: Any) -> Plain:
+    """Serve plain requests on the short path in this worker process; what
+    serves them (a worker answers them itself with it, :mod:`narad.workers`).
 
     gunicorn's workers look up ``gunicorn.http.get_parser`` and
     ``gunicorn.http.wsgi.create`` when a connection opens and when a request
@@ -327,7 +328,7 @@ def install(cfg: Any) -> None:
     """
     get_parser = http.get_parser
     create = wsgi.create
-    environ = PlainEnviron(cfg)
+    plain = Plain(cfg)
 
     def plain_get_parser(
         cfg: Any, source: Any, source_addr: Any, http2_connection: bool = False
@@ -345,18 +346,40 @@ def install(cfg: Any) -> None:
         response_class: type | None = None,
         response_args: tuple = (),
     ) -> tuple[Response, dict[str, Any]]:
-        if (
-            getattr(req, "plain", False)
-            and response_class is None
-            and isinstance(server, tuple)
-            and not os.environ.get("SCRIPT_NAME")
-        ):
-            resp = PlainResponse(req, sock, cfg)
-            return resp, environ.make(req, sock, client, server, resp)
+        if response_class is None and plain.takes(req, server):
+            return plain.create(req, sock, client, server)
         return create(req, sock, client, server, cfg, response_class, response_args)
 
     http.get_parser = plain_get_parser
     wsgi.create = plain_create
+    return plain
+
+
+class Plain:
+    """A worker's environ and response for plain requests."""
+
+    __slots__ = ("_cfg", "_environ", "_mounted")
+
+    def __init__(self, cfg: Any) -> None:
+        self._cfg = cfg
+        self._environ = PlainEnviron(cfg)
+        # gunicorn reads it from the environment per request; a worker's
+        # does not change once it runs.
+        self._mounted = bool(os.environ.get("SCRIPT_NAME"))
+
+    def takes(self, req: Any, server: Any) -> bool:
+        """Whether ``req`` arriving on ``server`` (the listener's address)
+        is served here: plain, on a TCP listener, no ``SCRIPT_NAME``."""
+        return (
+            getattr(req, "plain", False) and type(server) is tuple and not self._mounted
+        )
+
+    def create(
+        self, req: PlainRequest, sock: Any, client: Any, server: Any
+    ) -> tuple[PlainResponse, dict[str, Any]]:
+        """``wsgi.create`` for a request :meth:`takes` takes."""
+        resp = PlainResponse(req, sock, self._cfg)
+        return resp, self._environ.make(req, sock, client, server, resp)
 
 
 class PlainEnviron:
@@ -406,7 +429,9 @@ class PlainEnviron:
         environ["wsgi.url_scheme"] = req.scheme
         environ["REMOTE_ADDR"] = client[0]
         environ["REMOTE_PORT"] = str(client[1])
-        environ["PATH_INFO"] = util.unquote_to_wsgi_str(req.path)
+        path = req.path
+        # A plain target is ASCII: without an escape it decodes to itself.
+        environ["PATH_INFO"] = util.unquote_to_wsgi_str(path) if "%" in path else path
         environ["wsgi.early_hints"] = _make_early_hints_callback(req, sock, resp)
         return environ
 

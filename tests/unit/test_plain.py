@@ -567,3 +567,20 @@ def test_install_gives_http1_connections_the_plain_parser(cfg, monkeypatch):
     other = next(http.get_parser(cfg, [b"GET / HTTP/1.0\r\n\r\n"], CLIENT))
     assert not other.plain
     assert type(wsgi.create(other, io.BytesIO(), CLIENT, SERVER, cfg)[0]) is Response
+
+
+def test_a_worker_mounted_under_a_script_name_keeps_gunicorns_environ(cfg, monkeypatch):
+    """gunicorn splits PATH_INFO by ``SCRIPT_NAME`` from the environment,
+    which the short path does not: a worker started with one uses
+    gunicorn's environ for every request."""
+    monkeypatch.setattr(http, "get_parser", http.get_parser)
+    monkeypatch.setattr(wsgi, "create", wsgi.create)
+    monkeypatch.setenv("SCRIPT_NAME", "/narad")
+    plain.install(cfg)
+    req = next(
+        http.get_parser(cfg, [b"GET /narad/x HTTP/1.1\r\nHost: n\r\n\r\n"], CLIENT)
+    )
+    assert req.plain
+    resp, environ = wsgi.create(req, io.BytesIO(), CLIENT, SERVER, cfg)
+    assert type(resp) is Response
+    assert (environ["SCRIPT_NAME"], environ["PATH_INFO"]) == ("/narad", "/x")
