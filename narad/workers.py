@@ -65,6 +65,7 @@ from collections.abc import Iterable
 from contextlib import nullcontext
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import datetime
 from datetime import timedelta
 from email.utils import formatdate
 from functools import partial
@@ -78,9 +79,11 @@ from gevent.pool import Pool
 from gevent.server import StreamServer
 from gunicorn import util
 from gunicorn.http import errors as http_errors
+from gunicorn.http.wsgi import FileWrapper
 from gunicorn.http.wsgi import Response
 from gunicorn.http.wsgi import default_environ
 from gunicorn.sock import ssl_context
+from gunicorn.workers.base_async import ALREADY_HANDLED
 from gunicorn.workers.ggevent import GeventWorker
 
 from narad import offload
@@ -517,7 +520,7 @@ class NaradWorker(JSONErrors, GeventWorker):
         tune_collector()
         freeze_settings(self.cfg)
         util.http_date = HttpDate()
-        plain.install(self.cfg)
+        self.plain = plain.install(self.cfg)
         offload.start(self.offload_threads)
         super().load_wsgi()
         # What the loaded app holds (modules, plugins, settings) lasts the
@@ -632,12 +635,73 @@ class NaradWorker(JSONErrors, GeventWorker):
         sock.begin_request(req)
         try:
             try:
-                super().handle_request(listener_name, req, sock, addr)
+                if plain_request and self.plain.takes(req, listener_name):
+                    self._respond(listener_name, req, sock, addr)
+                else:
+                    super().handle_request(listener_name, req, sock, addr)
             finally:
                 sock.flush()
             _drain(req)  # still in the body's deadlines
         finally:
             sock.end_request()
+
+    def _respond(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> None:
+        """gunicorn's ``handle_request`` (AsyncWorker's, in GeventWorker's
+        wrapper) for a plain request, in one call: the same hooks, restart
+        after ``max_requests``, closing and error handling, the environ and
+        response made by :mod:`narad.plain`, and the request timed only for
+        a gunicorn access log that is kept (``narad serve`` keeps none:
+        :class:`narad.server.GunicornLogger`)."""
+        cfg = self.cfg
+        timed = self.log.access_log_enabled
+        started = datetime.now() if timed else None
+        environ: dict[str, Any] = {}
+        resp = None
+        try:
+            cfg.pre_request(self, req)
+            resp, environ = self.plain.create(req, sock, addr, listener_name)
+            self.nr += 1
+            if self.nr >= self.max_requests and self.alive:
+                self.log.info("Autorestarting worker after current request.")
+                self.alive = False
+            if not self.alive or not cfg.keepalive:
+                resp.force_close()
+            respiter = self.wsgi(environ, resp.start_response)
+            if respiter is ALREADY_HANDLED:
+                return
+            try:
+                if isinstance(respiter, FileWrapper):
+                    resp.write_file(respiter)
+                else:
+                    for item in respiter:
+                        resp.write(item)
+                resp.close()
+            finally:
+                if timed:
+                    self.log.access(resp, req, environ, datetime.now() - started)
+                if hasattr(respiter, "close"):
+                    respiter.close()
+            if resp.should_close():
+                raise StopIteration()
+        except (StopIteration, OSError):
+            raise
+        except (Exception, SystemExit) as exc:
+            if resp is not None and resp.headers_sent:
+                # A 500 written after the head would corrupt the response.
+                self.log.exception("Error handling request")
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                    sock.close()
+                raise StopIteration() from None
+            if not isinstance(exc, SystemExit):
+                raise  # answered 500 by handle_error
+        except gevent.GreenletExit:
+            pass  # the greenlet was killed (the graceful timeout ran out)
+        finally:
+            try:
+                cfg.post_request(self, req, environ, resp)
+            except Exception:
+                self.log.exception("Exception in post_request hook")
 
     def _refuse(
         self, req: Any, sock: Any, addr: Any, status: int, reason: str, message: str

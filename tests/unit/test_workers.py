@@ -294,3 +294,147 @@ def test_a_worker_reads_each_gunicorn_setting_once():
     # Properties named after a setting still derive from it.
     assert cfg.worker_class is gunicorn.workers.sync.SyncWorker
     assert not cfg.is_ssl
+
+
+# -- a plain request answered by the worker itself ------------------------------
+
+
+class Wire:
+    """A client socket that records what the worker does with it."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+
+    def sendall(self, data: bytes) -> None:
+        self.events.append(bytes(data))
+
+    def shutdown(self, how: int) -> None:
+        self.events.append("shutdown")
+
+    def close(self) -> None:
+        self.events.append("close")
+
+
+class Boom(Exception):
+    pass
+
+
+def _body_then_boom(environ, start_response):
+    start_response("200 OK", [("Content-Length", "10")])
+    yield b"first"
+    raise Boom
+
+
+class _Closing(list):
+    """A response iterable with ``close``, which the server must call."""
+
+    closes: list[str] = []
+
+    def close(self) -> None:
+        self.closes.append("closed")
+
+
+APPS = {
+    "ok": lambda env, sr: [sr("200 OK", [("Content-Length", "2")]) and b"", b"ok"],
+    "no content": lambda env, sr: [sr("204 No Content", [("X-A", "1")]) and b""],
+    "chunked": lambda env, sr: [sr("200 OK", []) and b"", b"abc"],
+    "raises before the head": lambda env, sr: (_ for _ in ()).throw(Boom()),
+    "raises after the head": _body_then_boom,
+    "exits before the head": lambda env, sr: (_ for _ in ()).throw(SystemExit()),
+    "already handled": lambda env, sr: gunicorn.workers.base_async.ALREADY_HANDLED,
+    "closable": lambda env, sr: _Closing([sr("200 OK", []) and b"", b"x"]),
+}
+
+
+class AccessLog(gunicorn.glogging.Logger):
+    """gunicorn's logger with its access log kept: each line's request."""
+
+    access_log_enabled = True
+
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        self.lines: list[tuple] = []
+
+    def access(self, resp, req, environ, request_time) -> None:
+        self.lines.append((resp.status, req.path, environ["PATH_INFO"]))
+        assert request_time.total_seconds() >= 0
+
+
+def _outcome(
+    respond, app, *, max_requests: int, keepalive: int, alive: bool, access=False
+):
+    """What serving one plain request through ``respond`` does: what goes
+    out on the socket, how the call ends, and the worker's state after."""
+    from gunicorn.workers.ggevent import GeventWorker
+
+    from narad import plain
+    from narad.workers import NaradWorker
+
+    cfg = gunicorn.config.Config()
+    cfg.set("keepalive", keepalive)
+    freeze_settings(cfg)
+    hooks: list[str] = []
+    vars(cfg)["pre_request"] = lambda worker, req: hooks.append("pre")
+    vars(cfg)["post_request"] = lambda worker, req, env, resp: hooks.append(
+        f"post {type(resp).__name__ if resp else None}"
+    )
+    worker = NaradWorker.__new__(NaradWorker)
+    worker.cfg, worker.nr, worker.max_requests, worker.alive = (
+        cfg,
+        0,
+        max_requests,
+        alive,
+    )
+    worker.log = (AccessLog if access else gunicorn.glogging.Logger)(cfg)
+    worker.wsgi = app
+    worker.plain = plain.Plain(cfg)
+    parser = plain.PlainParser(cfg, [b"GET /x HTTP/1.1\r\nHost: n\r\n\r\n"], ("c", 1))
+    req = next(parser)
+    wire = Wire()
+    create = gunicorn.http.wsgi.create
+    gunicorn.http.wsgi.create = lambda req, sock, client, server, cfg, *a: (
+        worker.plain.create(req, sock, client, server)
+    )
+    try:
+        if respond == "gunicorn":
+            GeventWorker.handle_request(worker, ("127.0.0.1", 80), req, wire, ("c", 1))
+        else:
+            worker._respond(("127.0.0.1", 80), req, wire, ("c", 1))
+        ended = "returned"
+    except BaseException as exc:  # how it ends is compared
+        ended = type(exc).__name__
+    finally:
+        gunicorn.http.wsgi.create = create
+    closed, _Closing.closes[:] = list(_Closing.closes), []
+    lines = getattr(worker.log, "lines", None)
+    return wire.events, ended, hooks, worker.nr, worker.alive, closed, lines
+
+
+@pytest.mark.parametrize("app", list(APPS))
+@pytest.mark.parametrize(
+    ("max_requests", "keepalive", "alive"),
+    [(1000, 2, True), (1, 2, True), (1000, 0, True), (1000, 2, False)],
+)
+@pytest.mark.parametrize("access", [False, True])
+def test_a_plain_request_is_answered_as_gunicorns_handle_request_answers_it(
+    app, max_requests, keepalive, alive, access, monkeypatch
+):
+    """The worker's own answer to a plain request (NaradWorker._respond) and
+    gunicorn's (GeventWorker.handle_request) write the same bytes, end the
+    same way (returning, StopIteration to close, the app's error for a 500),
+    run the same hooks and leave the worker in the same state."""
+    monkeypatch.setattr(gunicorn.util, "http_date", lambda: "Fri, 04 Dec 2026 GMT")
+    outcomes = [
+        _outcome(
+            way,
+            APPS[app],
+            max_requests=max_requests,
+            keepalive=keepalive,
+            alive=alive,
+            access=access,
+        )
+        for way in ("gunicorn", "narad")
+    ]
+    assert outcomes[0] == outcomes[1]
+    if access and APPS[app] is APPS["ok"]:
+        assert outcomes[1][-1] == [("200 OK", "/x", "/x")]
