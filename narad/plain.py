@@ -54,7 +54,6 @@ from typing import Any
 
 from gunicorn import http
 from gunicorn import util
-from gunicorn.http import wsgi
 from gunicorn.http.body import Body
 from gunicorn.http.body import LengthReader
 from gunicorn.http.message import Request
@@ -320,18 +319,15 @@ class PlainUnreader(SocketUnreader):
 
 
 def install(cfg: Any) -> Plain:
-    """Serve plain requests on the short path in this worker process; what
-    serves them (a worker answers them itself with it, :mod:`narad.workers`).
+    """Read plain requests on the short path in this worker process, and
+    return what serves them (the worker answers them itself with it:
+    :meth:`narad.workers.NaradWorker._respond`).
 
-    gunicorn's workers look up ``gunicorn.http.get_parser`` and
-    ``gunicorn.http.wsgi.create`` when a connection opens and when a request
-    is served: HTTP/1 connections get a :class:`PlainParser`, and a plain
-    request on a TCP listener its :class:`PlainEnviron` and
-    :class:`PlainResponse`; everything else gunicorn's own, as before.
+    gunicorn's workers look up ``gunicorn.http.get_parser`` when a
+    connection opens: HTTP/1 connections get a :class:`PlainParser`, the
+    others gunicorn's own, as before.
     """
     get_parser = http.get_parser
-    create = wsgi.create
-    plain = Plain(cfg)
 
     def plain_get_parser(
         cfg: Any, source: Any, source_addr: Any, http2_connection: bool = False
@@ -340,22 +336,8 @@ def install(cfg: Any) -> Plain:
             return get_parser(cfg, source, source_addr, http2_connection)
         return PlainParser(cfg, source, source_addr)
 
-    def plain_create(
-        req: Any,
-        sock: Any,
-        client: Any,
-        server: Any,
-        cfg: Any,
-        response_class: type | None = None,
-        response_args: tuple = (),
-    ) -> tuple[Response, dict[str, Any]]:
-        if response_class is None and plain.takes(req, server):
-            return plain.create(req, sock, client, server)
-        return create(req, sock, client, server, cfg, response_class, response_args)
-
     http.get_parser = plain_get_parser
-    wsgi.create = plain_create
-    return plain
+    return Plain(cfg)
 
 
 class Plain:
@@ -380,7 +362,8 @@ class Plain:
     def create(
         self, req: PlainRequest, sock: Any, client: Any, server: Any
     ) -> tuple[PlainResponse, dict[str, Any]]:
-        """``wsgi.create`` for a request :meth:`takes` takes."""
+        """What ``gunicorn.http.wsgi.create`` makes, for a request
+        :meth:`takes` takes."""
         resp = PlainResponse(req, sock, self._cfg)
         return resp, self._environ.make(req, sock, client, server, resp)
 
@@ -388,7 +371,7 @@ class Plain:
 class PlainEnviron:
     """The environ ``gunicorn.http.wsgi.create`` makes for a plain request
     on a TCP listener, without a proxy-protocol header or ``SCRIPT_NAME``
-    (:func:`install` gives the others to gunicorn)."""
+    (:meth:`Plain.takes` leaves the others to gunicorn)."""
 
     __slots__ = ("_base", "_errors")
 

@@ -552,21 +552,20 @@ def test_ordinary_responses_take_the_one_pass_head(cfg):
 
 def test_install_gives_http1_connections_the_plain_parser(cfg, monkeypatch):
     monkeypatch.setattr(http, "get_parser", http.get_parser)
-    monkeypatch.setattr(wsgi, "create", wsgi.create)
-    plain.install(cfg)
+    served = plain.install(cfg)
     parser = http.get_parser(cfg, [b"GET / HTTP/1.1\r\nHost: n\r\n\r\n"], CLIENT)
     assert type(parser) is PlainParser
     req = next(parser)
     assert req.plain
-    resp, environ = wsgi.create(req, io.BytesIO(), CLIENT, SERVER, cfg)
+    assert served.takes(req, SERVER)
+    resp, environ = served.create(req, io.BytesIO(), CLIENT, SERVER)
     assert type(resp) is PlainResponse
     assert environ["PATH_INFO"] == "/"
     # A unix-socket listener, or a request gunicorn parsed: gunicorn's own.
-    resp, environ = wsgi.create(req, io.BytesIO(), "", "/run/narad.sock", cfg)
-    assert type(resp) is Response
+    assert not served.takes(req, "/run/narad.sock")
     other = next(http.get_parser(cfg, [b"GET / HTTP/1.0\r\n\r\n"], CLIENT))
     assert not other.plain
-    assert type(wsgi.create(other, io.BytesIO(), CLIENT, SERVER, cfg)[0]) is Response
+    assert not served.takes(other, SERVER)
 
 
 def test_a_worker_mounted_under_a_script_name_keeps_gunicorns_environ(cfg, monkeypatch):
@@ -574,13 +573,13 @@ def test_a_worker_mounted_under_a_script_name_keeps_gunicorns_environ(cfg, monke
     which the short path does not: a worker started with one uses
     gunicorn's environ for every request."""
     monkeypatch.setattr(http, "get_parser", http.get_parser)
-    monkeypatch.setattr(wsgi, "create", wsgi.create)
     monkeypatch.setenv("SCRIPT_NAME", "/narad")
-    plain.install(cfg)
+    served = plain.install(cfg)
     req = next(
         http.get_parser(cfg, [b"GET /narad/x HTTP/1.1\r\nHost: n\r\n\r\n"], CLIENT)
     )
     assert req.plain
+    assert not served.takes(req, SERVER)
     resp, environ = wsgi.create(req, io.BytesIO(), CLIENT, SERVER, cfg)
     assert type(resp) is Response
     assert (environ["SCRIPT_NAME"], environ["PATH_INFO"]) == ("/narad", "/x")
