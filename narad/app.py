@@ -384,7 +384,11 @@ def _http_error(req, resp, exc: falcon.HTTPError, params) -> None:
 
 
 def _unexpected(req, resp, exc: Exception, params) -> None:
-    log.exception("unexpected error on %s %s", req.method, req.path)
+    # A server fault: the one kind of failed request that logs a traceback
+    # (with the request id, narad.logs.REQUEST_ID). A client's error is its
+    # 4xx and access-log line only. The path is quoted: it arrives decoded,
+    # and a newline in it would forge log lines.
+    log.exception("unexpected error on %s %r", req.method, req.path)
     _json_error(resp, 500, "internal error")
 
 

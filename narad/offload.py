@@ -12,6 +12,12 @@ tools, other worker classes) the work runs in the caller's thread.
 The pool threads hold the GIL while they compute; Python hands it back to the
 event loop every ``sys.getswitchinterval()`` (5 ms), so a long validation
 slows other requests down by a bounded amount instead of stopping them.
+
+An exception the work raises is handed back to the caller as it is, and
+raised there: an invalid schema or a payload nested too deep is the client's
+error (a 400 with its access-log line), not a fault for gevent's thread pool
+to print with a traceback. The app logs what is a real fault
+(:func:`narad.app._unexpected`, with the request id).
 """
 
 from __future__ import annotations
@@ -57,4 +63,22 @@ def run(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """
     if _pool is None:
         return fn(*args, **kwargs)
-    return _pool.apply(fn, args, kwargs)
+    result, error = _pool.apply(_outcome, (fn, args, kwargs))
+    if error is not None:
+        try:
+            raise error
+        finally:
+            del error  # the frames of its traceback, once raised on
+    return result
+
+
+def _outcome(
+    fn: Callable[..., T], args: tuple, kwargs: dict
+) -> tuple[T | None, Exception | None]:
+    """(result, None) or (None, the exception ``fn`` raised), on a pool
+    thread: gevent's pool prints the traceback of any exception that leaves
+    its task, whoever catches it afterwards."""
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as exc:
+        return None, exc

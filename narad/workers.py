@@ -216,14 +216,18 @@ class JSONErrors:
     ) -> None:
         addr = addr or ("", -1)  # a unix socket
         status, reason, message = refusal(exc)
-        if status != 500:
-            self.log.warning("Invalid request from ip=%s: %s", addr[0], exc)
-        else:
-            self.log.exception("Error handling request")
         body = error_body(message)
         if req is None and isinstance(exc, http_errors.InvalidHeader):
             req = getattr(exc, "req", None)
         request_id = _request_id(req)
+        if status != 500:
+            # The client's error: its access-log line says it (and this at
+            # debug level, for whoever looks into one).
+            self.log.debug("Invalid request from ip=%s: %s", addr[0], exc)
+        else:
+            self.log.exception(
+                "Error handling request", extra={"request_id": request_id}
+            )
         if req is not None:
             environ = default_environ(req, client, self.cfg)
             environ["REMOTE_ADDR"] = addr[0]
@@ -688,7 +692,10 @@ class NaradWorker(JSONErrors, GeventWorker):
         except (Exception, SystemExit) as exc:
             if resp is not None and resp.headers_sent:
                 # A 500 written after the head would corrupt the response.
-                self.log.exception("Error handling request")
+                self.log.exception(
+                    "Error handling request",
+                    extra={"request_id": _response_id(resp)},
+                )
                 with suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
                     sock.close()
@@ -836,6 +843,14 @@ def _request_id(request: Any) -> str:
         if name == "X-REQUEST-ID":
             given = value if given is None else f"{given},{value}"
     return request_id(given)
+
+
+def _response_id(resp: Any) -> str | None:
+    """The request id a response's head carries (the app sets it)."""
+    for name, value in resp.headers:
+        if name.lower() == "x-request-id":
+            return value
+    return None
 
 
 def _unread_body(request: Any) -> float:

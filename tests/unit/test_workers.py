@@ -244,6 +244,9 @@ def test_the_pool_runs_work_on_native_threads_and_keeps_the_loop_going():
         timeout=60,
     )
     assert out.stdout.strip() == "ok", out.stderr
+    # The client's error came back to the caller: nothing printed it (gevent's
+    # pool prints a traceback for any exception that leaves its task).
+    assert "Traceback" not in out.stderr and "InvalidPayload" not in out.stderr
 
 
 def test_the_collectors_own_thresholds_match_the_ticks_rates():
