@@ -204,6 +204,11 @@ def authenticator_for(
             per_minute=config.get("security.address_failures_per_minute"),
             share=config.get("server.workers"),
         ),
+        users=FailureLimiter(
+            burst=config.get("security.user_failures_burst"),
+            per_minute=config.get("security.user_failures_per_minute"),
+            share=config.get("server.workers"),
+        ),
         cache_s=config.get("security.auth_cache_s"),
         seed=seed,
     )

@@ -458,7 +458,8 @@ SETTINGS: tuple[Setting, ...] = (
             "failures_burst",
             10,
             integer(1, 1_000_000),
-            "failed authentications per node for one user name before 429",
+            "failed authentications per node for one user name from one client "
+            "address before 429 (to that address only)",
         ),
         Setting(
             "failures_per_minute",
@@ -478,6 +479,20 @@ SETTINGS: tuple[Setting, ...] = (
             100,
             integer(1, 1_000_000),
             "how fast that allowance comes back",
+        ),
+        Setting(
+            "user_failures_burst",
+            30,
+            integer(1, 1_000_000),
+            "failed authentications per node for one user name from any "
+            "addresses before attempts from addresses that have been failing "
+            "wait their turn (never one from an address that has not)",
+        ),
+        Setting(
+            "user_failures_per_minute",
+            30,
+            integer(1, 1_000_000),
+            "how fast that allowance comes back: the turns those attempts get",
         ),
         Setting(
             "scrypt_log2_n",

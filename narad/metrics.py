@@ -156,6 +156,12 @@ AUTH_FAILURES = Counter(
     ["reason"],
 )
 AUTH_FAILURE_REASONS = ("missing", "malformed", "wrong", "rate_limited")
+AUTH_DELAYS = Counter(
+    "narad_auth_delayed",
+    "Credential checks held back for their turn because their user name had "
+    "failed too often from many addresses and theirs had been failing too "
+    "(security.user_failures_*); never one from an address that had not.",
+)
 #: The label of requests no route matched.
 UNMATCHED = "unmatched"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

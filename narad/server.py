@@ -33,6 +33,7 @@ from gunicorn import util
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
+from narad import datastack
 from narad import logs
 from narad.config import CONFIG_ENV
 from narad.config import Config
@@ -138,9 +139,15 @@ def take_notify_socket() -> None:
 
 
 def post_worker_init(worker: Any) -> None:
-    """In a worker whose app is built and whose socket listens: tell systemd
-    the node is ready (the first such worker counts; later ones change
-    nothing)."""
+    """In a worker whose app is built and whose socket listens: install the
+    frame-stack chunk cache where this Python needs it (:mod:`narad.datastack`),
+    then tell systemd the node is ready (the first such worker counts; later
+    ones change nothing)."""
+    if datastack.install() == "not built":
+        worker.log.warning(
+            "narad._datastack is not built (no C compiler at install): deep "
+            "payloads validate slower on this Python (see narad.datastack)"
+        )
     address = os.environ.get(NOTIFY_ENV)
     if address:
         sd_notify(

@@ -22,9 +22,15 @@ again only if the stored hash changed). The cache follows the users:
 Hashes run on :mod:`narad.offload`'s native threads, at most
 :data:`CHECK_SLOTS` at once per worker with at most :data:`CHECK_QUEUE`
 waiting; past that the answer is 503 at once. With the failure limits
-(:mod:`narad.security.limiter`, per user name and per client address), which
-answer 429 before any hash once either has failed too often, a flood of bad
-passwords costs a worker a bounded amount of CPU and memory.
+(:mod:`narad.security.limiter`, per user name from one address and per
+client address), which answer 429 before any hash once either has failed too
+often, a flood of bad passwords costs a worker a bounded amount of CPU and
+memory. A third limit, per user name from anywhere, slows a guesser who
+spreads over many addresses: once the name has failed too often, attempts
+for it from addresses that have been failing wait their turn (at most
+:data:`MAX_DELAY_S`, else 429). An attempt from an address that has not been
+failing is never held back by it, so an attack on a name never locks its
+owner out.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import NoReturn
 
 from narad import metrics
 from narad import offload
@@ -66,6 +73,9 @@ USERNAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
 CHECK_SLOTS = 2  # hashes at once per worker: 2 x 16 MiB at the default cost
 CHECK_QUEUE = 64  # requests waiting for a slot before the next one gets 503
 CHECK_WAIT_S = 5.0
+# The longest an attempt from a failing address waits for its turn under the
+# user-wide limit; a turn further away is refused (429) instead.
+MAX_DELAY_S = 5.0
 MAX_CACHED = 10_000  # credentials a worker remembers (narad_cache_entries)
 # How old an entry the users stream cannot vouch for may be and still let a
 # long poll look again without reading the user (see Authenticator.reconfirm).
@@ -172,21 +182,25 @@ class Authenticator:
         storage: Storage,
         listener: Listener,
         hasher: Hasher,
-        users: FailureLimiter,
+        pairs: FailureLimiter,
         addresses: FailureLimiter,
         *,
+        users: FailureLimiter | None = None,
         cache_s: float,
         seed: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._storage = storage
         self._listener = listener
         self._hasher = hasher
-        self._users = users  # failures per user name
-        self._addresses = addresses  # failures per client address
+        self._pairs = pairs  # failures per user name from one address: 429
+        self._addresses = addresses  # failures per client address: 429
+        self._users = users  # failures per user name from anywhere: delays
         self._cache_s = cache_s
         self._seed = seed  # seeds the root admin if the node could not at start
         self._clock = clock
+        self._sleep = sleep  # cooperative under the gevent worker
         self._key = secrets.token_bytes(32)  # this process's cache key
         # Keyed by (user name, keyed hash of user:password): a user's entries
         # go together when the user changes.
@@ -206,7 +220,9 @@ class Authenticator:
 
         Raises:
             Unauthorized: no credentials, malformed ones, or wrong ones (401).
-            TooManyFailures: the user name or address failed too often (429).
+            TooManyFailures: the user name from this address, or this
+                address, failed too often; or the user name failed too often
+                from everywhere and this address has been failing too (429).
             CredentialChecksBusy: this worker is busy checking others (503).
         """
         if header is None:
@@ -220,21 +236,27 @@ class Authenticator:
         self._listener.start()
         where = address_key(address)
         # A name no user can have gets no bucket (nor memory for one).
-        who = "user:" + name if USERNAME.fullmatch(name) else None
+        who = name if USERNAME.fullmatch(name) else None
+        pair = f"{name}\0{where}" if who is not None else None
         key = self._cache_key(name, raw)
         known = self.cache.get(key)
         entry = self._fresh(known)
-        self._limit(entry, who, where)
+        turn = self._limit(entry, who, pair, where)
         if entry is not None and self._trusted and entry.at >= self._live_since:
-            return entry.principal
-        # Past auth_cache_s too, an entry whose stored hash is unchanged
-        # holds: hashing the same password against the same hash again
-        # would cost each worker a hash per active user every auth_cache_s.
-        principal = self._shared(key, lambda: self._check(key, name, password, known))
+            principal: Principal | None = entry.principal
+        else:
+            # Past auth_cache_s too, an entry whose stored hash is unchanged
+            # holds: hashing the same password against the same hash again
+            # would cost each worker a hash per active user every auth_cache_s.
+            principal = self._shared(
+                key, lambda: self._check(key, name, password, known)
+            )
         if principal is None:
-            self._fail(who, where)
+            self._fail(who, pair, where, counted=turn)
             metrics.TALLY.inc(metrics.AUTH_FAILURES, ("wrong",))
             raise BadCredentials()
+        if turn:
+            self._users.release(who)  # the owner's own: not a failure
         return principal
 
     def reconfirm(self, header: str | None, address: str) -> Principal:
@@ -276,33 +298,66 @@ class Authenticator:
             return None
         return entry
 
-    def _limit(self, entry: _Entry | None, who: str | None, where: str) -> None:
-        """Refuse (429) what the failure limits hold back.
+    def _limit(
+        self, entry: _Entry | None, who: str | None, pair: str | None, where: str
+    ) -> bool:
+        """Refuse (429) or delay what the failure limits hold back; whether
+        the attempt took a turn of its user name's limit (it counts as a
+        failure there already).
 
-        Credentials this worker verified pass unless their user name is
-        limited and this address has failed lately: the user keeps working
-        from their own addresses, and an attacker, whose addresses have
-        failed, cannot tell a right guess from a wrong one. Anything else
-        waits while its user name or address is limited, and counts as one
-        more failure of both, so a guesser learns nothing from an address's
-        first refused attempt onwards.
+        - A user name that failed too often from this address is refused,
+          right password or not: the guesser cannot tell one from the other.
+        - So is anything from an address that failed too often, except
+          credentials this worker verified whose name has not been failing
+          from there (users behind the address of a guesser, such as a NAT's,
+          keep working; the guesser's own first try of a name has no such
+          credentials to match unless it is the right one).
+        - A user name that failed too often from everywhere delays an attempt
+          for its turn (at most :data:`MAX_DELAY_S`, else 429) only when this
+          address has been failing too: from an address that has not, the
+          right password is never delayed nor refused, so an attack on a name
+          never locks its owner out.
+
+        An attempt refused here counts as one more failure of its name from
+        this address and of this address, so a guesser learns nothing from
+        an address's first refused attempt onwards.
         """
-        user_wait = self._users.wait(who) if who is not None else 0.0
-        if entry is not None:
-            if not user_wait or self._addresses.clean(where):
-                return
-            wait = user_wait
-        else:
-            wait = max(user_wait, self._addresses.wait(where))
-            if not wait:
-                return
-            self._fail(who, where)
+        wait = self._pairs.wait(pair) if pair is not None else 0.0
+        if not wait:
+            wait = self._addresses.wait(where)
+            if wait and entry is not None and self._pairs.clean(pair):
+                wait = 0.0
+        if wait:
+            self._refuse(pair, where, wait)
+        if self._users is None or who is None or not self._users.wait(who):
+            return False
+        if self._addresses.clean(where) and self._pairs.clean(pair):
+            return False  # an address that has not been failing
+        delay = self._users.reserve(who, MAX_DELAY_S)
+        if delay is None:
+            self._refuse(pair, where, self._users.wait(who))
+        if not delay:
+            return False
+        metrics.TALLY.inc(metrics.AUTH_DELAYS, ())
+        self._sleep(delay)
+        return True
+
+    def _refuse(self, pair: str | None, where: str, wait: float) -> NoReturn:
+        self._addresses.fail(where)
+        if pair is not None:
+            self._pairs.fail(pair)
         metrics.TALLY.inc(metrics.AUTH_FAILURES, ("rate_limited",))
         raise TooManyFailures(max(1, math.ceil(wait)))
 
-    def _fail(self, who: str | None, where: str) -> None:
+    def _fail(
+        self, who: str | None, pair: str | None, where: str, *, counted: bool
+    ) -> None:
+        """Count a wrong password (or user name); ``counted``: the attempt's
+        turn of its user name's limit counted it there already."""
         self._addresses.fail(where)
-        if who is not None:
+        if pair is not None:
+            self._pairs.fail(pair)
+        if who is not None and self._users is not None and not counted:
             self._users.fail(who)
 
     def _shared(

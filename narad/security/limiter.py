@@ -1,11 +1,21 @@
-"""How fast failed authentications may come: per user name and per address.
+"""How fast failed authentications may come: per (user name, address), per
+address, and per user name.
 
-A limiter holds one bucket per key (a node has two limiters: user names,
-client addresses) of ``burst`` failures that refills at ``per_minute``. A
-failure takes one; while a bucket holds less than one, attempts for that key
-are answered 429 without checking the password (see
-:meth:`narad.security.authn.Authenticator.authenticate`), so guessing costs
-the node nothing and gains the guesser nothing.
+A limiter holds one bucket per key of ``burst`` failures that refills at
+``per_minute``; a failure takes one. A node has three
+(:class:`narad.security.authn.Authenticator` says how each is used):
+
+- per user name *from one address* (``security.failures_*``) and per client
+  address (``security.address_failures_*``): while either bucket holds less
+  than one, attempts for that key are answered 429 without checking the
+  password, so guessing costs the node nothing and gains the guesser
+  nothing;
+- per user name from anywhere (``security.user_failures_*``): it only ever
+  *delays* attempts from addresses that have been failing, and never touches
+  one from an address that has not, so an attack on a name cannot lock its
+  owner out. A delayed attempt reserves its turn (:meth:`FailureLimiter.reserve`):
+  the bucket goes below zero by the turns handed out, and a turn further
+  away than the caller will wait is refused instead.
 
 The buckets live in each worker's memory, and a node's ``burst`` and
 ``per_minute`` are split evenly across its workers (as
@@ -87,8 +97,39 @@ class FailureLimiter:
         """Count a failed authentication against ``key``."""
         with self._lock:
             now = self._clock()
-            tokens = max(0.0, self._tokens(key, now) - 1)
-            self._buckets[key] = (tokens, now)
-            self._buckets.move_to_end(key)
-            while len(self._buckets) > self._max_keys:
-                self._buckets.popitem(last=False)
+            tokens = self._tokens(key, now)
+            # Down to empty; below it only by reserved turns, never by failures.
+            self._put(key, max(min(tokens, 0.0), tokens - 1), now)
+
+    def reserve(self, key: str, max_wait: float) -> float | None:
+        """A turn for an attempt on ``key``: seconds to wait for it (0: now,
+        nothing reserved), or None when the next free turn is more than
+        ``max_wait`` s away (nothing reserved either).
+
+        A turn taken counts as that attempt's failure in advance: a caller
+        whose attempt then succeeds gives it back with :meth:`release`, and
+        one whose attempt fails does not :meth:`fail` it again.
+        """
+        with self._lock:
+            now = self._clock()
+            tokens = self._tokens(key, now)
+            if tokens >= 1:
+                return 0.0
+            wait = (1 - tokens) / self.rate if self.rate else math.inf
+            if wait > max_wait:
+                return None
+            self._put(key, tokens - 1, now)
+            return wait
+
+    def release(self, key: str) -> None:
+        """Give back a turn :meth:`reserve` took (its attempt succeeded)."""
+        with self._lock:
+            if key in self._buckets:
+                now = self._clock()
+                self._put(key, min(self.capacity, self._tokens(key, now) + 1), now)
+
+    def _put(self, key: str, tokens: float, now: float) -> None:
+        self._buckets[key] = (tokens, now)
+        self._buckets.move_to_end(key)
+        while len(self._buckets) > self._max_keys:
+            self._buckets.popitem(last=False)

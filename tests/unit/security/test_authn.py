@@ -71,6 +71,8 @@ class Setup:
         *,
         burst: int = 100,
         address_burst: int = 100,
+        user_burst: int | None = None,
+        user_per_minute: int = 1,
         clock=time.monotonic,
     ) -> None:
         self.storage = storage
@@ -78,14 +80,21 @@ class Setup:
         self.live: list[bool] = []
         self.listener.on_live(self.live.append)
         self.hasher = CountingHasher()
+        self.slept: list[float] = []  # the delays applied, not waited
         self.auth = Authenticator(
             storage,
             self.listener,
             self.hasher,
-            FailureLimiter(burst=burst, per_minute=1),
-            FailureLimiter(burst=address_burst, per_minute=1),
+            FailureLimiter(burst=burst, per_minute=1, clock=clock),
+            FailureLimiter(burst=address_burst, per_minute=1, clock=clock),
+            users=None
+            if user_burst is None
+            else FailureLimiter(
+                burst=user_burst, per_minute=user_per_minute, clock=clock
+            ),
             cache_s=60,
             clock=clock,
+            sleep=self.slept.append,
         )
 
     def login(self, user=ALICE, address="10.0.0.1"):
@@ -226,19 +235,29 @@ def test_credentials_past_the_cache_time_are_read_again_not_hashed(monkeypatch):
     made.listener.stop()
 
 
-def test_credentials_past_the_cache_time_are_new_to_the_failure_limits():
+def test_the_right_password_from_an_address_that_is_not_failing_always_passes():
+    """Issue 50: wrong passwords for a name from one address never lock its
+    owner out elsewhere, remembered credentials or not, past the cache time
+    too, with every limit at its tightest."""
     now = [0.0]
-    made = Setup(MemoryStorage(), burst=1, clock=lambda: now[0])
+    made = Setup(MemoryStorage(), burst=1, user_burst=1, clock=lambda: now[0])
     add_user(made.storage)
-    made.login(address="10.0.0.2")
-    with pytest.raises(BadCredentials):
-        made.login(("alice", "guess-guess"), "10.0.0.3")
-    # Alice's name is limited now: her remembered credentials pass from her
-    # clean address, but once past the cache time they count as new ones.
+    made.login(address="10.0.0.2")  # remembered from here
+    for _ in range(20):
+        with pytest.raises((BadCredentials, TooManyFailures)):
+            made.login(("alice", "guess-guess"), "10.0.0.3")
     assert made.login(address="10.0.0.2").name == "alice"
-    now[0] += 61
-    with pytest.raises(TooManyFailures):
-        made.login(address="10.0.0.2")
+    now[0] += 61  # past the cache time: checked again
+    for _ in range(20):
+        with pytest.raises((BadCredentials, TooManyFailures)):
+            made.login(("alice", "guess-guess"), "10.0.0.3")
+    assert made.login(address="10.0.0.2").name == "alice"
+    # From addresses this worker has never seen: a hash each, not remembered
+    # (a new worker's case), and answered at once.
+    for n in range(10, 20):
+        made.auth.cache.clear()
+        assert made.login(address=f"10.0.1.{n}").name == "alice"
+    assert made.slept == []
     made.listener.stop()
 
 
@@ -282,18 +301,62 @@ def test_failures_past_the_burst_are_refused_without_a_hash():
     with pytest.raises(TooManyFailures) as err:
         made.login(("alice", "guess-guess"), "10.0.0.2")
     assert int(err.value.headers["Retry-After"]) >= 1
-    # The right password from the guessing address: refused, unchecked...
+    # The right password from the guessing address: refused, unchecked.
     with pytest.raises(TooManyFailures):
         made.login(address="10.0.0.2")
-    # ... and a guess from an address new to this worker; and that address,
-    # having failed now, gets no answer to a right guess either.
-    with pytest.raises(TooManyFailures):
-        made.auth.authenticate(header("alice", "another-guess"), "10.0.0.3")
-    with pytest.raises(TooManyFailures):
-        made.login(address="10.0.0.3")
     assert made.hasher.verified == checked
-    # Alice's remembered credentials from her clean address still pass.
+    # The name is limited from there only: a guess from another address is
+    # checked, and alice's credentials pass from hers, remembered or not.
+    with pytest.raises(BadCredentials):
+        made.auth.authenticate(header("alice", "another-guess"), "10.0.0.3")
+    assert made.hasher.verified == checked + 1
     assert made.login(address="10.0.0.9").name == "alice"
+    assert made.login(address="10.0.0.4").name == "alice"
+    made.listener.stop()
+
+
+def test_a_name_failing_from_everywhere_delays_only_failing_addresses():
+    now = [0.0]
+    made = Setup(
+        MemoryStorage(), user_burst=2, user_per_minute=60, clock=lambda: now[0]
+    )
+    add_user(made.storage)
+    # Two addresses use up the name's allowance (one a second comes back).
+    for address in ("10.0.0.2", "10.0.0.3"):
+        with pytest.raises(BadCredentials):
+            made.login(("alice", "guess-guess"), address)
+    assert made.slept == []
+    # A failing address's next guess waits its turn, and the next after it
+    # waits one turn longer; past MAX_DELAY_S of turns it is refused.
+    with pytest.raises(BadCredentials):
+        made.login(("alice", "guess-guess"), "10.0.0.2")
+    with pytest.raises(BadCredentials):
+        made.login(("alice", "guess-guess"), "10.0.0.3")
+    assert made.slept == [pytest.approx(1.0), pytest.approx(2.0)]
+    for _ in range(3):
+        with pytest.raises(BadCredentials):
+            made.login(("alice", "guess-guess"), "10.0.0.2")
+    assert made.slept[-1] == pytest.approx(authn.MAX_DELAY_S)
+    checked = made.hasher.verified
+    with pytest.raises(TooManyFailures) as err:
+        made.login(("alice", "guess-guess"), "10.0.0.3")
+    assert int(err.value.headers["Retry-After"]) >= authn.MAX_DELAY_S
+    assert made.hasher.verified == checked
+    # The right password from an address that has not been failing: at once.
+    delays = len(made.slept)
+    assert made.login(address="10.0.0.9").name == "alice"
+    assert len(made.slept) == delays
+    # From a failing address it is delayed (not refused) once turns free up;
+    # its turn is given back, being no failure.
+    now[0] += 3
+    assert made.login(address="10.0.0.2").name == "alice"
+    assert made.slept[delays:] == [pytest.approx(3.0)]
+    assert made.auth._users.wait("alice") == pytest.approx(3.0)
+    # Other names are not affected.
+    add_user(made.storage, "bob", "bob-password")
+    with pytest.raises(BadCredentials):
+        made.login(("bob", "guess-guess"), "10.0.0.2")
+    assert len(made.slept) == delays + 1
     made.listener.stop()
 
 

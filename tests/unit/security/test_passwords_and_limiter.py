@@ -119,3 +119,27 @@ def test_ipv6_addresses_count_per_64():
     # IPv4 clients of a dual-stack socket: each its own address.
     assert address_key("::ffff:10.0.0.1") == "10.0.0.1"
     assert address_key("::ffff:10.0.0.1") != address_key("::ffff:10.0.0.2")
+
+
+def test_turns_are_reserved_one_after_another_up_to_the_longest_wait():
+    clock = Clock()
+    limiter = FailureLimiter(burst=1, per_minute=60, clock=clock)  # one a second
+    assert limiter.reserve("k", 3) == 0  # a full bucket: now, nothing taken
+    limiter.fail("k")
+    assert [limiter.reserve("k", 3) for _ in range(4)] == [
+        pytest.approx(1.0),
+        pytest.approx(2.0),
+        pytest.approx(3.0),
+        None,  # four seconds away: refused, nothing taken
+    ]
+    assert limiter.wait("k") == pytest.approx(4.0)
+    # A failure meanwhile takes no turn of those handed out...
+    limiter.fail("k")
+    assert limiter.wait("k") == pytest.approx(4.0)
+    # ... and a turn given back frees one.
+    limiter.release("k")
+    assert limiter.wait("k") == pytest.approx(3.0)
+    clock.now = 3.0
+    assert limiter.wait("k") == 0
+    limiter.release("other")  # never taken: nothing happens
+    assert limiter.clean("other")
