@@ -7,6 +7,7 @@ import uuid
 import falcon.testing
 import pytest
 
+from narad import datastack
 from narad import testing
 from narad.config import Config
 from tests.nodes import Node
@@ -14,6 +15,9 @@ from tests.nodes import start_valkey
 from tests.nodes import tcp_url
 from tests.redisraft import RaftCluster
 from tests.redisraft import redisraft_dir
+
+# The tests validate in this process, as a worker does.
+datastack.install()
 
 # The storage contract suite is written with plain asserts.
 pytest.register_assert_rewrite("narad.testing.storage_contract")
