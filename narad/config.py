@@ -27,6 +27,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from narad import credentials
+from narad.credentials import STORAGE_PASSWORD
 from narad.errors import InvalidConfiguration
 
 __all__ = (
@@ -646,7 +648,10 @@ class Config:
 
     @property
     def storage_url(self) -> str:
-        return self._values["storage.url"]
+        """``storage.url``, with the ``storage-password`` credential in it
+        when systemd passed one (:mod:`narad.credentials`)."""
+        url = self._values["storage.url"]
+        return credentials.with_password(url, credentials.read(STORAGE_PASSWORD))
 
     @property
     def data_dir(self) -> Path:

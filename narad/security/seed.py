@@ -19,8 +19,10 @@ import logging
 import os
 import secrets
 from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 
+from narad import credentials
 from narad.broker import now_ms
 from narad.config import Config
 from narad.errors import InvalidConfiguration
@@ -42,16 +44,22 @@ PASSWORD_FILE = "admin-password"
 ROOT_GRANTS = (Grant("admin", ("*",)),)
 
 
-def admin_password_from_env(env: dict[str, str] | None = None) -> str | None:
-    """``$NARAD_ADMIN_PASSWORD``, checked; ``None`` when unset or empty.
+def admin_password_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """``$NARAD_ADMIN_PASSWORD``, else systemd's ``admin-password`` credential
+    (:mod:`narad.credentials`), checked; ``None`` when neither is set.
 
     Raises:
         InvalidConfiguration: a password too short or too long.
     """
-    password = (os.environ if env is None else env).get(PASSWORD_ENV) or None
+    env = os.environ if env is None else env
+    password = env.get(PASSWORD_ENV) or None
+    where = f"${PASSWORD_ENV}"
+    if password is None:
+        password = credentials.read(credentials.ADMIN_PASSWORD, env)
+        where = f"the credential {credentials.ADMIN_PASSWORD}"
     if password is not None and not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
         raise InvalidConfiguration(
-            f"${PASSWORD_ENV} must be {MIN_PASSWORD} to {MAX_PASSWORD} characters"
+            f"{where} must be {MIN_PASSWORD} to {MAX_PASSWORD} characters"
         )
     return password
 
