@@ -16,6 +16,7 @@ calls it), since which plugins load is itself a setting (``plugins.disabled``).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -201,6 +202,20 @@ def _bind(value: Any) -> str:
     return value
 
 
+def _addresses(value: Any) -> tuple[str, ...]:
+    """A parser of IP addresses and networks (``10.0.0.0/8``), or ``*``."""
+    listed = names(value)
+    for address in listed:
+        if address != "*":
+            try:
+                ipaddress.ip_network(address)
+            except ValueError as exc:
+                raise ValueError(
+                    f"expected IP addresses or networks (10.0.0.0/8) or *: {exc}"
+                ) from None
+    return listed
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting: its name, default, parser and a one-line description.
@@ -270,6 +285,28 @@ SETTINGS: tuple[Setting, ...] = (
             "text",
             _choice("text", "json", "off"),
             "one line per request on standard error: text, json (JSON lines) or off",
+        ),
+        Setting(
+            "forwarded_allow_ips",
+            (),
+            _addresses,
+            "addresses or networks of proxies whose forwarding headers are "
+            "trusted (X-Forwarded-Proto..., SCRIPT_NAME); * = any; empty = none",
+        ),
+        Setting(
+            "tls_cert",
+            "",
+            text,
+            "PEM certificate (chain) to serve HTTPS with on server.bind; empty = "
+            "plain HTTP",
+        ),
+        Setting("tls_key", "", text, "PEM private key of tls_cert"),
+        Setting(
+            "tls_client_ca",
+            "",
+            text,
+            "PEM CA certificates: every request but /healthz and /readyz then "
+            "needs a client certificate they verify; empty = none asked",
         ),
     ),
     *_section(

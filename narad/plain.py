@@ -22,8 +22,10 @@ else to gunicorn's own code, unchanged:
   method or version, a ``#`` or ``//`` in the target, a field name with
   ``_`` or a value outside printable ASCII, a repeated field, a field that
   changes framing, the connection or the scheme: ``Transfer-Encoding``,
-  ``Expect``, ``Connection``, ``Upgrade``, the secure-scheme headers) goes
-  to gunicorn's parser, with its checks and refusals. The body reader is
+  ``Expect``, ``Connection``, ``Upgrade``, the secure-scheme headers), and
+  a head without ``Host``, goes to gunicorn's parser, with its checks and
+  refusals (and the worker's: :meth:`narad.workers.NaradWorker.handle_request`
+  refuses an HTTP/1.1 request without ``Host``). The body reader is
   still gunicorn's, set from ``Content-Length`` as for any request.
 - :class:`PlainParser` is gunicorn's request parser, which makes a head
   that arrives whole in one read and is plain into a :class:`PlainRequest`
@@ -119,6 +121,8 @@ def plain_head(
             return None
         seen.add(name)
         fields.append((name, field[2].decode()))
+    if "HOST" not in seen:
+        return None  # refused (400) on gunicorn's path: RFC 9112 3.2
     target = line[2].decode()
     path, _, query = target.partition("?")
     return line[1].decode(), target, path, query, fields
@@ -156,6 +160,13 @@ class PlainRequest(Request):
         if self._use_fast:
             return self._parse_fast(unreader, buf)
         return self._parse_python(unreader, buf)
+
+    def _peer_is_trusted_proxy(self) -> bool:
+        # gunicorn trusts every peer of a unix socket; here only ``*`` in
+        # server.forwarded_allow_ips does (narad.server).
+        if not isinstance(self.peer_addr, tuple):
+            return "*" in self.cfg.forwarded_allow_ips
+        return super()._peer_is_trusted_proxy()
 
     def set_body_reader(self) -> None:
         if self.plain and not any(n == "CONTENT-LENGTH" for n, _ in self.headers):

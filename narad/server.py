@@ -18,12 +18,14 @@ systemd there is no socket and nothing is sent.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import os
 import resource
 import shutil
 import signal
 import socket
+import ssl
 import stat
 import sys
 import tempfile
@@ -233,6 +235,93 @@ def _refuse_an_unbindable_path(address: str, path: str) -> None:
         ) from None
 
 
+def tls_context(config: Config) -> ssl.SSLContext | None:
+    """The TLS server context of ``server.tls_cert`` and ``server.tls_key``
+    (None: plain HTTP), asking for client certificates signed by
+    ``server.tls_client_ca`` when that is set.
+
+    A client certificate is optional in the handshake and verified when one
+    is given (a bad one fails the handshake); a connection without one is
+    answered on the health probes only (:mod:`narad.workers`), so that a
+    load balancer's probes keep working. HTTP/1.1 only, TLS 1.2 at least.
+    Built in each worker after gevent's patching (its ``ssl`` then), and
+    once in the master at start to check the files.
+
+    Raises:
+        InvalidConfiguration: a file is missing or unreadable, or the key
+            does not match the certificate.
+    """
+    cert = config.get("server.tls_cert").strip()
+    key = config.get("server.tls_key").strip()
+    client_ca = config.get("server.tls_client_ca").strip()
+    if not cert and not key:
+        if client_ca:
+            raise InvalidConfiguration(
+                "`server.tls_client_ca` needs `server.tls_cert` and `server.tls_key`"
+            )
+        return None
+    if not cert or not key:
+        raise InvalidConfiguration(
+            "`server.tls_cert` and `server.tls_key` go together: set both (PEM "
+            "files) to serve HTTPS, or neither"
+        )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidConfiguration(
+            f"`server.tls_cert` {cert} with `server.tls_key` {key} cannot be "
+            f"loaded: {exc}"
+        ) from None
+    if client_ca:
+        try:
+            context.load_verify_locations(cafile=client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidConfiguration(
+                f"`server.tls_client_ca` {client_ca} cannot be loaded: {exc}"
+            ) from None
+        context.verify_mode = ssl.CERT_OPTIONAL
+    return context
+
+
+def check_tls_at_start(config: Config) -> None:
+    """In the master at start: the TLS files load (else
+    :class:`InvalidConfiguration`), and one warning when security is on and
+    the node listens beyond loopback without TLS: its users' passwords
+    would cross the network in clear."""
+    context = tls_context(config)
+    bind = config.get("server.bind")
+    if context is None and config.get("security.enabled") and not _local(bind):
+        log.warning(
+            "security is on but `server.bind` %s is not a loopback address and "
+            "TLS is off: passwords (HTTP Basic) and messages cross the network "
+            "in clear; set `server.tls_cert` and `server.tls_key`, or bind to "
+            "loopback behind a TLS proxy",
+            bind,
+        )
+
+
+def _local(bind: str) -> bool:
+    """Whether ``server.bind`` is reachable from this machine only (a unix
+    socket, or a host whose every address is loopback)."""
+    if bind.startswith("unix:"):
+        return True
+    host = bind.rpartition(":")[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    return bool(found) and all(
+        ipaddress.ip_address(info[4][0].partition("%")[0]).is_loopback for info in found
+    )
+
+
 # The settings of this node's workers: the last that loaded in the master.
 # Workers are forks of the master and take them from there rather than read
 # the file again, which may have been broken since (see hand_run_settings).
@@ -262,6 +351,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # and gunicorn stops with a traceback.
         load_plugins(config).configure(config)
         check_capacity_at_start(config)
+        check_tls_at_start(config)
         check_at_start(config)
         prepare_at_start(config)
 
@@ -271,6 +361,10 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # gevent: a long-polling consumer holds a greenlet, not a thread.
         "worker_class": "narad.workers.NaradWorker",
         "keepalive": config.get("server.keepalive"),
+        # Forwarding headers (X-Forwarded-Proto..., SCRIPT_NAME) from these
+        # peers only; gunicorn's default trusts 127.0.0.1 and ::1, where any
+        # local client would rewrite the routed path.
+        "forwarded_allow_ips": ",".join(config.get("server.forwarded_allow_ips")),
         # Each worker gets its own listening socket and the kernel spreads
         # connections across them; with one shared socket, keep-alive
         # connections can all pile onto one worker. Not for a unix socket
@@ -280,6 +374,11 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # gunicorn 27's control socket defaults to $HOME/.gunicorn, where
         # several nodes on one machine would collide.
         "control_socket_disable": True,
+        # HTTPS: the worker makes the handshakes itself (narad.workers, with
+        # tls_context); gunicorn takes the scheme from these (https in the
+        # environ, no sendfile).
+        "certfile": config.get("server.tls_cert").strip() or None,
+        "keyfile": config.get("server.tls_key").strip() or None,
         "timeout": 60,
         "graceful_timeout": 20,
         # In the master, before any worker: a storage that is not durable

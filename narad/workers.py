@@ -51,6 +51,7 @@ lock across the fork.
 
 from __future__ import annotations
 
+import _socket
 import errno
 import gc
 import math
@@ -58,6 +59,7 @@ import os
 import resource
 import signal
 import socket
+import ssl
 import time
 import warnings
 from collections.abc import Callable
@@ -82,7 +84,6 @@ from gunicorn.http import errors as http_errors
 from gunicorn.http.wsgi import FileWrapper
 from gunicorn.http.wsgi import Response
 from gunicorn.http.wsgi import default_environ
-from gunicorn.sock import ssl_context
 from gunicorn.workers.base_async import ALREADY_HANDLED
 from gunicorn.workers.ggevent import GeventWorker
 
@@ -95,6 +96,7 @@ from narad.http import error_body
 from narad.http import request_id
 from narad.server import STOP_SIGNALS
 from narad.server import node_config
+from narad.server import tls_context
 
 # How long reads of one connection may go on without letting the event loop
 # turn (see Connection.recv): the other connections' wait, at most.
@@ -130,6 +132,9 @@ GC_THRESHOLDS = (700, MIDDLE_EVERY, FULL_EVERY // MIDDLE_EVERY)
 
 
 MESSAGE_DETAIL = 100
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+# The first byte of a TLS connection: a handshake record (ClientHello).
+TLS_HANDSHAKE = b"\x16"
 
 # (exception classes, status, reason phrase, what the message starts with);
 # the first row that matches wins. Anything else is gunicorn's or the app's
@@ -159,6 +164,14 @@ _REFUSALS: tuple[tuple[tuple[type[BaseException], ...], int, str, str], ...] = (
         417,
         "Expectation Failed",
         "expectation failed",
+    ),
+    (
+        # A SCRIPT_NAME (from a trusted proxy, or the environment) that the
+        # path does not start with: the request's, not a server fault.
+        (http_errors.ConfigurationProblem,),
+        400,
+        "Bad Request",
+        "path outside SCRIPT_NAME",
     ),
     (
         (http_errors.ForbiddenProxyRequest, SSLError),
@@ -293,6 +306,7 @@ class Connection:
     """
 
     __slots__ = (
+        "awaits_continue",
         "deadline",
         "first",
         "held",
@@ -304,13 +318,26 @@ class Connection:
         "reading",
         "request",
         "sock",
+        "tls",
         "turned",
+        "uncertified",
     )
 
-    def __init__(self, sock: socket.socket, limits: Limits, *, probes_only: bool):
+    def __init__(
+        self,
+        sock: socket.socket,
+        limits: Limits,
+        *,
+        probes_only: bool,
+        uncertified: bool = False,
+    ):
         self.sock = sock
         self.limits = limits
         self.probes_only = probes_only  # over the cap: answer health probes only
+        # A client certificate is required (server.tls_client_ca) and this
+        # connection gave none: health probes only, anything else 403.
+        self.uncertified = uncertified
+        self.tls = isinstance(sock, ssl.SSLSocket)
         self.request: Any = None  # gunicorn's Request while one is being served
         self.reading = False  # the request's body is being read: its clock runs
         self.idle = True  # no byte of the next request yet
@@ -318,6 +345,7 @@ class Connection:
         self.linger = False  # closing with request bytes unread
         self.hold = False  # the next send is a response head: hold it
         self.held = b""  # a response head not sent yet
+        self.awaits_continue = False  # Expect: 100-continue, not answered yet
         self.deadline = time.monotonic() + limits.header
         self.turned = 0.0  # when a read of this connection last let the loop turn
 
@@ -334,7 +362,21 @@ class Connection:
     def hung_up(self) -> bool:
         """Whether the client has closed (or reset) the connection, with no
         byte of a next request before that: an answer would go nowhere. A
-        client that only shut down its sending side reads as gone too."""
+        client that only shut down its sending side reads as gone too.
+
+        Under TLS the bytes waiting are records, not yet read: any (a next
+        request, or the client's close_notify before its close) reads as
+        still there; only the connection's end reads as gone.
+        """
+        if self.tls:
+            if self.sock.pending():
+                return False
+            try:
+                return _peek(self.sock.fileno()) == b""
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
         timeout = self.sock.gettimeout()
         self.sock.settimeout(0)
         try:
@@ -346,13 +388,17 @@ class Connection:
         finally:
             self.sock.settimeout(timeout)
 
-    def begin_request(self, request: Any) -> None:
+    def begin_request(self, request: Any, *, expects_continue: bool = False) -> None:
+        """Serve ``request``; ``expects_continue``: its client awaits
+        ``100 Continue`` before sending the body (sent at its first read)."""
         self.request = request
         self.reading = False
         self.hold = True
+        self.awaits_continue = expects_continue
 
     def end_request(self) -> None:
         self.request = None
+        self.awaits_continue = False
         self.idle = True
         self.first = False
         self.deadline = time.monotonic() + self.limits.keepalive
@@ -361,6 +407,8 @@ class Connection:
         if self.request is not None and not self.reading:
             self.reading = True
             self.deadline = time.monotonic() + self.limits.body
+            if self.awaits_continue:
+                self._continue()
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             return self._late()
@@ -388,6 +436,19 @@ class Connection:
             if not self.first:
                 self.deadline = time.monotonic() + self.limits.header
         return data
+
+    def _continue(self) -> None:
+        """``100 Continue``: the app reads the body, so the request passed
+        every check made before it (RFC 9110 10.1.1); not held like a
+        response head, and only once."""
+        self.awaits_continue = False
+        self.sock.settimeout(self.limits.body)
+        try:
+            self.sock.sendall(CONTINUE)
+        except TimeoutError:
+            raise BrokenPipeError(
+                errno.EPIPE, "client not taking 100 Continue"
+            ) from None
 
     def _late(self) -> bytes:
         if self.request is not None:
@@ -484,6 +545,8 @@ class NaradWorker(JSONErrors, GeventWorker):
         super().__init__(*args, **kwargs)
         # In the master, before the fork: its settings, not the file's now.
         config = node_config()
+        self.config = config
+        self.tls: ssl.SSLContext | None = None  # HTTPS: made in the worker
         self.limits = Limits.from_config(config)
         self.access_format = config.get("server.access_log")
         self.cap = math.ceil(config.get("server.max_connections") / self.cfg.workers)
@@ -525,6 +588,8 @@ class NaradWorker(JSONErrors, GeventWorker):
         freeze_settings(self.cfg)
         util.http_date = HttpDate()
         self.plain = plain.install(self.cfg)
+        # After gevent's patching: its SSLContext, whose sockets yield.
+        self.tls = tls_context(self.config)
         offload.start(self.offload_threads)
         super().load_wsgi()
         # What the loaded app holds (modules, plugins, settings) lasts the
@@ -572,12 +637,12 @@ class NaradWorker(JSONErrors, GeventWorker):
 
     def _server(self, listener: socket.socket) -> StreamServer:
         listener.setblocking(True)
-        ssl_args = {"ssl_context": ssl_context(self.cfg)} if self.cfg.is_ssl else {}
+        # No ssl_context: under TLS, handle() makes the handshake itself,
+        # within server.header_timeout.
         return StreamServer(
             listener,
             handle=partial(self.handle, listener),
             spawn=Pool(self.cap + PROBE_CONNECTIONS),
-            **ssl_args,
         )
 
     def _stop(self, servers: list[StreamServer]) -> None:
@@ -600,8 +665,19 @@ class NaradWorker(JSONErrors, GeventWorker):
                 server.pool.kill(block=True, timeout=1)
 
     def handle(self, listener: socket.socket, client: socket.socket, addr: Any):
+        uncertified = False
+        if self.tls is not None:
+            client = self._handshake(client, addr)
+            if client is None:
+                return
+            uncertified = (
+                self.tls.verify_mode != ssl.CERT_NONE and not client.getpeercert()
+            )
         conn = Connection(
-            client, self.limits, probes_only=len(self.connections) >= self.cap
+            client,
+            self.limits,
+            probes_only=len(self.connections) >= self.cap,
+            uncertified=uncertified,
         )
         self.connections.add(conn)
         try:
@@ -609,34 +685,79 @@ class NaradWorker(JSONErrors, GeventWorker):
         finally:
             self.connections.discard(conn)
 
+    def _handshake(self, client: Any, addr: Any) -> Any:
+        """``client`` under TLS once its handshake is made, within
+        ``server.header_timeout``; None when it is not (the connection is
+        closed: a client certificate the CA does not verify, a timeout...).
+
+        Plain HTTP to the TLS port is not served: a first byte that does not
+        open a TLS handshake record is answered 400 in plain text, so that
+        whoever sent it reads why.
+        """
+        client.settimeout(self.limits.header)
+        try:
+            first = client.recv(1, socket.MSG_PEEK)
+            if first and first != TLS_HANDSHAKE:
+                self._refuse_plain(client, addr)
+                return None
+            if first:
+                tls = self.tls.wrap_socket(
+                    client, server_side=True, do_handshake_on_connect=False
+                )
+                try:
+                    tls.do_handshake()
+                except BaseException:
+                    tls.close()
+                    raise
+                return tls
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            self.log.debug("TLS handshake with %s failed: %s", addr, exc)
+        client.close()
+        return None
+
+    def _refuse_plain(self, client: Any, addr: Any) -> None:
+        """Answer 400 to plain HTTP on the TLS port, and close (lingering
+        over what the client still sends, so the answer is not reset)."""
+        conn = Connection(client, self.limits, probes_only=True)
+        conn.linger = True
+        request_id = conn.refuse(
+            400,
+            "Bad Request",
+            "plain HTTP sent to the node's HTTPS port (server.tls_cert): use https://",
+        )
+        conn.close()
+        self.access_line(None, addr, 400, request_id)
+
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any):
-        if sock.probes_only:
-            req.force_close()
+        if sock.probes_only or sock.uncertified:
+            if sock.probes_only:
+                req.force_close()
             if req.path not in PROBES:
+                if sock.probes_only:
+                    self._refuse(
+                        req,
+                        sock,
+                        addr,
+                        503,
+                        "Service Unavailable",
+                        "node at its connection limit (server.max_connections); retry",
+                    )
                 self._refuse(
                     req,
                     sock,
                     addr,
-                    503,
-                    "Service Unavailable",
-                    "node at its connection limit (server.max_connections); retry",
+                    403,
+                    "Forbidden",
+                    "a client certificate is required (server.tls_client_ca), "
+                    "and this connection presented none",
                 )
-        # A plain request (narad.plain) has no Connection field, none twice.
+        # A plain request (narad.plain) has a Host field, no Connection or
+        # Expect field, none twice: these checks are for the others only.
         plain_request = getattr(req, "plain", False)
-        if not plain_request and _asks_to_close(req):
-            req.force_close()
-        if not plain_request and _repeated(req, "IDEMPOTENCY-KEY"):
-            # Joined into one value ("k1,k1") it would be another key than a
-            # retry's single field: the retry would store a duplicate.
-            self._refuse(
-                req,
-                sock,
-                addr,
-                400,
-                "Bad Request",
-                "Idempotency-Key is given more than once; nothing was stored",
-            )
-        sock.begin_request(req)
+        expects = False
+        if not plain_request:
+            expects = self._check_head(req, sock, addr)
+        sock.begin_request(req, expects_continue=expects)
         try:
             try:
                 if plain_request and self.plain.takes(req, listener_name):
@@ -648,6 +769,47 @@ class NaradWorker(JSONErrors, GeventWorker):
             _drain(req)  # still in the body's deadlines
         finally:
             sock.end_request()
+
+    def _check_head(self, req: Any, sock: Any, addr: Any) -> bool:
+        """Refuse a head that is not plain (:mod:`narad.plain`) for what
+        gunicorn lets through; whether the client awaits ``100 Continue``
+        before its body.
+
+        gunicorn sends ``100 Continue`` as the response begins, before the
+        app has looked at the request: an unauthenticated client would be
+        invited to send its megabyte. The worker takes that over
+        (:meth:`Connection.recv`): it is sent when the app first reads the
+        body, once the request has passed every check made before that
+        (credentials, grants, the topic, the announced length); a request
+        answered without its body is closed, the body unread.
+        """
+        if _asks_to_close(req):
+            req.force_close()
+        if req.version >= (1, 1) and not any(name == "HOST" for name, _ in req.headers):
+            # RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request
+            # without Host (gunicorn refuses two, not none).
+            self._refuse(
+                req,
+                sock,
+                addr,
+                400,
+                "Bad Request",
+                "an HTTP/1.1 request needs a Host field (RFC 9112 3.2)",
+            )
+        if _repeated(req, "IDEMPOTENCY-KEY"):
+            # Joined into one value ("k1,k1") it would be another key than a
+            # retry's single field: the retry would store a duplicate.
+            self._refuse(
+                req,
+                sock,
+                addr,
+                400,
+                "Bad Request",
+                "Idempotency-Key is given more than once; nothing was stored",
+            )
+        expects = req._expected_100_continue
+        req._expected_100_continue = False  # gunicorn's wsgi.create would send it
+        return expects
 
     def _respond(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> None:
         """gunicorn's ``handle_request`` (AsyncWorker's, in GeventWorker's
@@ -736,7 +898,11 @@ class NaradWorker(JSONErrors, GeventWorker):
         conn = environ["gunicorn.socket"]
         if not self.alive:
             conn.request.force_close()
-        if _unread_body(conn.request) > DRAIN_LIMIT:
+        unread = _unread_body(conn.request)
+        if unread > DRAIN_LIMIT or (unread and conn.awaits_continue):
+            # Too much to drain, or a body the client holds back until a
+            # 100 Continue that the app's answer (401, 403, 404, 413...)
+            # never invited: close without reading it.
             conn.request.force_close()
             conn.linger = True
         return result
@@ -843,6 +1009,17 @@ def _request_id(request: Any) -> str:
         if name == "X-REQUEST-ID":
             given = value if given is None else f"{given},{value}"
     return request_id(given)
+
+
+def _peek(fd: int) -> bytes:
+    """The next byte waiting on socket ``fd``, left there; b"" at its end
+    (BlockingIOError: none yet). Beneath a TLS socket, which peeks at
+    nothing itself."""
+    raw = _socket.socket(fileno=fd)
+    try:
+        return raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    finally:
+        raw.detach()
 
 
 def _response_id(resp: Any) -> str | None:

@@ -153,3 +153,64 @@ def _recv(sock: socket.socket) -> bytes:
         return sock.recv(65536)
     except ConnectionResetError:
         return b""
+
+
+@dataclass
+class ExpectOutcome:
+    """How a node met a request that said ``Expect: 100-continue``."""
+
+    continued: bool  # it answered 100 Continue (and the body was sent then)
+    response: RawResponse  # its final answer
+    closed: bool | None  # it closed the connection after it (None: not asked)
+
+
+def expect_continue(
+    port: int,
+    head: bytes,
+    body: bytes,
+    *,
+    timeout: float = 15.0,
+    closes: bool = True,
+) -> ExpectOutcome:
+    """Send ``head`` (ending in its blank line, with ``Expect: 100-continue``
+    and the body's length), and ``body`` only once the node answers
+    ``100 Continue``, as a client that keeps its body back does. Reads the
+    final answer, then (``closes``) waits for the node to close the
+    connection, which it should right after the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(head)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            part = _recv(sock)
+            if not part:
+                raise ConnectionError(f"closed before an answer: {buf!r}")
+            buf += part
+        continued = buf.startswith(b"HTTP/1.1 100 ")
+        if continued:
+            buf = buf.partition(b"\r\n\r\n")[2]
+            sock.sendall(body)
+        reader = _Prefixed(sock, buf)
+        response = _read_response(reader, head=False, kept=True)  # type: ignore[arg-type]
+        closed = reader.rest_closed() if closes else None
+        return ExpectOutcome(continued, response, closed)
+
+
+class _Prefixed:
+    """A socket whose first bytes were read already (``buf``)."""
+
+    def __init__(self, sock: socket.socket, buf: bytes) -> None:
+        self.sock = sock
+        self.buf = buf
+
+    def recv(self, size: int) -> bytes:
+        if self.buf:
+            data, self.buf = self.buf, b""
+            return data
+        return self.sock.recv(size)
+
+    def rest_closed(self) -> bool:
+        """Whether the connection ends after the answer (nothing more)."""
+        try:
+            return _recv(self.sock) == b"" and not self.buf
+        except TimeoutError:
+            return False

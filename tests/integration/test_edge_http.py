@@ -13,10 +13,12 @@ from urllib.parse import quote as urlquote
 
 import pytest
 
+from tests.httpclient import ADMIN
 from tests.integration.conftest import EDGE_BODY_TIMEOUT
 from tests.rawhttp import RawResponse
 from tests.rawhttp import build
 from tests.rawhttp import exchange
+from tests.rawhttp import expect_continue
 from tests.replay import assert_replays_as_sent
 
 pytestmark = pytest.mark.slow
@@ -560,3 +562,119 @@ def test_an_idempotency_key_given_twice_is_400_and_stores_nothing(edge):
     assert resp.status == 400
     assert "Idempotency-Key is given more than once" in resp.error
     assert edge.next_offset(topic) == 0
+
+
+# -- 7. Host, Expect, forwarding headers (gunicorn's path: Connection: close) ----------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
+        b"POST /v1/topics HTTP/1.1\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+    ],
+    ids=["get", "post"],
+)
+def test_an_http11_request_without_host_is_400(edge_node, data):
+    """RFC 9112 3.2: a server MUST answer 400 to HTTP/1.1 without Host."""
+    resp = exchange(edge_node.port, data)
+    assert resp.status == 400
+    assert resp.headers["content-type"] == "application/json"
+    assert "Host" in resp.error
+    assert len(edge_node.access_lines(resp.headers["x-request-id"])) == 1
+
+
+def test_an_http10_request_needs_no_host(edge):
+    resp = exchange(edge.port, b"GET /healthz HTTP/1.0\r\n\r\n")
+    assert resp.status == 200
+
+
+def _expecting(topic: str, body: bytes, auth=ADMIN, length=None) -> bytes:
+    head = build(
+        "POST",
+        f"/v1/topics/{topic}/produce",
+        b"",
+        headers={"Expect": "100-continue"},
+        auth=auth,
+        announced=len(body) if length is None else length,
+    )
+    return head
+
+
+def test_expect_100_continue_invites_the_body_of_an_authorized_request(edge):
+    topic = edge.topic()
+    body = b'{"invited": true}'
+    outcome = expect_continue(edge.port, _expecting(topic, body), body)
+    assert outcome.continued
+    assert outcome.response.status == 202, outcome.response.body
+    edge.assert_stored(topic, 0, body)
+
+
+@pytest.mark.parametrize(
+    ("auth", "status"),
+    [(None, 401), (("admin", "a-wrong-password"), 401)],
+    ids=["no-credentials", "bad-password"],
+)
+def test_expect_100_continue_is_refused_before_the_body_without_credentials(
+    edge, auth, status
+):
+    topic = edge.topic()
+    body = b"x" * 1000
+    outcome = expect_continue(edge.port, _expecting(topic, body, auth=auth), body)
+    assert not outcome.continued  # no invitation: the body never left the client
+    assert outcome.response.status == status
+    assert outcome.response.headers["connection"] == "close"
+    assert outcome.response.error
+    assert outcome.closed
+    assert edge.next_offset(topic) == 0
+
+
+def test_expect_100_continue_is_refused_before_the_body_without_a_grant(edge):
+    topic = edge.topic()
+    user = f"edge-{uuid.uuid4().hex[:8]}"
+    created = edge.send(
+        "POST",
+        "/v1/users",
+        _json({"username": user, "password": "long-enough-pw", "grants": []}),
+    )
+    assert created.status == 201, created.body
+    body = b"y" * 100
+    outcome = expect_continue(
+        edge.port, _expecting(topic, body, auth=(user, "long-enough-pw")), body
+    )
+    assert not outcome.continued
+    assert outcome.response.status == 403
+    assert outcome.closed
+    assert edge.next_offset(topic) == 0
+
+
+def test_expect_100_continue_over_the_body_limit_is_413_without_the_body(edge):
+    topic = edge.topic()
+    outcome = expect_continue(
+        edge.port, _expecting(topic, b"", length=5 * 1024 * 1024), b"z"
+    )
+    assert not outcome.continued
+    assert outcome.response.status == 413
+    assert outcome.closed
+
+
+def test_a_forwarded_script_name_from_loopback_is_not_trusted(edge):
+    """gunicorn trusts forwarding headers from 127.0.0.1 by default: a
+    SCRIPT_NAME from any local client gave 500, or rerouted the request."""
+    for script_name in ("/x", "/v1", "/v1/topics", "\\", "/" * 50):
+        for target in ("/healthz", "/v1/topics", "/v1/topics/nope"):
+            resp = exchange(
+                edge.port,
+                build(
+                    "GET",
+                    target,
+                    framing="none",
+                    headers={"SCRIPT_NAME": script_name, "Script-Name": script_name},
+                ),
+            )
+            assert resp.status in (200, 404), (script_name, target, resp.body)
+            # Routed by the path as sent: /v1/topics lists, /healthz answers.
+            if target == "/healthz":
+                assert resp.json() == {"status": "ok"}
+            elif target == "/v1/topics":
+                assert "topics" in resp.json()

@@ -232,3 +232,54 @@ def test_bytes_past_the_body_are_the_next_request(conn, topic):
     assert status == 400, answer
     assert headers["connection"] == "close"
     assert conn.closed_by_server()
+
+
+def test_a_request_without_host_is_400_on_a_kept_alive_connection(conn, topic):
+    """RFC 9112 3.2: HTTP/1.1 without Host is 400, after plain requests too
+    (a head without Host is not plain: gunicorn's path, then the worker's
+    refusal)."""
+    conn.send(request("GET", "/healthz"))
+    assert conn.response()[0] == 200
+    hostless = request("POST", f"/v1/topics/{topic}/produce", b"{}").replace(
+        b"Host: narad\r\n", b""
+    )
+    conn.send(hostless)
+    status, headers, answer = conn.response()
+    assert status == 400, answer
+    assert headers["content-type"] == "application/json"
+    assert "Host" in json.loads(answer)["error"]
+    assert headers["connection"] == "close"
+    assert conn.closed_by_server()
+    assert next_offset(conn.sock.getpeername()[1], topic) == 0
+
+
+def test_expect_100_continue_keeps_the_connection_once_the_body_is_read(conn, topic):
+    body = b'{"expected": 1}'
+    conn.send(
+        request("POST", f"/v1/topics/{topic}/produce", body, b"Expect: 100-continue")[
+            : -len(body)
+        ]
+    )
+    status, _, _ = conn.response()
+    assert status == 100  # invited: authorized, within the limit
+    conn.send(body)
+    status, headers, answer = conn.response()
+    assert status == 202, answer
+    assert headers["connection"] == "keep-alive"
+    conn.send(request("GET", f"/v1/topics/{topic}/consume?partition=0&offset=0"))
+    status, _, answer = conn.response()
+    assert status == 200
+    assert_replays_as_sent(answer, body)
+
+
+def test_expect_100_continue_without_credentials_closes_without_the_body(conn, topic):
+    body = b'{"never": "sent"}'
+    whole = request(
+        "POST", f"/v1/topics/{topic}/produce", body, b"Expect: 100-continue"
+    )
+    conn.send(whole.replace(AUTH + b"\r\n", b"")[: -len(body)])
+    status, headers, answer = conn.response()
+    assert status == 401, answer  # no 100 Continue first: the body stays put
+    assert headers["connection"] == "close"
+    assert conn.closed_by_server()
+    assert next_offset(conn.sock.getpeername()[1], topic) == 0
