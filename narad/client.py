@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ __all__ = (
     "ClientError",
     "Refused",
     "Unavailable",
+    "tls_context",
 )
 
 DEFAULT_URL = "http://127.0.0.1:7942"
@@ -61,6 +63,28 @@ class Refused(ClientError):
 
 class Unavailable(ClientError):
     """The node did not answer, or could not serve the request now (a 5xx)."""
+
+
+def tls_context(
+    ca_file: str | None = None,
+    client_cert: str | None = None,
+    client_key: str | None = None,
+) -> ssl.SSLContext | bool:
+    """What verifies an ``https://`` node: the public CAs (``True``), or a
+    context trusting ``ca_file`` and presenting ``client_cert``.
+
+    Raises:
+        ClientError: a file that cannot be read as PEM (status 0).
+    """
+    if ca_file is None and client_cert is None:
+        return True
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+        if client_cert is not None:
+            context.load_cert_chain(client_cert, client_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ClientError(0, f"TLS files cannot be used: {exc}") from exc
+    return context
 
 
 def encode_body(body: Any) -> bytes:
@@ -99,6 +123,13 @@ class Client:
         timeout: Seconds each request may take, on top of a long poll's wait.
         transport: An httpx transport (tests pass ``httpx.WSGITransport`` to
             drive an app in-process).
+        ca_file: PEM file of the CA certificates an ``https://`` node's
+            certificate must chain to; None trusts the usual public CAs.
+            Certificates are always verified, host names included.
+        client_cert: PEM certificate (chain) to present to a node that asks
+            for one (``server.tls_client_ca``); its key is ``client_key``,
+            or in the same file.
+        client_key: PEM private key of ``client_cert``.
     """
 
     def __init__(
@@ -109,6 +140,9 @@ class Client:
         password: str | None = None,
         timeout: float = TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
+        ca_file: str | None = None,
+        client_cert: str | None = None,
+        client_key: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.user = user
@@ -120,6 +154,7 @@ class Client:
             timeout=timeout,
             transport=transport,
             headers={"User-Agent": "narad-cli"},
+            verify=tls_context(ca_file, client_cert, client_key),
         )
 
     def close(self) -> None:

@@ -90,11 +90,13 @@ class Session:
         context: str | None = None,
         url: str | None = None,
         user: str | None = None,
+        ca_file: str | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.context = context
         self.url = url
         self.user = user
+        self.ca_file = ca_file
         self.contexts = ContextFile()
         # Tests drive an app in-process (httpx.WSGITransport).
         self.transport = transport
@@ -103,7 +105,11 @@ class Session:
     def target(self) -> Target:
         try:
             return resolve(
-                self.contexts, context=self.context, url=self.url, user=self.user
+                self.contexts,
+                context=self.context,
+                url=self.url,
+                user=self.user,
+                ca_file=self.ca_file,
             )
         except (LookupError, ValueError) as exc:
             raise Usage(str(exc)) from exc
@@ -119,12 +125,18 @@ class Session:
                     hide_input=True,
                     err=True,
                 )
-            self._client = Client(
-                target.url,
-                user=target.user,
-                password=password,
-                transport=self.transport,
-            )
+            try:
+                self._client = Client(
+                    target.url,
+                    user=target.user,
+                    password=password,
+                    transport=self.transport,
+                    ca_file=target.ca_file,
+                    client_cert=target.client_cert,
+                    client_key=target.client_key,
+                )
+            except ClientError as exc:
+                raise Usage(exc.message) from exc
         return self._client
 
     def close(self) -> None:
@@ -145,8 +157,20 @@ pass_session = click.make_pass_decorator(Session)
 )
 @click.option("--url", help="Node URL (overrides NARAD_URL and the context).")
 @click.option("--user", help="User name (overrides NARAD_USER and the context).")
+@click.option(
+    "--ca-file",
+    type=click.Path(dir_okay=False),
+    help="PEM CA certificates an https:// node's certificate must chain to "
+    "(overrides NARAD_CA_FILE and the context); default: the public CAs.",
+)
 @click.pass_context
-def cli(ctx: click.Context, context: str | None, url: str | None, user: str | None):
+def cli(
+    ctx: click.Context,
+    context: str | None,
+    url: str | None,
+    user: str | None,
+    ca_file: str | None,
+):
     """Narad: run a node (serve, config, plugins) and drive one over HTTP.
 
     Exit status: 0 done, 1 refused (the node said no), 2 usage, 3 unavailable
@@ -157,6 +181,7 @@ def cli(ctx: click.Context, context: str | None, url: str | None, user: str | No
     session.context = context or session.context
     session.url = url or session.url
     session.user = user or session.user
+    session.ca_file = ca_file or session.ca_file
     ctx.obj = session
     ctx.call_on_close(session.close)
 

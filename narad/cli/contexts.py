@@ -5,11 +5,17 @@ The file is ``$NARAD_CLI_CONFIG``, else ``$XDG_CONFIG_HOME/narad/contexts.json``
 directory, since a context may hold a password. Which node a command talks
 to, most specific first:
 
-- ``--url`` / ``--user`` on the command line;
-- ``NARAD_URL``, ``NARAD_USER``, ``NARAD_PASSWORD``;
+- ``--url`` / ``--user`` / ``--ca-file`` on the command line;
+- ``NARAD_URL``, ``NARAD_USER``, ``NARAD_PASSWORD``, ``NARAD_CA_FILE``,
+  ``NARAD_CLIENT_CERT``, ``NARAD_CLIENT_KEY``;
 - the context named by ``--context`` or ``NARAD_CONTEXT``, else the current
   one (``narad context use``);
 - ``http://127.0.0.1:7942`` without credentials.
+
+An ``https://`` node's certificate is always verified: against the public
+CAs, or the CA certificates in the PEM file ``ca_file`` names (a node with a
+certificate of your own CA). A context may also name a client certificate
+and key, for a node that asks for one (``server.tls_client_ca``).
 
 A password is never taken from the command line (it would sit in the shell's
 history and in ``ps``): it comes from ``NARAD_PASSWORD``, the context, a
@@ -45,6 +51,9 @@ class Context:
     url: str
     user: str | None = None
     password: str | None = None
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,9 @@ class Target:
     password: str | None
     context: str | None
     sources: dict[str, str]
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
 
 
 class ContextsFileError(ValueError):
@@ -66,10 +78,17 @@ def _context(name: str, fields: Any) -> Context:
     if not isinstance(fields, dict):
         raise TypeError(f"context {name!r} is not an object")
     context = Context(name=name, **fields)
+    optional = (
+        context.user,
+        context.password,
+        context.ca_file,
+        context.client_cert,
+        context.client_key,
+    )
     if not isinstance(context.url, str) or not all(
-        isinstance(v, str | None) for v in (context.user, context.password)
+        isinstance(v, str | None) for v in optional
     ):
-        raise TypeError(f"context {name!r}: url, user and password must be strings")
+        raise TypeError(f"context {name!r}: its fields must be strings")
     return context
 
 
@@ -157,6 +176,7 @@ def resolve(
     context: str | None,
     url: str | None,
     user: str | None,
+    ca_file: str | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> Target:
     """Where a command goes (see the module docstring for the order).
@@ -177,7 +197,7 @@ def resolve(
 
     def pick(field: str, flag: str | None, var: str, default: Any) -> Any:
         if flag:
-            sources[field] = f"--{field}"
+            sources[field] = f"--{field.replace('_', '-')}"
             return flag
         if env.get(var):
             sources[field] = var
@@ -204,4 +224,7 @@ def resolve(
         password,
         chosen.name if chosen else None,
         sources,
+        ca_file=pick("ca_file", ca_file, "NARAD_CA_FILE", None),
+        client_cert=pick("client_cert", None, "NARAD_CLIENT_CERT", None),
+        client_key=pick("client_key", None, "NARAD_CLIENT_KEY", None),
     )

@@ -242,6 +242,21 @@ def context() -> None:
     is_flag=True,
     help="Store no password (it comes from NARAD_PASSWORD or a prompt each time).",
 )
+@click.option(
+    "--ca-file",
+    type=click.Path(dir_okay=False, exists=True, resolve_path=True),
+    help="PEM CA certificates the node's https:// certificate must chain to.",
+)
+@click.option(
+    "--client-cert",
+    type=click.Path(dir_okay=False, exists=True, resolve_path=True),
+    help="PEM client certificate, for a node that asks for one.",
+)
+@click.option(
+    "--client-key",
+    type=click.Path(dir_okay=False, exists=True, resolve_path=True),
+    help="PEM key of --client-cert (if not in the same file).",
+)
 @click.option("--use/--no-use", default=True, help="Make it current (default).")
 @pass_session
 def context_add(
@@ -251,6 +266,9 @@ def context_add(
     user_name: str | None,
     password_stdin: bool,
     no_password: bool,
+    ca_file: str | None,
+    client_cert: str | None,
+    client_key: str | None,
     use: bool,
 ) -> None:
     """Add (or replace) a context; asks for the user's password unless
@@ -269,7 +287,15 @@ def context_add(
                 "or store none with --no-password"
             )
     current, known = session.contexts.load()
-    known[name] = Context(name, url.rstrip("/"), user_name, password)
+    known[name] = Context(
+        name,
+        url.rstrip("/"),
+        user_name,
+        password,
+        ca_file=ca_file,
+        client_cert=client_cert,
+        client_key=client_key,
+    )
     session.contexts.save(name if use else current, known)
     stored = " (password stored)" if password else ""
     note(f"context {name}: {url} as {user_name or 'nobody'}{stored}")
@@ -351,6 +377,8 @@ def context_show(session: Session, as_json: bool | None) -> None:
         "url": target.url,
         "user": target.user,
         "password": "set" if target.password else None,
+        "ca_file": target.ca_file,
+        "client_cert": target.client_cert,
         "from": target.sources,
         "file": str(session.contexts.path),
     }
@@ -363,6 +391,15 @@ def context_show(session: Session, as_json: bool | None) -> None:
             ("url", f"{target.url}  ({target.sources['url']})"),
             ("user", target.user and f"{target.user}  ({target.sources['user']})"),
             ("password", target.password and f"set ({target.sources['password']})"),
+            (
+                "ca file",
+                target.ca_file and f"{target.ca_file}  ({target.sources['ca_file']})",
+            ),
+            (
+                "client cert",
+                target.client_cert
+                and f"{target.client_cert}  ({target.sources['client_cert']})",
+            ),
             ("file", str(session.contexts.path)),
         ]
     )
