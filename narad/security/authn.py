@@ -214,6 +214,11 @@ class Authenticator:
         self._lock = threading.Lock()
         listener.on(Event.USER_CHANGED, self._changed)
         listener.on_live(self._live)
+        # This listener runs once a worker has checked credentials, the
+        # worker's messages listener only once it has served a topic: a
+        # worker answering nothing but failed logins writes its counts out
+        # within a second or so too.
+        listener.on_tick(metrics.TALLY.maybe_flush)
 
     def authenticate(self, header: str | None, address: str) -> Principal:
         """The user the ``Authorization`` header names, if its password holds.
