@@ -337,7 +337,10 @@ def create_app(
     app.add_sink(authenticate.unknown_route)  # after every route
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))
-    app.add_route("/metrics", Metrics(guard, caches, topic_metrics))
+    app.add_route(
+        "/metrics",
+        Metrics(guard, caches, topic_metrics, public=config.get("metrics.public")),
+    )
     return app
 
 

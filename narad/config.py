@@ -459,6 +459,13 @@ SETTINGS: tuple[Setting, ...] = (
             "how long a scrape waits for that read before answering with the "
             "previous one",
         ),
+        Setting(
+            "public",
+            False,
+            boolean,
+            "/metrics without credentials; false (the default) asks for those "
+            "of a user with a metrics grant or admin on *",
+        ),
     ),
     *_section(
         "log",
@@ -481,8 +488,9 @@ SETTINGS: tuple[Setting, ...] = (
             "enabled",
             True,
             boolean,
-            "HTTP Basic credentials on every route but /healthz, /readyz and "
-            "/metrics; false opens every route to anyone (local development)",
+            "HTTP Basic credentials on every route but /healthz and /readyz "
+            "(and /metrics if metrics.public); false opens every route to "
+            "anyone (local development)",
         ),
         Setting(
             "auth_cache_s",

@@ -24,17 +24,22 @@ from narad.cli.output import print_table
 from narad.cli.output import wants_json
 from narad.cli.topics import confirm_or_yes
 
-ACTIONS = ("produce", "consume", "create", "admin")
+ACTIONS = ("produce", "consume", "create", "admin", "metrics")
+#: Grants of the whole node, not of topics: given bare (``metrics``).
+NODE_ACTIONS = ("metrics",)
 
 
 def parse_grant(text: str) -> dict[str, Any]:
     """``produce:orders.*,billing`` as ``{"action": "produce", "patterns":
-    ["orders.*", "billing"]}``."""
+    ["orders.*", "billing"]}``; ``metrics`` (the node's, not a topic's) as
+    ``{"action": "metrics", "patterns": ["*"]}``."""
+    if text in NODE_ACTIONS:
+        return {"action": text, "patterns": ["*"]}
     action, sep, patterns = text.partition(":")
     if not sep or action not in ACTIONS or not patterns.strip(","):
         raise click.BadParameter(
             f"{text!r}: expected ACTION:PATTERN[,PATTERN...] with ACTION one of "
-            f"{', '.join(ACTIONS)} (e.g. produce:orders.*)",
+            f"{', '.join(ACTIONS)} (e.g. produce:orders.*), or metrics alone",
             param_hint="--grant",
         )
     return {"action": action, "patterns": [p for p in patterns.split(",") if p]}
@@ -80,7 +85,7 @@ grant_option = click.option(
     multiple=True,
     metavar="ACTION:PATTERNS",
     help="produce, consume, create or admin on comma-separated topic names or "
-    "prefixes (orders.*); repeat for more.",
+    "prefixes (orders.*), or metrics (reading /metrics); repeat for more.",
 )
 
 

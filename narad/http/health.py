@@ -15,6 +15,7 @@ from narad.errors import Unavailable
 from narad.guard import StorageGuard
 from narad.http import dumps
 from narad.logs import Episode
+from narad.security.grants import Action
 from narad.storage import Storage
 
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -52,14 +53,36 @@ class Ready:
 
 
 class Metrics:
+    """``/metrics``: every worker's series and every topic's.
+
+    They name every topic and count failed logins and users made, so unless
+    ``public`` (``metrics.public``) they are for a user with a ``metrics``
+    grant or admin on ``*`` (:attr:`Action.METRICS`), as Prometheus's
+    ``basic_auth`` sends them. Checked here, not by the authentication
+    middleware (which leaves the probes' routes alone), and before anything
+    is read. While security is off the route is open, as every route is.
+    """
+
     def __init__(
-        self, guard: StorageGuard, caches: Caches, topics: TopicMetrics
+        self,
+        guard: StorageGuard,
+        caches: Caches,
+        topics: TopicMetrics,
+        *,
+        public: bool = False,
     ) -> None:
         self.guard = guard
         self.caches = caches
         self.topics = topics
+        self.public = public
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        authenticator = req.context.get("authenticator")
+        if not self.public and authenticator is not None:
+            req.context.principal = authenticator.authenticate(
+                req.get_header("Authorization"), req.remote_addr or ""
+            )
+            req.context.gate.check(req.context.principal, Action.METRICS, None)
         # The storage gauges, fresh for this scrape if the storage answers
         # within the per-topic read's bound: a stalled storage would hold the
         # scrape for its socket timeout, past the scraper's own.

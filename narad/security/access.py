@@ -20,7 +20,10 @@ The rules (see :class:`~narad.security.grants.Action`):
 - alter, delete, manage fan-out children: owning the topic, or ``admin``
   matching it;
 - the Users API: an ``admin`` grant (what it may then hand out is the user
-  service's to check).
+  service's to check);
+- ``/metrics`` (unless ``metrics.public``): a ``metrics`` grant or ``admin``
+  on ``*``, since it names every topic (:meth:`Gate.check` with
+  :attr:`Action.METRICS`).
 
 A user with no grant matching a topic is answered 403 whether or not the
 topic exists, so names cannot be probed.
@@ -36,12 +39,24 @@ from __future__ import annotations
 import falcon
 
 from narad.broker.records import TopicRecords
+from narad.errors import Forbidden
 from narad.errors import NotAllowed
 from narad.errors import TopicNotFound
 from narad.security.authn import Principal
 from narad.security.grants import OWNER_ACTIONS
 from narad.security.grants import Action
 from narad.storage import TopicMeta
+
+
+class MetricsNotAllowed(Forbidden):
+    """The user may not read ``/metrics`` (403)."""
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+        super().__init__(
+            f"user {user} may not read the metrics: that takes a metrics grant "
+            "or admin on '*'"
+        )
 
 
 class Gate:
@@ -61,10 +76,15 @@ class Gate:
 
         Raises:
             NotAllowed: 403, naming the user, the action and the topic.
+            MetricsNotAllowed: 403 to :attr:`Action.METRICS`.
             TopicNotFound: an owner action on a topic that does not exist,
                 asked by a user with a grant matching its name.
         """
         perms = principal.permissions
+        if action is Action.METRICS:
+            if not perms.reads_metrics():
+                raise MetricsNotAllowed(principal.name)
+            return None
         if action is Action.ADMIN:
             if not perms.admin:
                 raise NotAllowed(

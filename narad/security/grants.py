@@ -6,6 +6,10 @@ topic-name patterns: an exact name (``invoices.eu``) or a prefix followed by
 other action on the topics it matches, ownership rights included; ``admin``
 on ``*`` makes a full admin, the kind the node keeps at least one of.
 
+``metrics`` is the node's, not a topic's: it lets a scraper read
+``/metrics`` (every topic's series and the node's), nothing else, and its
+only pattern is ``*``. A full admin may read ``/metrics`` too.
+
 :class:`Permissions` is a user's grants compiled for the questions asked on
 every request (does a grant of this action match this topic?) and for the
 ones the Users API asks (do my grants cover the ones I hand out?).
@@ -33,16 +37,19 @@ GRANT_FIELDS = ("action", "patterns")
 class Action(Enum):
     """What a request does to a topic (or to users), as authorization sees it.
 
-    The first four are the actions a grant names. The others are derived:
-    ``read`` needs any grant matching the topic (or owning it); ``alter``,
-    ``delete`` and ``manage_children`` need ownership of the topic or an
-    admin grant matching it; ``admin`` (users) needs an admin grant.
+    The first five are the actions a grant names. The others are derived:
+    ``read`` needs any topic grant matching the topic (or owning it);
+    ``alter``, ``delete`` and ``manage_children`` need ownership of the topic
+    or an admin grant matching it; ``admin`` (users) needs an admin grant.
+    ``metrics`` (reading ``/metrics``) names no topic: it needs a metrics
+    grant or admin on ``*``.
     """
 
     PRODUCE = "produce"
     CONSUME = "consume"
     CREATE = "create"
     ADMIN = "admin"
+    METRICS = "metrics"
     READ = "read"
     ALTER = "alter"
     DELETE = "delete"
@@ -54,7 +61,11 @@ class Action(Enum):
         return _WORDS[self]
 
 
-GRANTED = (Action.PRODUCE, Action.CONSUME, Action.CREATE, Action.ADMIN)
+GRANTED = (Action.PRODUCE, Action.CONSUME, Action.CREATE, Action.ADMIN, Action.METRICS)
+#: The grants that are about topics: the ones that let a user see a topic.
+TOPIC_ACTIONS = frozenset(
+    a.value for a in (Action.PRODUCE, Action.CONSUME, Action.CREATE, Action.ADMIN)
+)
 OWNER_ACTIONS = frozenset({Action.ALTER, Action.DELETE, Action.MANAGE_CHILDREN})
 
 _WORDS = {
@@ -62,6 +73,7 @@ _WORDS = {
     Action.CONSUME: "consume from",
     Action.CREATE: "create",
     Action.ADMIN: "administer",
+    Action.METRICS: "read the metrics of",
     Action.READ: "read",
     Action.ALTER: "alter",
     Action.DELETE: "delete",
@@ -115,12 +127,17 @@ def parse_grants(value: Any, where: str = "grants") -> tuple[Grant, ...]:
         action = item.get("action")
         if action not in {a.value for a in GRANTED}:
             raise InvalidArgument(
-                f"{at}.action must be one of produce, consume, create, admin; "
-                f"got {shown(action)}"
+                f"{at}.action must be one of produce, consume, create, admin, "
+                f"metrics; got {shown(action)}"
             )
         patterns = item.get("patterns")
         if not isinstance(patterns, list) or not patterns:
             raise InvalidArgument(f"{at}.patterns must be a non-empty list of names")
+        if action not in TOPIC_ACTIONS and any(p != "*" for p in patterns):
+            raise InvalidArgument(
+                f"{at}: a {action} grant is the whole node's: "
+                'its patterns must be ["*"]'
+            )
         for j, pattern in enumerate(patterns):
             if not isinstance(pattern, str) or not _PATTERN.fullmatch(pattern):
                 raise InvalidArgument(
@@ -190,8 +207,18 @@ class Permissions:
         )
 
     def any_matches(self, topic: str) -> bool:
-        """Whether any grant at all matches ``topic`` (enough to read it)."""
-        return any(self._matches(action, topic) for action in self._exact)
+        """Whether any topic grant matches ``topic`` (enough to read it): a
+        ``metrics`` grant reads no topic."""
+        return any(
+            self._matches(action, topic)
+            for action in self._exact
+            if action in TOPIC_ACTIONS
+        )
+
+    def reads_metrics(self) -> bool:
+        """Whether these grants let their user read ``/metrics``: a metrics
+        grant, or admin on ``*``."""
+        return self.full_admin or "" in self._prefixes.get(Action.METRICS.value, ())
 
     def covers(self, action: str, pattern: str) -> bool:
         """Whether a grant of ``action`` on ``pattern`` is within these grants:
@@ -216,10 +243,12 @@ class Permissions:
         """The name ranges a topic listing shows: ``(prefix, exact)`` pairs,
         sorted and disjoint (``exact``: the prefix is a whole name); ``None``
         for every name."""
-        prefixes = {p for ps in self._prefixes.values() for p in ps}
+        prefixes = {
+            p for a, ps in self._prefixes.items() if a in TOPIC_ACTIONS for p in ps
+        }
         if "" in prefixes:
             return None
-        exact = {n for ns in self._exact.values() for n in ns}
+        exact = {n for a, ns in self._exact.items() if a in TOPIC_ACTIONS for n in ns}
         kept: dict[str, bool] = {}
         # Shortest first: a prefix under a kept one adds nothing.
         for prefix in sorted(prefixes, key=len):
