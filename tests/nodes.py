@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from narad.embedded import EmbeddedValkey
 from tests.httpclient import ADMIN
@@ -40,6 +43,10 @@ class Node:
     hashes; failed logins from the tests' one address are allowed a large
     burst, so that tests of refusals do not lock the others out (the rate
     limit has a test of its own). ``env`` overrides any of it.
+
+    ``tls`` (a :class:`tests.tlscerts.Pki`) serves HTTPS with its server
+    certificate; ``client_ca`` also asks clients for certificates its CA
+    signed. :meth:`client_context` verifies the node.
     """
 
     def __init__(
@@ -49,9 +56,21 @@ class Node:
         storage_url: str = "",
         workers: int = 2,
         env: dict[str, str] | None = None,
+        tls: Any = None,
+        client_ca: bool = False,
     ) -> None:
         self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.tls = tls
+        scheme = "https" if tls is not None else "http"
+        self.base = f"{scheme}://127.0.0.1:{self.port}"
+        tls_env = {}
+        if tls is not None:
+            tls_env = {
+                "NARAD_SERVER_TLS_CERT": str(tls.server_cert),
+                "NARAD_SERVER_TLS_KEY": str(tls.server_key),
+            }
+            if client_ca:
+                tls_env["NARAD_SERVER_TLS_CLIENT_CA"] = str(tls.ca)
         self.tmp = tmp
         tmp.mkdir(parents=True, exist_ok=True)
         self.log = tmp / f"node-{self.port}.log"
@@ -67,6 +86,7 @@ class Node:
             "NARAD_SECURITY_FAILURES_BURST": "100000",
             "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "100000",
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+            **tls_env,
             **(env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
@@ -85,7 +105,13 @@ class Node:
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        wait_ready(self.base, self.process, self.log, timeout)
+        context = self.client_context() if self.tls is not None else None
+        wait_ready(self.base, self.process, self.log, timeout, context=context)
+
+    def client_context(self, **kw: Any) -> Any:
+        """An ``ssl.SSLContext`` that verifies this node's certificate
+        (``kw``: :meth:`tests.tlscerts.Pki.client_context`'s)."""
+        return self.tls.client_context(**kw)
 
     def client(self) -> Client:
         return Client(self.base)
@@ -119,15 +145,26 @@ class Node:
 
 
 def wait_ready(
-    base: str, process: subprocess.Popen, log: Path, timeout: float = 30.0
+    base: str,
+    process: subprocess.Popen,
+    log: Path,
+    timeout: float = 30.0,
+    *,
+    context: Any = None,
 ) -> None:
     """Wait until the node at ``base`` answers /readyz 200; RuntimeError with
-    the end of its ``log`` if ``process`` exits first or time runs out."""
+    the end of its ``log`` if ``process`` exits first or time runs out.
+    ``context``: the ``ssl.SSLContext`` of an HTTPS node."""
     client = Client(base, timeout=2)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"node exited: {log.read_text()[-3000:]}")
+        if context is not None:
+            if _https_ready(base, context):
+                return
+            time.sleep(0.05)
+            continue
         try:
             if client.get("/readyz").status == 200:
                 return
@@ -137,6 +174,20 @@ def wait_ready(
             client.close()
         time.sleep(0.05)
     raise RuntimeError(f"node not ready: {log.read_text()[-3000:]}")
+
+
+def _https_ready(base: str, context: Any) -> bool:
+    parts = urlsplit(base)
+    conn = http.client.HTTPSConnection(
+        parts.hostname, parts.port, timeout=2, context=context
+    )
+    try:
+        conn.request("GET", "/readyz")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
 
 
 def _command(pid: int) -> str:
