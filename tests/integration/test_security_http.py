@@ -9,16 +9,22 @@ every worker at once. Names carry a per-test prefix: the node is shared.
 from __future__ import annotations
 
 import base64
+import json
+import os
 import secrets
 import subprocess
+import sys
 import threading
 import time
 import uuid
 
 import pytest
 import redis
+import yaml
 
+from tests.httpclient import ADMIN
 from tests.httpclient import Client
+from tests.httpclient import Response
 from tests.nodes import ROOT
 from tests.nodes import Node
 from tests.nodes import tcp_url
@@ -74,9 +80,10 @@ def test_every_route_but_the_probes_needs_credentials(node, http, p):
     make_topic(http, f"{p}.t")
     anonymous = Client(node.base, auth=None)
     try:
-        for path in ("/healthz", "/readyz", "/metrics"):
+        for path in ("/healthz", "/readyz"):
             assert anonymous.get(path).status == 200
         for method, path in (
+            ("GET", "/metrics"),
             ("GET", "/v1/topics"),
             ("POST", "/v1/topics"),
             ("GET", f"/v1/topics/{p}.t"),
@@ -989,3 +996,289 @@ def test_an_owner_without_a_grant_never_reads_another_users_topic(http, as_user,
         for reader in readers:
             reader.join()
     assert rival[0] not in seen, seen
+
+
+# -- issue 50: failed logins never lock an owner out; /metrics for scrapers ------------
+
+
+def auth_counts(client: Client) -> dict[str, float]:
+    """narad_auth_failures_total by reason, and narad_auth_delayed_total."""
+    counts = {
+        reason: metric(client, f'narad_auth_failures_total{{reason="{reason}"}}')
+        for reason in ("wrong", "rate_limited")
+    }
+    counts["delayed"] = metric(client, "narad_auth_delayed_total")
+    return counts
+
+
+def attempt(node: Node, auth: tuple[str, str], source: str) -> Response:
+    """One request on a connection of its own from ``source``: it may reach
+    either worker, as a new client's does."""
+    client = Client(node.base, auth=auth, source=source)
+    try:
+        return client.get("/v1/topics")
+    finally:
+        client.close()
+
+
+def test_wrong_passwords_from_one_address_never_lock_the_owner_out(valkey, tmp_path):
+    """Twenty wrong passwords for a user from one address, then the right one
+    from another: 200 at once (neither delayed nor refused), every time,
+    remembered by a worker or not; the guessing address stays refused, and
+    an address guessing many names is still throttled."""
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(valkey),
+        workers=2,
+        env={
+            # The shipped limits per name and address, and an address limit
+            # the spray below reaches; the limit of a name from everywhere at
+            # its tightest: once it has failed, a failing address's attempt
+            # waits a minute's turn, past the longest delay, so it is refused,
+            # not delayed, and any delay counted would be the owner's.
+            "NARAD_SECURITY_FAILURES_BURST": "10",
+            "NARAD_SECURITY_FAILURES_PER_MINUTE": "10",
+            "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "40",
+            "NARAD_SECURITY_ADDRESS_FAILURES_PER_MINUTE": "1",
+            "NARAD_SECURITY_USER_FAILURES_BURST": "1",
+            "NARAD_SECURITY_USER_FAILURES_PER_MINUTE": "1",
+        },
+    ).start()
+    admin = node.client()
+    try:
+        name, password = new_user(admin, [])
+        kept = Client(node.base, auth=(name, password), source="127.0.0.3")
+        assert kept.get("/v1/topics").status == 200  # verified, kept alive
+        guessed: list[int] = []
+        owner: list[int] = []
+        for round_ in range(3):
+            for _ in range(20):
+                wrong = (name, "guess-" + secrets.token_hex(4))
+                resp = attempt(node, wrong, "127.0.0.2")
+                guessed.append(resp.status)
+                if resp.status == 429:
+                    assert int(resp.headers["retry-after"]) >= 1
+            # New addresses, new connections: whichever worker takes them,
+            # the password is checked there (or was, by an earlier round).
+            for n in range(4):
+                resp = attempt(node, (name, password), f"127.0.1.{10 * round_ + n}")
+                owner.append(resp.status)
+                assert resp.status == 200, resp.data
+            assert kept.get("/v1/topics").status == 200
+        assert set(guessed) == {401, 429}
+        assert guessed[-20:] == [429] * 20
+        # The right password from the guessing address: refused like a guess.
+        assert attempt(node, (name, password), "127.0.0.2").status == 429
+        kept.close()
+        # One address trying many user names is held back by its own limit.
+        sprayed = [
+            attempt(node, (f"sprayed-{n}", "spray-password"), "127.0.0.4").status
+            for n in range(60)
+        ]
+        assert sprayed.count(401) <= 41
+        assert sprayed[-5:] == [429] * 5
+        # Every refusal was the guessers': once each worker has written out
+        # its counts (a second or so), they are all there, and no check was
+        # ever delayed.
+        wrong = guessed.count(401) + sprayed.count(401)
+        refused = guessed.count(429) + 1 + sprayed.count(429)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            counts = auth_counts(admin)
+            if (counts["wrong"], counts["rate_limited"]) == (wrong, refused):
+                break
+            time.sleep(0.2)
+        time.sleep(2.5)  # a last write-out of each worker's counts
+        assert auth_counts(admin) == {
+            "wrong": wrong,
+            "rate_limited": refused,
+            "delayed": 0,
+        }
+    finally:
+        admin.close()
+        node.stop()
+
+
+def test_a_name_guessed_from_many_addresses_delays_only_the_failing_ones(
+    valkey, tmp_path
+):
+    """The limit of a name from everywhere: once spent, an address that has
+    been failing waits its turn (counted in narad_auth_delayed_total), while
+    the owner's new address is answered at once. One worker, whose scrape
+    writes out its own counts: the figures are exact."""
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(valkey),
+        workers=1,
+        env={
+            "NARAD_SECURITY_FAILURES_BURST": "100",
+            "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "100",
+            "NARAD_SECURITY_USER_FAILURES_BURST": "2",
+            "NARAD_SECURITY_USER_FAILURES_PER_MINUTE": "60",  # a turn a second
+        },
+    ).start()
+    admin = node.client()
+    try:
+        name, password = new_user(admin, [])
+        for source in ("127.0.0.2", "127.0.0.3", "127.0.0.2", "127.0.0.3"):
+            wrong = (name, "guess-" + secrets.token_hex(4))
+            assert attempt(node, wrong, source).status == 401
+        # The first two spent the allowance; the next two, from addresses
+        # that had failed, waited their turns.
+        assert auth_counts(admin) == {"wrong": 4, "rate_limited": 0, "delayed": 2}
+        # The owner from an address that has not failed: neither.
+        assert attempt(node, (name, password), "127.0.0.9").status == 200
+        assert auth_counts(admin) == {"wrong": 4, "rate_limited": 0, "delayed": 2}
+    finally:
+        admin.close()
+        node.stop()
+
+
+def cli(node: Node, *args: str, stdin: str | None = None) -> str:
+    """``narad ARGS`` as the root admin against ``node``: its output."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
+        "NARAD_URL": node.base,
+        "NARAD_USER": ADMIN[0],
+        "NARAD_PASSWORD": ADMIN[1],
+        "NARAD_CLI_CONFIG": str(node.tmp / "contexts.json"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "narad.cli", *args, "--json"],
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_metrics_are_for_scrapers_and_full_admins(node, http, as_user, p):
+    make_topic(http, f"{p}.secret")
+    anonymous = Client(node.base, auth=None)
+    try:
+        for method in ("GET", "HEAD"):
+            resp = anonymous.request(method, "/metrics")
+            assert resp.status == 401
+            assert resp.headers["www-authenticate"] == CHALLENGE
+            assert p.encode() not in resp.data
+            assert b"narad_" not in resp.data
+    finally:
+        anonymous.close()
+    # A user for Prometheus, made with the command line's bare grant.
+    name, password = f"scraper-{p}", secrets.token_urlsafe(12)
+    made = json.loads(
+        cli(
+            node,
+            "user",
+            "create",
+            name,
+            "--grant",
+            "metrics",
+            "--password-stdin",
+            stdin=password + "\n",
+        )
+    )
+    assert made["grants"] == [grant("metrics", "*")]
+    scraper = as_user(name, password)
+    resp = scraper.get("/metrics")
+    assert resp.status == 200
+    text = resp.data.decode()
+    assert f'topic="{p}.secret"' in text and "narad_auth_failures_total" in text
+    # It reads nothing else.
+    assert scraper.get("/v1/topics").json()["topics"] == []
+    assert scraper.get(f"/v1/topics/{p}.secret").status == 403
+    assert scraper.post(f"/v1/topics/{p}.secret/produce", "x").status == 403
+    assert scraper.get("/v1/users").status == 403
+    assert http.get("/metrics").status == 200  # the root admin
+    # Nobody else, however much of the topics they hold.
+    for grants in ([grant("produce", "*")], [grant("admin", f"{p}.*")]):
+        other = as_user(*new_user(http, grants))
+        resp = other.get("/metrics")
+        assert resp.status == 403
+        assert resp.error.endswith(
+            "may not read the metrics: that takes a metrics grant or admin on '*'"
+        )
+        assert p.encode() not in resp.data
+    assert as_user(name, "not-the-password").get("/metrics").status == 401
+    # The grant is given and taken like any other, and must be the node's.
+    shown = json.loads(
+        cli(
+            node,
+            "user",
+            "grants",
+            name,
+            "--grant",
+            "metrics",
+            "--grant",
+            f"consume:{p}.*",
+        )
+    )
+    assert shown["grants"] == [grant("metrics", "*"), grant("consume", f"{p}.*")]
+    resp = http.put(
+        f"/v1/users/{name}/grants", {"grants": [grant("metrics", f"{p}.*")]}
+    )
+    assert (resp.status, resp.error) == (
+        400,
+        "invalid argument: grants[0]: a metrics grant is the whole node's: its "
+        'patterns must be ["*"]',
+    )
+    cli(node, "user", "grants", name, "--grant", f"consume:{p}.*")
+    assert as_user(name, password).get("/metrics").status == 403
+
+
+def test_the_shipped_scrape_config_reads_a_node(node, http, tmp_path):
+    """conf/prometheus/prometheus.yml as Prometheus reads it: job narad,
+    the alerts, and the basic_auth of a user with the metrics grant, whose
+    password file gets the node's series."""
+    config = yaml.safe_load((ROOT / "conf/prometheus/prometheus.yml").read_text())
+    assert any("narad-alerts" in path for path in config["rule_files"])
+    (job,) = config["scrape_configs"]
+    assert (job["job_name"], job["metrics_path"]) == ("narad", "/metrics")
+    auth = job["basic_auth"]
+    assert set(auth) == {"username", "password_file"}
+    user, secret = auth["username"], secrets.token_urlsafe(16)
+    resp = http.post(
+        "/v1/users",
+        {"username": user, "password": secret, "grants": [grant("metrics", "*")]},
+    )
+    if resp.status == 409:  # made by an earlier run against this storage
+        assert (
+            http.put(f"/v1/users/{user}/password", {"password": secret}).status == 204
+        )
+        grants = {"grants": [grant("metrics", "*")]}
+        assert http.put(f"/v1/users/{user}/grants", grants).status == 200
+    else:
+        assert resp.status == 201, resp.data
+    password_file = tmp_path / "narad-password"
+    password_file.write_text(secret + "\n")
+    # Prometheus strips the file's trailing newline, as this does.
+    scrape = Client(node.base, auth=(user, password_file.read_text().rstrip("\n")))
+    try:
+        resp = scrape.get(job["metrics_path"])
+        assert resp.status == 200
+        assert "narad_storage_durable" in resp.data.decode()
+    finally:
+        scrape.close()
+
+
+def test_metrics_public_opens_metrics_and_nothing_else(valkey, tmp_path):
+    node = Node(
+        tmp_path,
+        storage_url=tcp_url(valkey),
+        workers=1,
+        env={"NARAD_METRICS_PUBLIC": "true"},
+    ).start()
+    anonymous = Client(node.base, auth=None)
+    try:
+        resp = anonymous.get("/metrics")
+        assert resp.status == 200
+        assert "narad_http_requests_total" in resp.data.decode()
+        assert anonymous.get("/v1/topics").status == 401
+        assert anonymous.get("/v1/users").status == 401
+    finally:
+        anonymous.close()
+        node.stop()
