@@ -364,19 +364,12 @@ class Connection:
         byte of a next request before that: an answer would go nowhere. A
         client that only shut down its sending side reads as gone too.
 
-        Under TLS the bytes waiting are records, not yet read: any (a next
-        request, or the client's close_notify before its close) reads as
-        still there; only the connection's end reads as gone.
+        Under TLS the bytes waiting are records: read without waiting, a
+        close_notify reads as gone, and a next request's bytes go back to
+        the request's reader, for the parser.
         """
         if self.tls:
-            if self.sock.pending():
-                return False
-            try:
-                return _peek(self.sock.fileno()) == b""
-            except BlockingIOError:
-                return False
-            except OSError:
-                return True
+            return self._tls_hung_up()
         timeout = self.sock.gettimeout()
         self.sock.settimeout(0)
         try:
@@ -387,6 +380,32 @@ class Connection:
             return True
         finally:
             self.sock.settimeout(timeout)
+
+    def _tls_hung_up(self) -> bool:
+        if self.sock.pending():
+            return False  # a next request, decrypted already
+        try:
+            if _peek(self.sock.fileno()) == b"":
+                return True
+        except BlockingIOError:
+            return False  # connected, nothing sent since the request
+        except OSError:
+            return True
+        timeout = self.sock.gettimeout()
+        self.sock.settimeout(0)
+        try:
+            data = self.sock.recv(65536)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+            return False  # part of a record: more is on its way
+        except OSError:
+            return True
+        finally:
+            self.sock.settimeout(timeout)
+        if not data:
+            return True  # the client's close_notify
+        if self.request is not None:
+            self.request.unreader.unread(data)
+        return False
 
     def begin_request(self, request: Any, *, expects_continue: bool = False) -> None:
         """Serve ``request``; ``expects_continue``: its client awaits

@@ -13,6 +13,8 @@ import http.client
 import json
 import socket
 import ssl
+import threading
+import time
 import uuid
 
 import pytest
@@ -102,6 +104,32 @@ def test_produce_consume_and_ack_over_https(tls_node, close):
             conn, "GET", f"/v1/topics/{name}/consume?wait=50ms", close=close
         )
         assert status == 204, answer
+    finally:
+        conn.close()
+
+
+def test_a_long_poll_over_https_is_woken_by_a_produce(tls_node):
+    """A waiting consumer looks again after its wait (and asks whether its
+    client is still there, which a TLS socket answers its own way)."""
+    name = f"tls-{uuid.uuid4().hex[:10]}"
+    conn = https(tls_node)
+    try:
+        body = json.dumps({"name": name, "partitions": 1})
+        assert call(conn, "POST", "/v1/topics", body)[0] == 201
+        results = []
+        waiter = threading.Thread(
+            target=lambda: results.append(
+                call(https(tls_node), "GET", f"/v1/topics/{name}/consume?wait=10s")
+            )
+        )
+        waiter.start()
+        deadline = time.monotonic() + 20
+        while waiter.is_alive() and time.monotonic() < deadline:
+            assert call(conn, "POST", f"/v1/topics/{name}/produce", b'"x"')[0] == 202
+            waiter.join(0.3)
+        waiter.join()
+        status, _, answer = results[0]
+        assert status == 200, answer
     finally:
         conn.close()
 

@@ -204,3 +204,42 @@ def test_config_command_hides_a_storage_password(capsys, monkeypatch, url, shown
     out = capsys.readouterr().out
     assert "s3cret" not in out
     assert f'url = "{shown}"' in out
+
+
+def test_forwarded_allow_ips_trust_no_one_by_default_and_parse_networks():
+    assert resolved().get("server.forwarded_allow_ips") == ()
+    env = {"NARAD_SERVER_FORWARDED_ALLOW_IPS": "10.0.0.5, 10.1.0.0/16,::1"}
+    assert resolved(env=env).get("server.forwarded_allow_ips") == (
+        "10.0.0.5",
+        "10.1.0.0/16",
+        "::1",
+    )
+    assert resolved(env={"NARAD_SERVER_FORWARDED_ALLOW_IPS": "*"}).get(
+        "server.forwarded_allow_ips"
+    ) == ("*",)
+    for bad in ("proxy.example", "10.0.0.1/8", "10.0.0.300"):
+        with pytest.raises(InvalidConfiguration, match="forwarded_allow_ips"):
+            resolved(env={"NARAD_SERVER_FORWARDED_ALLOW_IPS": bad})
+
+
+def test_gunicorn_trusts_the_forwarded_allow_ips_only():
+    from narad.server import gunicorn_settings
+
+    assert gunicorn_settings(resolved())["forwarded_allow_ips"] == ""
+    env = {"NARAD_SERVER_FORWARDED_ALLOW_IPS": "10.0.0.5,10.1.0.0/16"}
+    settings = gunicorn_settings(resolved(env=env))
+    assert settings["forwarded_allow_ips"] == "10.0.0.5,10.1.0.0/16"
+    assert settings["certfile"] is None and settings["keyfile"] is None
+
+
+def test_tls_settings_come_from_the_environment():
+    env = {
+        "NARAD_SERVER_TLS_CERT": "/etc/narad/tls/cert.pem",
+        "NARAD_SERVER_TLS_KEY": "/etc/narad/tls/key.pem",
+        "NARAD_SERVER_TLS_CLIENT_CA": "/etc/narad/tls/clients.pem",
+    }
+    config = resolved(env=env)
+    assert config.get("server.tls_cert") == "/etc/narad/tls/cert.pem"
+    assert config.get("server.tls_key") == "/etc/narad/tls/key.pem"
+    assert config.get("server.tls_client_ca") == "/etc/narad/tls/clients.pem"
+    assert resolved().get("server.tls_cert") == ""

@@ -583,3 +583,39 @@ def test_a_worker_mounted_under_a_script_name_keeps_gunicorns_environ(cfg, monke
     resp, environ = wsgi.create(req, io.BytesIO(), CLIENT, SERVER, cfg)
     assert type(resp) is Response
     assert (environ["SCRIPT_NAME"], environ["PATH_INFO"]) == ("/narad", "/x")
+
+
+def test_a_head_without_host_is_not_plain(cfg):
+    """RFC 9112 3.2: HTTP/1.1 without Host is 400; the worker refuses it on
+    gunicorn's path (narad.workers), so the short path leaves it there."""
+    head = b"GET /healthz HTTP/1.1\r\nAccept: */*\r\n\r\n"
+    assert plain.plain_head(head[:-4], 0, 100, 0, ()) is None
+    assert not PlainRequest(cfg, IterUnreader([head]), CLIENT, 1).plain
+    with_host = b"GET /healthz HTTP/1.1\r\nHost: n\r\n\r\n"
+    assert PlainRequest(cfg, IterUnreader([with_host]), CLIENT, 1).plain
+
+
+@pytest.mark.parametrize(
+    ("allowed", "peer", "trusted"),
+    [
+        ("", ("127.0.0.1", 1), False),
+        ("", "", False),  # a unix socket's peer: gunicorn trusts it
+        ("10.0.0.0/8", ("10.1.2.3", 1), True),
+        ("10.0.0.0/8", ("127.0.0.1", 1), False),
+        ("10.0.0.0/8", "", False),
+        ("*", "", True),
+        ("*", ("192.0.2.1", 1), True),
+    ],
+)
+def test_forwarding_headers_are_trusted_from_the_allowed_peers_only(
+    allowed, peer, trusted
+):
+    cfg = Config()
+    cfg.set("forwarded_allow_ips", allowed)
+    head = (
+        b"GET /narad/healthz HTTP/1.1\r\nHost: n\r\nX-Forwarded-Proto: https\r\n"
+        b"SCRIPT_NAME: /narad\r\n\r\n"
+    )
+    req = PlainRequest(cfg, IterUnreader([head]), peer, 1)
+    assert (req.scheme == "https") is trusted
+    assert any(name == "SCRIPT_NAME" for name, _ in req.headers) is trusted

@@ -26,6 +26,7 @@ from narad.workers import Connection
 from narad.workers import HttpDate
 from narad.workers import Limits
 from narad.workers import freeze_settings
+from narad.workers import refusal
 from narad.workers import tune_collector
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +101,40 @@ def test_after_a_request_the_next_one_may_idle_for_keepalive(pair):
     assert conn.recv(1) == b"G"  # the head's own allowance starts now
     client.sendall(b"ET / HTTP/1.1\r\n\r\n")
     assert conn.recv(100) == b"ET / HTTP/1.1\r\n\r\n"
+
+
+def test_100_continue_goes_out_at_the_bodys_first_read_and_once(pair):
+    """Expect: 100-continue is answered when the app reads the body, after
+    its checks: not held like a response head, not sent twice."""
+    conn, client = pair
+    client.settimeout(1)
+    conn.begin_request(Request(), expects_continue=True)
+    assert conn.awaits_continue
+    client.sendall(b"abc")
+    assert conn.recv(100) == b"abc"
+    assert client.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert not conn.awaits_continue
+    client.sendall(b"def")
+    assert conn.recv(100) == b"def"
+    conn.sendall(b"HTTP/1.1 202 Accepted\r\n\r\n")  # the held head
+    conn.flush()
+    assert client.recv(100) == b"HTTP/1.1 202 Accepted\r\n\r\n"
+
+
+def test_no_100_continue_unless_awaited_or_before_the_body_is_read(pair):
+    conn, client = pair
+    client.setblocking(False)
+    conn.begin_request(Request())
+    client.sendall(b"x")
+    assert conn.recv(100) == b"x"
+    with pytest.raises(BlockingIOError):
+        client.recv(100)
+    conn.end_request()
+    conn.begin_request(Request(), expects_continue=True)
+    conn.end_request()  # answered without reading the body
+    assert not conn.awaits_continue
+    with pytest.raises(BlockingIOError):
+        client.recv(100)
 
 
 def test_a_client_not_taking_its_response_is_dropped():
@@ -441,3 +476,12 @@ def test_a_plain_request_is_answered_as_gunicorns_handle_request_answers_it(
     assert outcomes[0] == outcomes[1]
     if access and APPS[app] is APPS["ok"]:
         assert outcomes[1][-1] == [("200 OK", "/x", "/x")]
+
+
+def test_a_script_name_the_path_is_not_under_is_the_clients_400():
+    from gunicorn.http.errors import ConfigurationProblem
+
+    status, _, message = refusal(
+        ConfigurationProblem("Request path '/a' does not start with SCRIPT_NAME '/b'")
+    )
+    assert status == 400 and "SCRIPT_NAME" in message
