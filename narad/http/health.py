@@ -15,6 +15,8 @@ from narad.errors import Unavailable
 from narad.guard import StorageGuard
 from narad.http import dumps
 from narad.logs import Episode
+from narad.security.authn import Authenticator
+from narad.security.authn import Principal
 from narad.security.grants import Action
 from narad.storage import Storage
 
@@ -79,9 +81,7 @@ class Metrics:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         authenticator = req.context.get("authenticator")
         if not self.public and authenticator is not None:
-            req.context.principal = authenticator.authenticate(
-                req.get_header("Authorization"), req.remote_addr or ""
-            )
+            req.context.principal = self._scraper(req, authenticator)
             req.context.gate.check(req.context.principal, Action.METRICS, None)
         # The storage gauges, fresh for this scrape if the storage answers
         # within the per-topic read's bound: a stalled storage would hold the
@@ -96,6 +96,35 @@ class Metrics:
         resp.data, resp.content_type = metrics.render([self.topics])
 
     on_head = on_get
+
+    def _scraper(self, req: falcon.Request, authenticator: Authenticator) -> Principal:
+        """Who scrapes: :meth:`Authenticator.authenticate`, which may read the
+        user from the storage. Credentials this worker verified before do
+        not wait for that read past the per-topic read's bound: a stalled
+        storage must not fail the scrape (its figures are wanted most then),
+        so they serve as they were (a change of the user announced since
+        has dropped them)."""
+        header = req.get_header("Authorization")
+        address = req.remote_addr or ""
+        remembered = authenticator.remembered(header)
+        if remembered is None:
+            return authenticator.authenticate(header, address)
+        outcome: list = []
+
+        def check() -> None:
+            try:
+                outcome.append(authenticator.authenticate(header, address))
+            except BaseException as exc:  # handed to the request's thread
+                outcome.append(exc)
+
+        checking = threading.Thread(target=check, name="narad-scraper", daemon=True)
+        checking.start()
+        checking.join(self.topics.wait_s)
+        if not outcome:
+            return remembered
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
 
 
 class RequestMetrics:

@@ -264,6 +264,21 @@ class Authenticator:
             self._users.release(who)  # the owner's own: not a failure
         return principal
 
+    def remembered(self, header: str | None) -> Principal | None:
+        """The principal of credentials this worker verified, however long
+        ago, or None: for a request that must answer while the storage
+        stalls (a scrape of ``/metrics``), which may fall back on it when
+        :meth:`authenticate` cannot read the user in time. A change of the
+        user announced meanwhile has dropped it."""
+        if header is None:
+            return None
+        try:
+            name, _, raw = parse_basic(header)
+        except MalformedCredentials:
+            return None
+        entry = self.cache.get(self._cache_key(name, raw))
+        return entry.principal if entry is not None else None
+
     def reconfirm(self, header: str | None, address: str) -> Principal:
         """The user of a request admitted earlier and still at work (a long
         poll about to look again), as :meth:`authenticate` would find it now.

@@ -444,3 +444,14 @@ def test_a_check_raced_by_a_change_is_remembered_if_it_still_holds(setup, monkey
     assert setup.login(("bob", "bob-password")).name == "bob"  # began before
     with pytest.raises(BadCredentials):
         setup.login(("bob", "bob-password"))
+
+
+def test_remembered_credentials_are_what_this_worker_verified(setup):
+    assert setup.auth.remembered(header(*ALICE)) is None
+    assert setup.auth.remembered(None) is None
+    assert setup.auth.remembered("Basic !!") is None
+    setup.login()
+    assert setup.auth.remembered(header(*ALICE)).name == "alice"
+    assert setup.auth.remembered(header("alice", "another-password")) is None
+    setup.auth._changed("alice")  # a change of alice announced
+    assert setup.auth.remembered(header(*ALICE)) is None

@@ -4,12 +4,21 @@ with security on (fakeredis)."""
 
 from __future__ import annotations
 
+import threading
+
 import click
+import falcon
+import falcon.testing
 import pytest
 
 from narad import testing
+from narad.app import _refused
 from narad.cli.users import parse_grant
 from narad.errors import InvalidArgument
+from narad.errors import NaradError
+from narad.http.health import Metrics
+from narad.security.access import Gate
+from narad.security.authn import Principal
 from narad.security.grants import Action
 from narad.security.grants import Permissions
 from narad.security.grants import parse_grants
@@ -145,3 +154,59 @@ def test_metrics_public_opens_the_route(tmp_path):
 
 def test_security_off_leaves_the_route_open(client):
     assert client.simulate_get("/metrics").status_code == 200
+
+
+# -- a scrape while the storage stalls ---------------------------------------------
+
+
+class _Stalled:
+    """An authenticator whose check reads a storage that does not answer."""
+
+    def __init__(self, remembered):
+        self._remembered = remembered
+        self.release = threading.Event()
+
+    def remembered(self, header):
+        return self._remembered
+
+    def authenticate(self, header, address):
+        self.release.wait(10)
+        raise AssertionError("the scrape waited for the storage")
+
+
+class _Topics:
+    wait_s = 0.05
+
+    def collect(self):
+        return []
+
+
+def stalled_scrape(remembered) -> falcon.testing.Result:
+    authenticator = _Stalled(remembered)
+
+    class Context:
+        def process_request(self, req, resp):
+            req.context.authenticator = authenticator
+            req.context.gate = Gate(None)
+
+    guard = type("Guard", (), {"status": lambda self: None})()
+    caches = type("Caches", (), {"publish": lambda self: None})()
+    app = falcon.App(middleware=[Context()])
+    app.add_error_handler(NaradError, _refused)
+    app.add_route("/metrics", Metrics(guard, caches, _Topics()))
+    try:
+        return falcon.testing.TestClient(app).simulate_get(
+            "/metrics", headers=basic_auth("scraper", "a-good-password")
+        )
+    finally:
+        authenticator.release.set()
+
+
+def test_a_scrape_with_verified_credentials_does_not_wait_for_a_stalled_storage():
+    scraper = Principal("scraper", Permissions([Grant("metrics", ("*",))]))
+    resp = stalled_scrape(scraper)
+    assert resp.status_code == 200
+    assert "narad_auth_delayed_total" in resp.text
+    # Remembered credentials without the grant are refused all the same.
+    resp = stalled_scrape(Principal("bob", Permissions([Grant("produce", ("*",))])))
+    assert resp.status_code == 403
