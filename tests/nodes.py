@@ -85,6 +85,7 @@ class Node:
             "NARAD_SECURITY_SCRYPT_LOG2_N": "10",
             "NARAD_SECURITY_FAILURES_BURST": "100000",
             "NARAD_SECURITY_ADDRESS_FAILURES_BURST": "100000",
+            "NARAD_SECURITY_USER_FAILURES_BURST": "100000",
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins")]),
             **tls_env,
             **(env or {}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from narad.config import Config
 from narad.embedded import socket_path
 from narad.storage import Entry
 from narad.storage import PayloadKind
+from tests.httpclient import ADMIN
 from tests.httpclient import Client
 from tests.nodes import Node
 
@@ -251,11 +253,16 @@ def test_a_node_serves_on_a_unix_socket(storage_url, tmp_path):
             start_new_session=True,
         )
 
+    credentials = base64.b64encode(":".join(ADMIN).encode()).decode()
+
     def get(route: str) -> bytes:
         with socket.socket(socket.AF_UNIX) as conn:
             conn.settimeout(10)
             conn.connect(str(path))
-            conn.sendall(f"GET {route} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            conn.sendall(
+                f"GET {route} HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Basic {credentials}\r\n\r\n".encode()
+            )
             return conn.recv(4096)
 
     def ready() -> bool:

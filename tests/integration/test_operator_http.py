@@ -693,7 +693,7 @@ def test_a_gunicorn_node_aggregates_its_workers_metrics_as_written(
     base = f"http://127.0.0.1:{port}"
 
     def healthz_count() -> float:
-        client = Client(base, auth=None)  # a new connection, any worker
+        client = Client(base)  # the admin, on a new connection: any worker
         try:
             text = client.get("/metrics").data.decode()
         finally:
