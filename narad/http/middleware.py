@@ -33,7 +33,9 @@ from narad.security.access import Gate
 from narad.security.authn import OPEN
 from narad.security.authn import Authenticator
 
-#: Routes anyone may call: probes of load balancers and scrapers.
+#: Routes the middleware does not authenticate: the probes of load balancers,
+#: and /metrics, whose resource asks for a metrics grant itself unless
+#: ``metrics.public`` opens it (narad.http.health).
 PUBLIC = frozenset({"/healthz", "/readyz", "/metrics"})
 
 access_log = logging.getLogger("narad.access")
