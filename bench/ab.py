@@ -294,4 +294,6 @@ def report(phases: list[str], rates: dict[str, dict[str, list[list[float]]]]) ->
 
 
 if __name__ == "__main__":
-    main()
+    import report
+
+    report.run("ab", main)

@@ -352,4 +352,6 @@ if __name__ == "__main__":
         print(json.dumps(driver(url, batches)))
     else:
         sys.path.insert(0, str(HERE.parent))
-        main()
+        import report
+
+        report.run("cost", main)

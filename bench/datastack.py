@@ -75,4 +75,6 @@ if __name__ == "__main__":
     if len(sys.argv) == 2:
         print(json.dumps(measure(sys.argv[1] == "with")))
     else:
-        main()
+        import report
+
+        report.run("datastack", main)

@@ -166,4 +166,6 @@ def report(node: Node, seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import report
+
+    report.run("fanout", main)

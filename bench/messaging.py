@@ -1345,4 +1345,6 @@ def check(statuses: Counter, allowed: set[int]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import report
+
+    report.run("messaging", main)

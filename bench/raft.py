@@ -403,4 +403,6 @@ def report(cluster: Cluster, nodes: list[Node], raft_url: str, args) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import report
+
+    report.run("raft", main)

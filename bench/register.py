@@ -227,4 +227,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import report
+
+    report.run("register", main)

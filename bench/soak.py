@@ -804,4 +804,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import report
+
+    report.run("soak", main)
