@@ -369,4 +369,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import report
+
+    report.run("compat", main)

@@ -342,4 +342,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import report
+
+    sys.exit(report.run("validate", main))
