@@ -1,0 +1,1 @@
+"""Protobuf schemas for Narad topics."""
