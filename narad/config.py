@@ -175,7 +175,7 @@ def default_workers() -> int:
 
     A gevent worker holds any number of connections, so more workers than
     cores only share the cores and split each worker's group commits into
-    smaller ones (the README's Connections note has the figures). Two at
+    smaller ones (bench/messaging.py measures it). Two at
     least, so that a worker's restart or crash leaves another serving.
     """
     try:

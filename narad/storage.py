@@ -2,7 +2,7 @@
 
 A backend plugin (hook ``narad_storage_backends``) returns a factory that
 builds an object with the methods of :class:`Storage`. This module is public
-and covered by the compatibility promise in the README: its names and the
+and covered by the compatibility promise (docs/plugins.md): its names and the
 meaning of every method stay as documented here within a major version.
 :mod:`narad.testing.storage_contract` is the executable form of this page;
 a backend is conforming when it passes that suite.

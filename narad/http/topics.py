@@ -185,7 +185,7 @@ class TopicCollection:
                 "page_token must be the next_page_token of the previous page, "
                 f"got {quote(token)}"
             )
-        # A user sees the topics their grants match (see the README).
+        # A user sees the topics their grants match (docs/security.md).
         scope = principal(req).permissions.listing_prefixes()
         metas, next_token = self.topics.list(after=token, limit=limit, scope=scope)
         resp.text = dumps(

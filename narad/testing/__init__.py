@@ -1,6 +1,6 @@
 """What a plugin author (and Narad's own suite) needs to test against Narad.
 
-Public and covered by the README's compatibility promise, like
+Public and covered by the compatibility promise (docs/plugins.md), like
 :mod:`narad.storage` and :mod:`narad.compatibility`. Needs the test extra
 (``pip install narad[test]``: pytest, fakeredis).
 
