@@ -11,6 +11,7 @@ import falcon
 from narad import metrics
 from narad.broker.stats import TopicMetrics
 from narad.caches import Caches
+from narad.errors import StorageError
 from narad.errors import Unavailable
 from narad.guard import StorageGuard
 from narad.http import dumps
@@ -100,10 +101,10 @@ class Metrics:
     def _scraper(self, req: falcon.Request, authenticator: Authenticator) -> Principal:
         """Who scrapes: :meth:`Authenticator.authenticate`, which may read the
         user from the storage. Credentials this worker verified before do
-        not wait for that read past the per-topic read's bound: a stalled
-        storage must not fail the scrape (its figures are wanted most then),
-        so they serve as they were (a change of the user announced since
-        has dropped them)."""
+        not wait for that read past the per-topic read's bound, nor fail
+        with it: a stalled or unreachable storage must not fail the scrape
+        (its figures are wanted most then), so they serve as they were (a
+        change of the user announced since has dropped them)."""
         header = req.get_header("Authorization")
         address = req.remote_addr or ""
         remembered = authenticator.remembered(header)
@@ -121,6 +122,8 @@ class Metrics:
         checking.start()
         checking.join(self.topics.wait_s)
         if not outcome:
+            return remembered
+        if isinstance(outcome[0], Unavailable | StorageError):
             return remembered
         if isinstance(outcome[0], BaseException):
             raise outcome[0]

@@ -169,7 +169,15 @@ def test_the_units_run_the_shipped_config():
     unit = (ROOT / "systemd" / "narad-raft.service").read_text()
     assert re.search(rf"^ExecStart=\S+redis-server {UNIT_CONF}$", unit, re.M)
     drop_in = (ROOT / "systemd" / "narad.service.d" / "redisraft.conf").read_text()
-    assert re.search(r"^EnvironmentFile=/etc/narad/storage\.env$", drop_in, re.M)
+    # The nodes and the user in the unit; the password as a credential.
+    assert re.search(
+        r"^Environment=NARAD_STORAGE_URL=redis://narad@\S+,\S+$", drop_in, re.M
+    )
+    assert re.search(
+        r"^LoadCredential=storage-password:/etc/narad/credentials/storage-password$",
+        drop_in,
+        re.M,
+    )
     conf = (ROOT / "conf" / "redisraft.conf").read_text()
     assert re.search(r"^dir /var/lib/narad-raft$", conf, re.M)
     assert "StateDirectory=narad-raft" in unit

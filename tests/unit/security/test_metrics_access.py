@@ -16,6 +16,7 @@ from narad.app import _refused
 from narad.cli.users import parse_grant
 from narad.errors import InvalidArgument
 from narad.errors import NaradError
+from narad.errors import StorageError
 from narad.http.health import Metrics
 from narad.security.access import Gate
 from narad.security.authn import Principal
@@ -162,14 +163,17 @@ def test_security_off_leaves_the_route_open(client):
 class _Stalled:
     """An authenticator whose check reads a storage that does not answer."""
 
-    def __init__(self, remembered):
+    def __init__(self, remembered, unreachable=False):
         self._remembered = remembered
+        self.unreachable = unreachable
         self.release = threading.Event()
 
     def remembered(self, header):
         return self._remembered
 
     def authenticate(self, header, address):
+        if self.unreachable:
+            raise StorageError("connection refused")
         self.release.wait(10)
         raise AssertionError("the scrape waited for the storage")
 
@@ -181,8 +185,8 @@ class _Topics:
         return []
 
 
-def stalled_scrape(remembered) -> falcon.testing.Result:
-    authenticator = _Stalled(remembered)
+def stalled_scrape(remembered, unreachable=False) -> falcon.testing.Result:
+    authenticator = _Stalled(remembered, unreachable)
 
     class Context:
         def process_request(self, req, resp):
@@ -210,3 +214,11 @@ def test_a_scrape_with_verified_credentials_does_not_wait_for_a_stalled_storage(
     # Remembered credentials without the grant are refused all the same.
     resp = stalled_scrape(Principal("bob", Permissions([Grant("produce", ("*",))])))
     assert resp.status_code == 403
+
+
+def test_a_scrape_with_verified_credentials_survives_an_unreachable_storage():
+    # The gauges say the storage is gone: the scrape must be answered.
+    scraper = Principal("scraper", Permissions([Grant("metrics", ("*",))]))
+    resp = stalled_scrape(scraper, unreachable=True)
+    assert resp.status_code == 200
+    assert "narad_storage_durable" in resp.text
