@@ -413,6 +413,10 @@ def _blocks(key: Skip | None, item: Skip, empty: bool, what: str) -> Skip:
                 except Malformed as exc:
                     exc.tokens.append(str(index))
                     raise
+                except IndexError:
+                    exc = _truncated()
+                    exc.tokens.append(str(index))
+                    raise exc from None
                 index += 1
             if size >= 0 and pos - start != size:
                 raise Malformed(
