@@ -84,6 +84,9 @@ sys.exit(_protoc_compiler.run_main([
 ]))
 """
 
+# How running out of RLIMIT_AS shows, in Python or in protoc.
+_OUT_OF_MEMORY = ("MemoryError", "bad_alloc", "Cannot allocate memory")
+
 # protoc's error lines: "schema.proto:3:14: message" (1-based line, column).
 _LOCATED = re.compile(r"^" + re.escape(FILE_NAME) + r":(\d+):(\d+): (.*)$")
 
@@ -162,7 +165,7 @@ def _refusal(code: int, stderr: str, tmp: str) -> ProtobufSchemaError:
         return ProtobufSchemaError(
             f".proto does not compile: {detail}", line=line, column=column
         )
-    if code < 0 or "MemoryError" in stderr or "bad_alloc" in stderr:
+    if code < 0 or any(sign in stderr for sign in _OUT_OF_MEMORY):
         return ProtobufSchemaError(
             ".proto did not compile within the compiler's time and memory limits"
         )

@@ -87,10 +87,14 @@ def is_well_known(file_name: str) -> bool:
 
 def build_pool(
     files: Sequence[descriptor_pb2.FileDescriptorProto],
+    *,
+    single_file: bool = False,
 ) -> descriptor_pool.DescriptorPool:
     """A private pool holding ``files`` and the well-known types they import.
 
     Files are added dependencies first, whatever their order in ``files``.
+    ``single_file``: the client sent one ``FileDescriptorProto``, so an import
+    error says how to send its imports along.
 
     Raises:
         ProtobufSchemaError: two files share a name, a file imports one that
@@ -137,7 +141,9 @@ def build_pool(
             ]
             unknown = [d for d in missing if d not in given]
             if unknown:
-                raise ProtobufSchemaError(_missing_import(file.name, unknown[0], given))
+                raise ProtobufSchemaError(
+                    _missing_import(file.name, unknown[0], single_file)
+                )
             if missing:
                 waiting.append(file)
                 continue
@@ -162,12 +168,10 @@ def _shown(name: str) -> str:
     return f"file {name!r}" if name else "the file"
 
 
-def _missing_import(
-    name: str, dep: str, given: dict[str, descriptor_pb2.FileDescriptorProto]
-) -> str:
+def _missing_import(name: str, dep: str, single_file: bool) -> str:
     if is_well_known(dep):
         return f"{_shown(name)} imports {dep}, which is not a well-known type"
-    if len(given) == 1:
+    if single_file:
         return (
             f"{_shown(name)} imports {dep}; only google/protobuf/*.proto can be "
             "imported (send a FileDescriptorSet that holds it, as "

@@ -66,7 +66,7 @@ Encoding = Literal["binary", "json"]
 
 # Base64 (standard alphabet, MIME line breaks allowed) with an optional
 # ":Message.Name"; what is not .proto text (module docstring).
-_NOT_PROTO_TEXT = re.compile(r"[^\s{};\"]+")
+_NOT_PROTO_TEXT = re.compile(r"[^ \t\f\v{};\"]+")
 _MESSAGE_NAME = re.compile(r"\.?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -274,7 +274,7 @@ def _resolve(
     named: str | None,
     source: MessageSource | None,
 ) -> ProtobufSchema:
-    pool = build_pool(files)
+    pool = build_pool(files, single_file=form is SchemaForm.FILE_DESCRIPTOR)
     own = sorted({f.name for f in files if not f.name.startswith("google/protobuf/")})
     if not own:
         raise ProtobufSchemaError("the descriptors hold only well-known types")
