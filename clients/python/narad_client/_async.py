@@ -348,7 +348,8 @@ class AsyncClient:
         return await self._run(Calls.schemas(topic))
 
     async def schema(self, topic: str, version: int | str = "latest") -> Schema:
-        """One schema version (``"latest"`` by default), byte for byte."""
+        """One schema version (``"latest"`` by default), its document as the
+        node stores it."""
         return await self._run(Calls.schema(topic, version))
 
     async def set_schema(

@@ -83,7 +83,8 @@ class Schema:
 
     Attributes:
         version: Its version number.
-        document: The document as stored, byte for byte.
+        document: The document as the node stores it (the text it was sent,
+            key order and number spellings kept).
     """
 
     version: int

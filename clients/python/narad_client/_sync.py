@@ -331,7 +331,8 @@ class Client:
         return self._run(Calls.schemas(topic))
 
     def schema(self, topic: str, version: int | str = "latest") -> Schema:
-        """One schema version (``"latest"`` by default), byte for byte."""
+        """One schema version (``"latest"`` by default), its document as the
+        node stores it."""
         return self._run(Calls.schema(topic, version))
 
     def set_schema(

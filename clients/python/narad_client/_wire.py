@@ -39,7 +39,8 @@ _STRICT = json.JSONDecoder(parse_constant=_not_json)
 def message(text: str) -> Message:
     """The message of a single consume (or replay) answer."""
     try:
-        members, spans, _ = _members(text, _WS.match(text, 0).end())
+        members, spans, end = _members(text, _WS.match(text, 0).end())
+        _end(text, end)
         return _message(text, members, spans)
     except (ValueError, IndexError, RecursionError, KeyError, TypeError) as exc:
         raise UnexpectedResponse(f"not a Narad message: {exc!r}", 200) from None
@@ -49,7 +50,7 @@ def batch(text: str) -> list[Message]:
     """The messages of a batch consume answer, ``{"messages": [...]}``."""
     try:
         idx = _WS.match(text, 0).end()
-        out: list[Message] = []
+        out: list[Message] | None = None
         if text[idx] != "{":
             raise ValueError("expected an object")
         idx = _WS.match(text, idx + 1).end()
@@ -60,18 +61,26 @@ def batch(text: str) -> list[Message]:
             else:
                 if text[idx] != "[":
                     raise ValueError("messages is not a list")
+                out = []
                 idx = _WS.match(text, idx + 1).end()
                 while text[idx] != "]":
                     members, spans, idx = _members(text, idx)
                     out.append(_message(text, members, spans))
-                    idx = _WS.match(text, idx).end()
-                    if text[idx] == ",":
-                        idx = _WS.match(text, idx + 1).end()
+                    idx = _after_value(text, idx, "]")
                 idx += 1
             idx = _after_value(text, idx, "}")
+        _end(text, idx + 1)
+        if out is None:
+            raise ValueError("no messages member")
         return out
     except (ValueError, IndexError, RecursionError, KeyError, TypeError) as exc:
         raise UnexpectedResponse(f"not a Narad message batch: {exc!r}", 200) from None
+
+
+def _end(text: str, idx: int) -> None:
+    """Nothing but whitespace may follow the answer's object."""
+    if _WS.match(text, idx).end() != len(text):
+        raise ValueError(f"text after the object at {idx}")
 
 
 def _name(text: str, idx: int) -> tuple[str, int]:
@@ -89,7 +98,10 @@ def _after_value(text: str, idx: int, close: str) -> int:
     """Past the whitespace and the comma after a value; at ``close`` if last."""
     idx = _WS.match(text, idx).end()
     if text[idx] == ",":
-        return _WS.match(text, idx + 1).end()
+        idx = _WS.match(text, idx + 1).end()
+        if text[idx] == close:
+            raise ValueError(f"a trailing comma before {idx}")
+        return idx
     if text[idx] != close:
         raise ValueError(f"expected ',' or {close!r} at {idx}")
     return idx
@@ -98,7 +110,7 @@ def _after_value(text: str, idx: int, close: str) -> int:
 def _members(
     text: str, idx: int
 ) -> tuple[dict[str, Any], dict[str, tuple[int, int]], int]:
-    """The object at ``idx``: its members (the payload's left unparsed), the
+    """The object at ``idx``: its members (the payload's numbers left as text), the
     span of text each value takes, and the index past the object. The span
     of a value runs from after the colon to before the comma or brace that
     follows it: the node writes no whitespace of its own, so whitespace
@@ -122,10 +134,7 @@ def _members(
         idx = _WS.match(text, idx).end()
         members[name] = value
         spans[name] = (start, idx)
-        if text[idx] == ",":
-            idx = _WS.match(text, idx + 1).end()
-        elif text[idx] != "}":
-            raise ValueError(f"expected ',' or '}}' at {idx}")
+        idx = _after_value(text, idx, "}")
     return members, spans, idx + 1
 
 
