@@ -302,6 +302,21 @@ SETTINGS: tuple[Setting, ...] = (
         ),
         Setting("tls_key", "", text, "PEM private key of tls_cert"),
         Setting(
+            "plain_requests",
+            True,
+            boolean,
+            "read plain HTTP/1.1 request heads on Narad's own short path; "
+            "false = every request through gunicorn's parser",
+        ),
+        Setting(
+            "http_parser",
+            "auto",
+            _choice("auto", "fast", "python"),
+            "gunicorn's parser for what the short path does not take: fast = "
+            "its C parser (narad[fast], gunicorn-h1c), python, auto = fast if "
+            "installed",
+        ),
+        Setting(
             "tls_client_ca",
             "",
             text,

@@ -361,6 +361,9 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # gevent: a long-polling consumer holds a greenlet, not a thread.
         "worker_class": "narad.workers.NaradWorker",
         "keepalive": config.get("server.keepalive"),
+        # For the requests narad.plain does not take (all of them with
+        # server.plain_requests off).
+        "http_parser": config.get("server.http_parser"),
         # Forwarding headers (X-Forwarded-Proto..., SCRIPT_NAME) from these
         # peers only; gunicorn's default trusts 127.0.0.1 and ::1, where any
         # local client would rewrite the routed path.

@@ -606,7 +606,10 @@ class NaradWorker(JSONErrors, GeventWorker):
         tune_collector()
         freeze_settings(self.cfg)
         util.http_date = HttpDate()
-        self.plain = plain.install(self.cfg)
+        # server.plain_requests off: gunicorn parses every request (the
+        # configuration bench/ab.py --variant compares with).
+        plain_requests = self.config.get("server.plain_requests")
+        self.plain = plain.install(self.cfg) if plain_requests else None
         # After gevent's patching: its SSLContext, whose sockets yield.
         self.tls = tls_context(self.config)
         offload.start(self.offload_threads)
@@ -772,7 +775,7 @@ class NaradWorker(JSONErrors, GeventWorker):
                 )
         # A plain request (narad.plain) has a Host field, no Connection or
         # Expect field, none twice: these checks are for the others only.
-        plain_request = getattr(req, "plain", False)
+        plain_request = self.plain is not None and getattr(req, "plain", False)
         expects = False
         if not plain_request:
             expects = self._check_head(req, sock, addr)
