@@ -24,6 +24,19 @@ second of its workers' CPU (over one whole wait, once all of them poll);
 and single produce beside those 10,000 waiters. As there,
 Valkey rewrites its append-only file before a turn that could start a
 rewrite, so that none lands inside a turn (:class:`messaging.Rewrites`).
+
+``--variant NAME:VAR=VALUE,...`` (twice or more, no ``REV``) compares
+settings of this checkout instead of two revisions: each pair then starts
+one node per variant, with those environment variables (``NARAD_*``
+settings; a ``PYTHONPATH`` given is put before the checkout's), the first
+variant being the baseline the others are divided by. The HTTP parsers::
+
+    python bench/ab.py --phases produce,waiters,beside-waiters \
+        --variant plain: \
+        --variant gunicorn:NARAD_SERVER_PLAIN_REQUESTS=false,\
+NARAD_SERVER_HTTP_PARSER=python \
+        --variant h1c:NARAD_SERVER_PLAIN_REQUESTS=false,\
+NARAD_SERVER_HTTP_PARSER=fast,PYTHONPATH=DIR_WITH_GUNICORN_H1C
 """
 
 from __future__ import annotations
@@ -69,7 +82,6 @@ from messaging import stop_nodes_on_sigterm
 PHASES = ("produce", "consume-ack", "flow", "waiters", "beside-waiters")
 DEFAULT_PHASES = PHASES[:3]
 UNITS = {"waiters": "polls per CPU-second"}
-VERSIONS = ("old", "new")
 # What a turn of each phase may write to the AOF in a second, at most.
 AOF_BYTES_PER_S = {
     "produce": Rewrites.BYTES_PER_S,
@@ -89,9 +101,30 @@ class Node(NamedTuple):
     workers: list[int]  # its gunicorn workers' pids
 
 
+def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
+    """``NAME:VAR=VALUE,...`` as (name, environment)."""
+    name, _, assignments = spec.partition(":")
+    env = {}
+    for assignment in filter(None, assignments.split(",")):
+        var, equals, value = assignment.partition("=")
+        if not equals or not var:
+            raise argparse.ArgumentTypeError(f"{assignment!r} is not VAR=VALUE")
+        env[var] = value
+    if not name:
+        raise argparse.ArgumentTypeError(f"{spec!r} has no name before ':'")
+    return name, env
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("rev", help="the git revision to compare with")
+    parser.add_argument("rev", nargs="?", help="the git revision to compare with")
+    parser.add_argument(
+        "--variant",
+        type=parse_variant,
+        action="append",
+        default=[],
+        help="NAME:VAR=VALUE,... settings of this checkout to compare (no REV)",
+    )
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=4.0, help="per turn")
@@ -103,26 +136,49 @@ def main() -> None:
     unknown = set(phases) - set(PHASES)
     if unknown:
         parser.error(f"unknown phases {sorted(unknown)}; choose from {PHASES}")
+    if (args.rev is None) == (len(args.variant) < 2):
+        parser.error("give a REV, or two --variant or more (not both)")
     tmp = Path(tempfile.mkdtemp(prefix="narad-bench-ab-"))
     old = tmp / "old"
     try:
-        label = checkout(args.rev, old)
+        if args.rev is None:
+            variants = dict(args.variant)
+            for env in variants.values():
+                if "PYTHONPATH" in env:
+                    env["PYTHONPATH"] += f":{ROOT}:{ROOT / 'plugins'}"
+            print(
+                "variants of this checkout: "
+                + "; ".join(
+                    f"{name} ({', '.join(f'{k}={v}' for k, v in env.items()) or '-'})"
+                    for name, env in variants.items()
+                )
+            )
+        else:
+            label = checkout(args.rev, old)
+            variants = {
+                "old": {"PYTHONPATH": f"{old}:{old / 'plugins'}"},
+                "new": {},
+            }
+            print(f"old: {label}; new: this checkout")
         print(
-            f"old: {label}; new: this checkout; {args.pairs} pairs of fresh nodes "
+            f"{args.pairs} pairs of fresh nodes "
             f"({args.workers} workers, embedded Valkey, fsync always), "
             f"{args.turns} turn(s) a version per phase, {args.seconds:g} s a turn"
         )
-        rates = {p: {v: [] for v in VERSIONS} for p in phases}
+        rates = {p: {v: [] for v in variants} for p in phases}
         rewritten = 0
         for pair in range(args.pairs):
-            rewritten += run_pair(pair, old, tmp / f"pair{pair}", args, phases, rates)
+            rewritten += run_pair(
+                pair, variants, tmp / f"pair{pair}", args, phases, rates
+            )
         report(phases, rates)
         print(f"Valkey's AOF rewritten {rewritten} times before turns, none within")
     finally:
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
-            capture_output=True,
-        )
+        if args.rev is not None:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                capture_output=True,
+            )
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -146,35 +202,42 @@ def checkout(rev: str, where: Path) -> str:
     ).stdout.strip()
 
 
+def rotated(names: list[str], by: int) -> list[str]:
+    """``names`` in turn order ``by``: with two, alternating; with more,
+    each first in its turn (and reversed every other round)."""
+    by %= 2 * len(names)
+    order = names[by % len(names) :] + names[: by % len(names)]
+    return order if by < len(names) else order[::-1]
+
+
 def run_pair(
     pair: int,
-    old: Path,
+    variants: dict[str, dict[str, str]],
     tmp: Path,
     args: argparse.Namespace,
     phases: list[str],
     rates: dict[str, dict[str, list[list[float]]]],
 ) -> int:
-    """Start one node per version, take alternating turns of each phase, and
-    add the pair's rates (one list per version and phase); how many AOF
-    rewrites were made before turns."""
+    """Start one node per version (its environment from ``variants``), take
+    alternating turns of each phase, and add the pair's rates (one list per
+    version and phase); how many AOF rewrites were made before turns."""
     tmp.mkdir()
     servers = Servers(tmp, args.workers)
     rewrites = Rewrites()
+    names = list(variants)
     try:
         nodes, storage = {}, {}
         # Which version starts first alternates too.
-        for version in VERSIONS if pair % 2 == 0 else VERSIONS[::-1]:
-            extra = {}
-            if version == "old":
-                extra["PYTHONPATH"] = f"{old}:{old / 'plugins'}"
-            port, groups, storage[version] = servers.spawn_node(version, **extra)
+        for version in rotated(names, pair):
+            port, groups, storage[version] = servers.spawn_node(
+                version, **variants[version]
+            )
             nodes[version] = Node(port, groups["gunicorn workers"])
             prepare(port)
         for phase in phases:
-            got = {v: [] for v in VERSIONS}
+            got = {v: [] for v in names}
             for turn in range(args.turns):
-                order = VERSIONS if (turn + pair) % 2 == 0 else VERSIONS[::-1]
-                for version in order:
+                for version in rotated(names, turn + pair):
                     rewrites.make_room(
                         storage[version],
                         args.seconds + WARMUP_S,
@@ -187,7 +250,7 @@ def run_pair(
                         + UNITS.get(phase, "msgs/s"),
                         flush=True,
                     )
-            for version in VERSIONS:
+            for version in names:
                 rates[phase][version].append(got[version])
         return rewrites.count
     finally:
@@ -270,22 +333,34 @@ TURNS: dict[str, Callable[[Node, float, int], float]] = {
 
 
 def report(phases: list[str], rates: dict[str, dict[str, list[list[float]]]]) -> None:
+    """Per phase: each version's mean and median over every turn, and each
+    version's ratio to the first one (the baseline) pair by pair, with their
+    mean and median."""
+    names = list(rates[phases[0]])
+    base = names[0]
     print()
-    print(f"{'phase':14s} {'old':>10s} {'new':>10s}   new/old per pair -> mean")
     for phase in phases:
-        old, new = rates[phase]["old"], rates[phase]["new"]
-        ratios = [
-            statistics.mean(n) / statistics.mean(o)
-            for o, n in zip(old, new, strict=True)
-        ]
-        spread = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
-        print(
-            f"{phase:14s} {statistics.mean(chain(*old)):10,.0f} "
-            f"{statistics.mean(chain(*new)):10,.0f}   "
-            + ", ".join(f"{r:.3f}" for r in ratios)
-            + f" -> {statistics.mean(ratios):.3f} (pairs' stdev {spread:.3f})"
-        )
-    print(f"(msgs/s, means over every turn; {WARMUP_S:g} s warm-up a turn)")
+        print(f"{phase}:")
+        for name in names:
+            turns = list(chain(*rates[phase][name]))
+            line = (
+                f"  {name:10s} mean {statistics.mean(turns):10,.0f}  "
+                f"median {statistics.median(turns):10,.0f}"
+            )
+            if name != base:
+                ratios = [
+                    statistics.mean(n) / statistics.mean(o)
+                    for o, n in zip(rates[phase][base], rates[phase][name], strict=True)
+                ]
+                spread = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
+                line += (
+                    f"   /{base} per pair "
+                    + ", ".join(f"{r:.3f}" for r in ratios)
+                    + f" -> mean {statistics.mean(ratios):.3f}, median "
+                    f"{statistics.median(ratios):.3f} (stdev {spread:.3f})"
+                )
+            print(line)
+    print(f"(msgs/s over every turn; {WARMUP_S:g} s warm-up a turn)")
     if "waiters" in phases:
         print(
             f"(waiters: polls answered per second of the workers' CPU, "
@@ -296,4 +371,5 @@ def report(phases: list[str], rates: dict[str, dict[str, list[list[float]]]]) ->
 if __name__ == "__main__":
     import report
 
-    report.run("ab", main)
+    # Settings compared on one checkout have a section of their own.
+    report.run("ab-settings" if "--variant" in sys.argv else "ab", main)

@@ -46,6 +46,7 @@ PAGE = ROOT / "docs" / "benchmarks.md"
 TITLES = {
     "messaging": "Messaging (`bench/messaging.py`)",
     "ab": "A/B against a revision (`bench/ab.py`)",
+    "ab-settings": "A/B of settings: HTTP parsers (`bench/ab.py --variant`)",
     "cost": "Instructions per message (`bench/cost.py`)",
     "fanout": "Fan-out (`bench/fanout.py`)",
     "raft": "RedisRaft (`bench/raft.py`)",
