@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# The checkout (for tests.nodes) and this distribution's sources: the tests
+# run from the checkout without installing the client.
+CLIENT = Path(__file__).resolve().parents[1]
+ROOT = CLIENT.parents[1]
+for where in (ROOT, CLIENT):
+    if str(where) not in sys.path:
+        sys.path.insert(0, str(where))
 
 from tests.httpclient import ADMIN  # noqa: E402
 from tests.nodes import Node  # noqa: E402
