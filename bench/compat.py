@@ -175,7 +175,7 @@ def _best(run: Callable[[], Any], runs: int = 5) -> tuple[float, Any]:
 
 def dry_runs() -> None:
     """The dry run of a 256 KiB change, end to end in-process, beside a PATCH."""
-    from narad.embedded import EmbeddedValkey
+    from narad.serve.embedded import EmbeddedValkey
     from narad.testing import client
     from narad.testing import make_config
 

@@ -32,7 +32,7 @@ import redis
 from gunicorn.app.base import BaseApplication
 
 from narad.config import Config
-from narad.server import gunicorn_settings
+from narad.serve.server import gunicorn_settings
 
 SCRIPTS = Path(__file__).with_name("floor")
 QUEUE, LEASED, IDS = "bench:floor:queue", "bench:floor:leased", "bench:floor:ids"

@@ -92,7 +92,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 import redis  # noqa: E402
 
 from narad.config import default_workers  # noqa: E402
-from narad.embedded import socket_path  # noqa: E402
+from narad.serve.embedded import socket_path  # noqa: E402
 
 CLIENTS = 32
 BATCH = 100
@@ -766,7 +766,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     narad = {"gunicorn workers": servers.narad_workers, "valkey": servers.valkey}
     floor = {"gunicorn workers": servers.floor_workers, "valkey": servers.valkey}
     print(
-        f"narad serve: {servers.workers} workers (narad.workers.NaradWorker, "
+        f"narad serve: {servers.workers} workers (narad.serve.workers.NaradWorker, "
         f"gevent), reuse_port, embedded Valkey (appendonly, fsync always) at "
         f"{servers.storage_url}"
     )

@@ -337,7 +337,7 @@ def main() -> None:
 def report(cluster: Cluster, nodes: list[Node], raft_url: str, args) -> None:
     valkey, raft = nodes
     print(
-        f"two nodes of {args.workers} workers each (narad.workers.NaradWorker); "
+        f"two nodes of {args.workers} workers each (narad.serve.workers.NaradWorker); "
         f"load generator of bench/messaging.py ({CLIENTS} clients for single, "
         f"{BATCH_CLIENTS} x {BATCH} messages for batch), {args.seconds:g} s per "
         f"phase; {os.cpu_count()} cores shared by everything"

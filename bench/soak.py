@@ -73,7 +73,7 @@ from messaging import call  # noqa: E402
 from messaging import comm  # noqa: E402
 from messaging import free_port  # noqa: E402
 
-from narad.embedded import socket_path  # noqa: E402
+from narad.serve.embedded import socket_path  # noqa: E402
 
 MIB = 1024 * 1024
 TARGET_MIB_PER_10K = 5.0

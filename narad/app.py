@@ -1,9 +1,8 @@
 """The WSGI application: routes, error handling, and the wiring of services.
 
-``get_app()`` is what gunicorn loads in each worker (``'narad.app:get_app()'``);
-it builds the app with the settings the master runs with
-(:func:`narad.server.node_config`), not the file as it is now. Each worker
-builds its own storage client, so no connection crosses a fork.
+:func:`create_app` builds it from settings; what gunicorn loads in each
+worker is :func:`narad.serve.wsgi.get_app`, which builds it with the settings
+the master runs with.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import logging
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import falcon
 
@@ -63,6 +61,7 @@ from narad.http.users import UserCollection
 from narad.http.users import UserItem
 from narad.logs import Episode
 from narad.plugins import Plugins
+from narad.plugins import connect_storage
 from narad.plugins import load_plugins
 from narad.schema import patterns
 from narad.schema.capacity import ValidationCapacity
@@ -108,23 +107,6 @@ def status_of(exc: Exception) -> int:
         if cls in STATUS:
             return STATUS[cls]
     raise LookupError(f"{type(exc).__name__} has no HTTP status in narad.app.STATUS")
-
-
-def connect_storage(config: Config, plugins: Plugins) -> Storage:
-    url = config.storage_url
-    if not url:
-        raise InvalidConfiguration(
-            "`storage.url` is empty: `narad serve` starts the embedded server and "
-            "sets it; a bare gunicorn needs NARAD_STORAGE_URL"
-        )
-    scheme = urlsplit(url).scheme
-    backends = plugins.storage_backends()
-    if scheme not in backends:
-        known = ", ".join(sorted(backends))
-        raise InvalidConfiguration(
-            f"`storage.url` scheme {scheme!r} has no storage plugin (known: {known})"
-        )
-    return backends[scheme](url, config)
 
 
 def capacity_for(config: Config) -> ValidationCapacity:
@@ -342,14 +324,6 @@ def create_app(
         Metrics(guard, caches, topic_metrics, public=config.get("metrics.public")),
     )
     return app
-
-
-def get_app() -> NaradApp:
-    """The gunicorn entry point: the master's settings
-    (:func:`narad.server.node_config`)."""
-    from narad.server import node_config
-
-    return create_app(node_config())
 
 
 def _json_error(resp: falcon.Response, status: int, message: str) -> None:

@@ -20,7 +20,7 @@ missed. Shared caches (patterns) are keyed by what they compile, not by
 topic, and are only ever evicted. :class:`Caches` publishes their sizes.
 
 Locks are native locks, not gevent's: patterns are compiled on the
-validation threads (:mod:`narad.offload`) as well as on the event loop. No
+validation threads (:mod:`narad.serve.offload`) as well as on the event loop. No
 critical section switches greenlets or waits for anything but the lock.
 """
 

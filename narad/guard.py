@@ -135,7 +135,7 @@ def check_at_start(config: Config) -> None:
     storage that does not answer yet does not stop the node: its workers
     check it once it does, and refuse writes until then.
     """
-    from narad.app import connect_storage
+    from narad.plugins import connect_storage
     from narad.plugins import load_plugins
 
     storage = connect_storage(config, load_plugins(config))

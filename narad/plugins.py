@@ -38,6 +38,7 @@ from importlib.metadata import packages_distributions
 from importlib.metadata import version as distribution_version
 from typing import TYPE_CHECKING
 from typing import Any
+from urllib.parse import urlsplit
 
 import pluggy
 
@@ -46,6 +47,7 @@ from narad import hookspecs
 from narad.config import Setting
 from narad.config import valid_section
 from narad.errors import CompatibilityRuleFailed
+from narad.errors import InvalidConfiguration
 from narad.errors import NaradError
 from narad.errors import PluginConflict
 from narad.errors import PluginError
@@ -535,6 +537,25 @@ def _distribution(name: str, plugin: object) -> tuple[str, str]:
     if name in DEFAULT_PLUGINS:
         return "narad", __version__
     return "", ""
+
+
+def connect_storage(config: Config, plugins: Plugins) -> Storage:
+    """A client of ``storage.url``, made by the storage plugin that claims
+    the URL's scheme (:meth:`Plugins.storage_backends`)."""
+    url = config.storage_url
+    if not url:
+        raise InvalidConfiguration(
+            "`storage.url` is empty: `narad serve` starts the embedded server and "
+            "sets it; a bare gunicorn needs NARAD_STORAGE_URL"
+        )
+    scheme = urlsplit(url).scheme
+    backends = plugins.storage_backends()
+    if scheme not in backends:
+        known = ", ".join(sorted(backends))
+        raise InvalidConfiguration(
+            f"`storage.url` scheme {scheme!r} has no storage plugin (known: {known})"
+        )
+    return backends[scheme](url, config)
 
 
 def load_plugins(

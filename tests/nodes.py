@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from narad.embedded import EmbeddedValkey
+from narad.serve.embedded import EmbeddedValkey
 from tests.httpclient import ADMIN
 from tests.httpclient import Client
 

@@ -65,7 +65,7 @@ def build(
     ``auth``: the Basic credentials sent (the test nodes' root admin);
     ``close``: ask for the connection to close after the response (without
     it, and without a field gunicorn must read itself, the request is plain:
-    :mod:`narad.plain`)."""
+    :mod:`narad.serve.plain`)."""
     if isinstance(target, str):
         target = target.encode("ascii")
     lines = [b"%s %s HTTP/1.1" % (method.encode(), target), b"Host: narad"]

@@ -42,7 +42,7 @@ moved on and looks again: forgetting costs a look (and a mark write), never
 a missed message. A ``MESSAGES`` event for a topic nobody here waits on
 costs little: another worker or node may wait on it.
 
-In a gevent worker (``narad.workers``) ``threading`` is monkey-patched: the
+In a gevent worker (``narad.serve.workers``) ``threading`` is monkey-patched: the
 listener is a greenlet and a waiting consumer costs a greenlet, not a thread.
 There consumers wait on a :class:`GreenCondition`, whose wait runs out as a
 timer firing: ``threading.Condition.wait`` runs out as a ``Timeout`` raised

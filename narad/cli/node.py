@@ -138,9 +138,9 @@ def serve_forever(config: Config) -> int:
     With no ``storage.url``, the node locks its data directory, starts the
     embedded Valkey and supervises it: 1 if the server could not be kept up.
     """
-    from narad.embedded import DataDirLock
-    from narad.embedded import EmbeddedValkey
-    from narad.supervisor import Supervisor
+    from narad.serve.embedded import DataDirLock
+    from narad.serve.embedded import EmbeddedValkey
+    from narad.serve.supervisor import Supervisor
 
     owner = os.getpid()
     lock = supervisor = None
@@ -180,8 +180,8 @@ def serve_forever(config: Config) -> int:
             config = config.replace(storage__url=url)
             supervisor = Supervisor(embedded)
             supervisor.start()
-        from narad.server import NaradApplication
-        from narad.server import prepare_environment
+        from narad.serve.server import NaradApplication
+        from narad.serve.server import prepare_environment
 
         prepare_environment(config, metrics_dir)
         NaradApplication(config).run()

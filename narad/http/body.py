@@ -5,7 +5,7 @@ class: with ``Transfer-Encoding: chunked`` until the server reports its end,
 otherwise exactly ``Content-Length`` bytes, counted. A body that stops short
 (the client closed) or a chunked body the server cannot decode is refused
 (400), as is one slower than the worker's deadlines allow (408, raised by
-:class:`narad.workers.Connection`), so a 202 always stands for the whole body
+:class:`narad.serve.workers.Connection`), so a 202 always stands for the whole body
 the client meant to send.
 """
 

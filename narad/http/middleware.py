@@ -113,7 +113,7 @@ class RequestLog:
         self, client: str | None, method: str | None, status: int, request_id: str
     ) -> None:
         """The line of a request the server refused before the app saw it
-        (:mod:`narad.workers`): no user, route or topic, no time spent."""
+        (:mod:`narad.serve.workers`): no user, route or topic, no time spent."""
         if self.fmt == "off" or not access_log.isEnabledFor(logging.INFO):
             return
         self._write(

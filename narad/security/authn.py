@@ -19,7 +19,7 @@ again only if the stored hash changed). The cache follows the users:
 - A verification that raced a change is cached only once the user is read
   again after it (a generation counter says a change came).
 
-Hashes run on :mod:`narad.offload`'s native threads, at most
+Hashes run on :mod:`narad.serve.offload`'s native threads, at most
 :data:`CHECK_SLOTS` at once per worker with at most :data:`CHECK_QUEUE`
 waiting; past that the answer is 503 at once. With the failure limits
 (:mod:`narad.security.limiter`, per user name from one address and per
@@ -49,7 +49,7 @@ from operator import itemgetter
 from typing import NoReturn
 
 from narad import metrics
-from narad import offload
+from narad.serve import offload
 from narad.broker.notifications import Listener
 from narad.caches import BoundedCache
 from narad.errors import AuthenticationRequired

@@ -9,7 +9,7 @@ scrypt is memory-hard: each hash fills ``128 * r * n`` bytes (16 MiB with
 the default ``n = 2**14, r = 8``) and makes ``p`` passes over it (``p = 5``:
 OWASP's minimum for that memory). ``security.scrypt_log2_n`` sets ``n`` for
 new hashes. It is CPU-bound and releases the GIL, so
-:mod:`narad.security.authn` runs it on :mod:`narad.offload`'s native threads,
+:mod:`narad.security.authn` runs it on :mod:`narad.serve.offload`'s native threads,
 never on the event loop, and bounds how many run at once.
 """
 

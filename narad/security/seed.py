@@ -163,7 +163,7 @@ def prepare_at_start(config: Config) -> None:
             config.get("server.bind"),
         )
         return
-    from narad.app import connect_storage
+    from narad.plugins import connect_storage
     from narad.plugins import load_plugins
 
     password = admin_password_from_env()

@@ -1,6 +1,6 @@
 """Where CPU-bound, deeply recursive work runs: off the event loop.
 
-A gevent worker (``narad.workers``) serves all its connections on one thread,
+A gevent worker (``narad.serve.workers``) serves all its connections on one thread,
 so a schema registration, a compatibility check or a costly validation run
 there would stall every other request for as long as it takes. The
 validator's recursion also needs a deeper C stack than a greenlet on the main

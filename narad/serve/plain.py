@@ -10,10 +10,10 @@ cost an idle long poll feels most: 10,000 ``wait=10s`` consumers ask again
 clients lose. Side by side on one machine, a long poll took 368 us of worker
 CPU through gunicorn's path and 307 us through this one (-17%); a head
 taken apart here without gunicorn's parse, then answered in one call of the
-worker's (:meth:`narad.workers.NaradWorker._respond`), took 275 -> 258 and
+worker's (:meth:`narad.serve.workers.NaradWorker._respond`), took 275 -> 258 and
 259 -> 242 us.
 
-So a worker (:mod:`narad.workers`) takes a plain request's head apart here
+So a worker (:mod:`narad.serve.workers`) takes a plain request's head apart here
 and builds its environ and its response head directly, and hands anything
 else to gunicorn's own code, unchanged:
 
@@ -24,7 +24,7 @@ else to gunicorn's own code, unchanged:
   changes framing, the connection or the scheme: ``Transfer-Encoding``,
   ``Expect``, ``Connection``, ``Upgrade``, the secure-scheme headers), and
   a head without ``Host``, goes to gunicorn's parser, with its checks and
-  refusals (and the worker's: :meth:`narad.workers.NaradWorker.handle_request`
+  refusals (and the worker's: :meth:`narad.serve.workers.NaradWorker.handle_request`
   refuses an HTTP/1.1 request without ``Host``). The body reader is
   still gunicorn's, set from ``Content-Length`` as for any request.
 - :class:`PlainParser` is gunicorn's request parser, which makes a head
@@ -163,7 +163,7 @@ class PlainRequest(Request):
 
     def _peer_is_trusted_proxy(self) -> bool:
         # gunicorn trusts every peer of a unix socket; here only ``*`` in
-        # server.forwarded_allow_ips does (narad.server).
+        # server.forwarded_allow_ips does (narad.serve.server).
         if not isinstance(self.peer_addr, tuple):
             return "*" in self.cfg.forwarded_allow_ips
         return super()._peer_is_trusted_proxy()
@@ -332,7 +332,7 @@ class PlainUnreader(SocketUnreader):
 def install(cfg: Any) -> Plain:
     """Read plain requests on the short path in this worker process, and
     return what serves them (the worker answers them itself with it:
-    :meth:`narad.workers.NaradWorker._respond`).
+    :meth:`narad.serve.workers.NaradWorker._respond`).
 
     gunicorn's workers look up ``gunicorn.http.get_parser`` when a
     connection opens: HTTP/1 connections get a :class:`PlainParser`, the

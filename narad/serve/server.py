@@ -68,7 +68,7 @@ def child_exit(server: Any, worker: Any) -> None:
 
 
 #: What stops a worker: held (blocked) from the fork until the worker has its
-#: own handlers for them (:meth:`narad.workers.NaradWorker.init_process`).
+#: own handlers for them (:meth:`narad.serve.workers.NaradWorker.init_process`).
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGQUIT})
 
 
@@ -242,7 +242,7 @@ def tls_context(config: Config) -> ssl.SSLContext | None:
 
     A client certificate is optional in the handshake and verified when one
     is given (a bad one fails the handshake); a connection without one is
-    answered on the health probes only (:mod:`narad.workers`), so that a
+    answered on the health probes only (:mod:`narad.serve.workers`), so that a
     load balancer's probes keep working. HTTP/1.1 only, TLS 1.2 at least.
     Built in each worker after gevent's patching (its ``ssl`` then), and
     once in the master at start to check the files.
@@ -359,9 +359,9 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         "bind": [config.get("server.bind")],
         "workers": config.get("server.workers"),
         # gevent: a long-polling consumer holds a greenlet, not a thread.
-        "worker_class": "narad.workers.NaradWorker",
+        "worker_class": "narad.serve.workers.NaradWorker",
         "keepalive": config.get("server.keepalive"),
-        # For the requests narad.plain does not take (all of them with
+        # For the requests narad.serve.plain does not take (all of them with
         # server.plain_requests off).
         "http_parser": config.get("server.http_parser"),
         # Forwarding headers (X-Forwarded-Proto..., SCRIPT_NAME) from these
@@ -377,7 +377,7 @@ def gunicorn_settings(config: Config) -> dict[str, Any]:
         # gunicorn 27's control socket defaults to $HOME/.gunicorn, where
         # several nodes on one machine would collide.
         "control_socket_disable": True,
-        # HTTPS: the worker makes the handshakes itself (narad.workers, with
+        # HTTPS: the worker makes the handshakes itself (narad.serve.workers, with
         # tls_context); gunicorn takes the scheme from these (https in the
         # environ, no sendfile).
         "certfile": config.get("server.tls_cert").strip() or None,
@@ -485,9 +485,12 @@ class NaradApplication(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self):
-        from narad.app import get_app
+        # In each worker, after the fork: what narad.serve.wsgi.get_app()
+        # gives a gunicorn started by hand. Imported here: metrics must not
+        # load before PROMETHEUS_MULTIPROC_DIR is set.
+        from narad.app import create_app
 
-        return get_app()
+        return create_app(node_config())
 
 
 def prepare_environment(config: Config, metrics_dir: str) -> None:

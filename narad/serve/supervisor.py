@@ -21,8 +21,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from narad.embedded import EmbeddedValkey
 from narad.errors import StorageError
+from narad.serve.embedded import EmbeddedValkey
 
 log = logging.getLogger(__name__)
 

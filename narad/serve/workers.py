@@ -20,13 +20,13 @@ greenlet rather than a thread, plus what a node facing clients directly needs:
   now (``drain()`` of :class:`narad.app.NaradApp`), idle kept-alive
   connections are closed, and requests in flight finish (up to gunicorn's
   graceful timeout).
-- **CPU-bound work off the event loop**: :mod:`narad.offload` starts its
+- **CPU-bound work off the event loop**: :mod:`narad.serve.offload` starts its
   native threads in each worker.
 - **A collector on the worker's clock** (:class:`Collector`): young
   collections every tenth of a second whatever the allocations, so that
   thousands of long polls never pile up in the young generation and pause
   the worker when it is finally collected.
-- **Plain requests on a short path** (:mod:`narad.plain`): the common
+- **Plain requests on a short path** (:mod:`narad.serve.plain`): the common
   HTTP/1.1 request's head is read, and its environ and response head made,
   without gunicorn's general code, which still takes every other request.
 - **gunicorn's settings read once** (:func:`freeze_settings`), not through
@@ -87,16 +87,16 @@ from gunicorn.http.wsgi import default_environ
 from gunicorn.workers.base_async import ALREADY_HANDLED
 from gunicorn.workers.ggevent import GeventWorker
 
-from narad import offload
-from narad import plain
 from narad.config import Config
 from narad.errors import RequestTimeout
 from narad.http import EverySecond
 from narad.http import error_body
 from narad.http import request_id
-from narad.server import STOP_SIGNALS
-from narad.server import node_config
-from narad.server import tls_context
+from narad.serve import offload
+from narad.serve import plain
+from narad.serve.server import STOP_SIGNALS
+from narad.serve.server import node_config
+from narad.serve.server import tls_context
 
 # How long reads of one connection may go on without letting the event loop
 # turn (see Connection.recv): the other connections' wait, at most.
@@ -576,7 +576,7 @@ class NaradWorker(JSONErrors, GeventWorker):
         self._application: Callable[..., Iterable[bytes]] | None = None
 
     def init_process(self) -> None:
-        # The master held the stop signals across the fork (narad.server's
+        # The master held the stop signals across the fork (narad.serve.server's
         # pre_fork): one sent since then is taken here, and one sent until
         # gunicorn sets the worker's own handlers (gevent's patching, first,
         # is the slowest part of a start) stops the worker too.
@@ -773,7 +773,7 @@ class NaradWorker(JSONErrors, GeventWorker):
                     "a client certificate is required (server.tls_client_ca), "
                     "and this connection presented none",
                 )
-        # A plain request (narad.plain) has a Host field, no Connection or
+        # A plain request (narad.serve.plain) has a Host field, no Connection or
         # Expect field, none twice: these checks are for the others only.
         plain_request = self.plain is not None and getattr(req, "plain", False)
         expects = False
@@ -793,7 +793,7 @@ class NaradWorker(JSONErrors, GeventWorker):
             sock.end_request()
 
     def _check_head(self, req: Any, sock: Any, addr: Any) -> bool:
-        """Refuse a head that is not plain (:mod:`narad.plain`) for what
+        """Refuse a head that is not plain (:mod:`narad.serve.plain`) for what
         gunicorn lets through; whether the client awaits ``100 Continue``
         before its body.
 
@@ -837,9 +837,9 @@ class NaradWorker(JSONErrors, GeventWorker):
         """gunicorn's ``handle_request`` (AsyncWorker's, in GeventWorker's
         wrapper) for a plain request, in one call: the same hooks, restart
         after ``max_requests``, closing and error handling, the environ and
-        response made by :mod:`narad.plain`, and the request timed only for
+        response made by :mod:`narad.serve.plain`, and the request timed only for
         a gunicorn access log that is kept (``narad serve`` keeps none:
-        :class:`narad.server.GunicornLogger`)."""
+        :class:`narad.serve.server.GunicornLogger`)."""
         cfg = self.cfg
         timed = self.log.access_log_enabled
         started = datetime.now() if timed else None

@@ -133,8 +133,8 @@ def make_app(
     """The Narad WSGI app over ``config`` (:func:`make_config` by default),
     with the built-in plugins, the fakeredis backend and ``plugins``. With
     security on, the root admin exists, with :data:`ADMIN_PASSWORD`."""
-    from narad.app import connect_storage
     from narad.app import create_app
+    from narad.plugins import connect_storage
     from narad.security.passwords import Scrypt
     from narad.security.passwords import hash_password
     from narad.security.seed import seed_root_admin

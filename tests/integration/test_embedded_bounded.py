@@ -11,8 +11,8 @@ import redis
 
 import narad_redis
 from narad.config import Config
-from narad.embedded import socket_path
 from narad.errors import StorageFull
+from narad.serve.embedded import socket_path
 from narad.storage import Entry
 from narad.storage import PayloadKind
 from narad.storage import SchemaLimits

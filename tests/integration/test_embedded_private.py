@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from narad.embedded import EmbeddedValkey
-from narad.embedded import socket_path
+from narad.serve.embedded import EmbeddedValkey
+from narad.serve.embedded import socket_path
 from tests.nodes import Node
 
 pytestmark = pytest.mark.slow

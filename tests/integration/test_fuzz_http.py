@@ -15,7 +15,7 @@ Whatever is sent:
 
 Half the requests ask to close their connection, which takes gunicorn's
 request path; the others do not, so that their heads are read by
-:mod:`narad.plain` when plain.
+:mod:`narad.serve.plain` when plain.
 
 ``NARAD_FUZZ_EXAMPLES`` sets the number of generated examples (each one to
 four requests): small by default to keep the suite short; a long run is e.g.
@@ -175,7 +175,7 @@ class Plan:
     topic: str = ""
     produce: str = ""  # "", "one" or "batch"
     authorization: str | None = None  # None: the root admin's credentials
-    plain: bool = False  # not asking to close: narad.plain reads the head
+    plain: bool = False  # not asking to close: narad.serve.plain reads the head
 
 
 def segment(name: str) -> bytes:

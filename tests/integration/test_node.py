@@ -15,7 +15,7 @@ import pytest
 
 import narad_redis
 from narad.config import Config
-from narad.embedded import socket_path
+from narad.serve.embedded import socket_path
 from narad.storage import Entry
 from narad.storage import PayloadKind
 from tests.httpclient import ADMIN

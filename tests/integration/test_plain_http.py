@@ -1,4 +1,4 @@
-"""Plain requests (narad.plain) over real sockets against ``narad serve``.
+"""Plain requests (narad.serve.plain) over real sockets against ``narad serve``.
 
 The edge suite asks every request to close its connection, which takes
 gunicorn's path; these keep connections alive, as clients do, so that the

@@ -3,7 +3,7 @@
 made for the run (:mod:`tests.tlscerts`).
 
 Both of a worker's paths serve under TLS: requests that keep their
-connection take the plain one (:mod:`narad.plain`), those that ask to close
+connection take the plain one (:mod:`narad.serve.plain`), those that ask to close
 take gunicorn's.
 """
 

@@ -223,7 +223,7 @@ def test_forwarded_allow_ips_trust_no_one_by_default_and_parse_networks():
 
 
 def test_gunicorn_trusts_the_forwarded_allow_ips_only():
-    from narad.server import gunicorn_settings
+    from narad.serve.server import gunicorn_settings
 
     assert gunicorn_settings(resolved())["forwarded_allow_ips"] == ""
     env = {"NARAD_SERVER_FORWARDED_ALLOW_IPS": "10.0.0.5,10.1.0.0/16"}

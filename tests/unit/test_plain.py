@@ -1,4 +1,4 @@
-"""Plain requests (narad.plain) read, answered and framed as gunicorn's own
+"""Plain requests (narad.serve.plain) read, answered and framed as gunicorn's own
 code does: the same fields, environ and bytes on generated requests, and
 every head the short path does not take goes to gunicorn unchanged."""
 
@@ -24,12 +24,12 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from narad import plain
-from narad.plain import PlainEnviron
-from narad.plain import PlainParser
-from narad.plain import PlainRequest
-from narad.plain import PlainResponse
-from narad.plain import PlainUnreader
+from narad.serve import plain
+from narad.serve.plain import PlainEnviron
+from narad.serve.plain import PlainParser
+from narad.serve.plain import PlainRequest
+from narad.serve.plain import PlainResponse
+from narad.serve.plain import PlainUnreader
 
 CLIENT = ("127.0.0.2", 40000)
 SERVER = ("127.0.0.1", 8080)
@@ -587,7 +587,7 @@ def test_a_worker_mounted_under_a_script_name_keeps_gunicorns_environ(cfg, monke
 
 def test_a_head_without_host_is_not_plain(cfg):
     """RFC 9112 3.2: HTTP/1.1 without Host is 400; the worker refuses it on
-    gunicorn's path (narad.workers), so the short path leaves it there."""
+    gunicorn's path (narad.serve.workers), so the short path leaves it there."""
     head = b"GET /healthz HTTP/1.1\r\nAccept: */*\r\n\r\n"
     assert plain.plain_head(head[:-4], 0, 100, 0, ()) is None
     assert not PlainRequest(cfg, IterUnreader([head]), CLIENT, 1).plain

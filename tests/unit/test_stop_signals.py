@@ -9,7 +9,7 @@ import textwrap
 FORK = textwrap.dedent(
     """
     import os, signal
-    from narad.server import STOP_SIGNALS, pre_fork
+    from narad.serve.server import STOP_SIGNALS, pre_fork
 
     def held():
         return STOP_SIGNALS & signal.pthread_sigmask(signal.SIG_BLOCK, [])

@@ -6,9 +6,9 @@ import pytest
 
 from narad.config import Config
 from narad.config import physical_memory
-from narad.embedded import MIN_DEFAULT_MEMORY
-from narad.embedded import default_max_memory
 from narad.errors import InvalidConfiguration
+from narad.serve.embedded import MIN_DEFAULT_MEMORY
+from narad.serve.embedded import default_max_memory
 
 
 @pytest.mark.parametrize(

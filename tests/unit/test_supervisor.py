@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from narad import supervisor
 from narad.errors import StorageError
-from narad.supervisor import Supervisor
-from narad.supervisor import describe_exit
+from narad.serve import supervisor
+from narad.serve.supervisor import Supervisor
+from narad.serve.supervisor import describe_exit
 
 
 class StandIn:
@@ -54,7 +54,7 @@ def fast_backoff(monkeypatch):
 def test_an_exit_is_followed_by_a_restart_on_the_same_server(caplog):
     server = StandIn([True])
     watch = Supervisor(server, give_up=pytest.fail)
-    with caplog.at_level(logging.INFO, logger="narad.supervisor"):
+    with caplog.at_level(logging.INFO, logger="narad.serve.supervisor"):
         watch.start()
         server.exits.put(-9)
         assert server.running.wait(5)

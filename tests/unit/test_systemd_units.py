@@ -89,7 +89,7 @@ def test_verify_would_notice_a_missing_program(system_root, tmp_path):
 
 def test_the_node_unit_notifies_and_stops_gracefully():
     service = service_section(ROOT / "systemd/narad.service")
-    # Ready when a worker listens (narad.server), which is not the main pid.
+    # Ready when a worker listens (narad.serve.server), which is not the main pid.
     assert (service["Type"], service["NotifyAccess"]) == ("notify", "all")
     # SIGTERM to gunicorn's master only: it stops its workers gracefully.
     assert service["KillMode"] == "mixed"

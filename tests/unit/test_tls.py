@@ -1,4 +1,4 @@
-"""narad.server's TLS settings: the context, its refusals at start, and the
+"""narad.serve.server's TLS settings: the context, its refusals at start, and the
 warning of a node that would take passwords in clear."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from narad.config import Config
 from narad.errors import InvalidConfiguration
-from narad.server import _local
-from narad.server import check_tls_at_start
-from narad.server import gunicorn_settings
-from narad.server import tls_context
+from narad.serve.server import _local
+from narad.serve.server import check_tls_at_start
+from narad.serve.server import gunicorn_settings
+from narad.serve.server import tls_context
 from tests.tlscerts import make_pki
 
 
@@ -105,7 +105,7 @@ def test_which_binds_are_local(bind, local):
 
 def _warnings(caplog, **settings) -> list[str]:
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="narad.server"):
+    with caplog.at_level(logging.WARNING, logger="narad.serve.server"):
         check_tls_at_start(config(**settings))
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
@@ -125,7 +125,7 @@ def test_security_on_beyond_loopback_without_tls_warns_once(caplog, pki):
         == []
     )
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="narad.server"):
+    with caplog.at_level(logging.WARNING, logger="narad.serve.server"):
         check_tls_at_start(
             Config.load(
                 env={
@@ -156,8 +156,8 @@ def tls_pair(pki):
     import socket
     import threading
 
-    from narad.workers import Connection
-    from narad.workers import Limits
+    from narad.serve.workers import Connection
+    from narad.serve.workers import Limits
 
     server_context = tls_context(
         config(tls_cert=pki.server_cert, tls_key=pki.server_key)

@@ -16,18 +16,18 @@ import gunicorn.config
 import gunicorn.workers.sync
 import pytest
 
-from narad import offload
 from narad.errors import RequestTimeout
-from narad.workers import FULL_EVERY
-from narad.workers import GC_THRESHOLDS
-from narad.workers import MIDDLE_EVERY
-from narad.workers import Collector
-from narad.workers import Connection
-from narad.workers import HttpDate
-from narad.workers import Limits
-from narad.workers import freeze_settings
-from narad.workers import refusal
-from narad.workers import tune_collector
+from narad.serve import offload
+from narad.serve.workers import FULL_EVERY
+from narad.serve.workers import GC_THRESHOLDS
+from narad.serve.workers import MIDDLE_EVERY
+from narad.serve.workers import Collector
+from narad.serve.workers import Connection
+from narad.serve.workers import HttpDate
+from narad.serve.workers import Limits
+from narad.serve.workers import freeze_settings
+from narad.serve.workers import refusal
+from narad.serve.workers import tune_collector
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(header=0.2, keepalive=0.4, body=0.2, min_rate=1000)
@@ -234,7 +234,7 @@ def test_the_pool_runs_work_on_native_threads_and_keeps_the_loop_going():
         """
         from gevent import monkey; monkey.patch_all()
         import _thread, gevent, threading
-        from narad import offload
+        from narad.serve import offload
         from narad.errors import InvalidPayload
 
         offload.start(2)
@@ -405,8 +405,8 @@ def _outcome(
     out on the socket, how the call ends, and the worker's state after."""
     from gunicorn.workers.ggevent import GeventWorker
 
-    from narad import plain
-    from narad.workers import NaradWorker
+    from narad.serve import plain
+    from narad.serve.workers import NaradWorker
 
     cfg = gunicorn.config.Config()
     cfg.set("keepalive", keepalive)

@@ -12,9 +12,9 @@ from gunicorn.http import errors as http_errors
 from narad.config import Config
 from narad.http.middleware import RequestLog
 from narad.http.middleware import access_log
-from narad.server import gunicorn_settings
-from narad.workers import JSONErrors
-from narad.workers import refusal
+from narad.serve.server import gunicorn_settings
+from narad.serve.workers import JSONErrors
+from narad.serve.workers import refusal
 
 
 @pytest.mark.parametrize(
@@ -102,4 +102,4 @@ def test_a_refusal_writes_a_json_access_line():
 
 def test_narad_serve_uses_the_json_worker():
     settings = gunicorn_settings(Config.load(env={}))
-    assert settings["worker_class"] == "narad.workers.NaradWorker"
+    assert settings["worker_class"] == "narad.serve.workers.NaradWorker"

@@ -1,0 +1,8 @@
+"""Deprecated alias of :mod:`narad.serve.offload`, kept only while
+``narad/schema/service.py`` still imports ``narad.offload``: delete it once
+nothing does (``tests/unit/test_layout.py`` lists the importers)."""
+
+from narad.serve.offload import run
+from narad.serve.offload import start
+
+__all__ = ["run", "start"]
