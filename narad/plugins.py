@@ -94,8 +94,9 @@ def get_plugin_manager(
         disabled: Plugin names (entry-point or module names) never to load.
         load_entry_points: False gives a manager with built-ins only, for
             tests that must not see whatever else is installed.
-        extra: More plugins by name (modules or objects with hook
-            implementations), as tests register the plugin under test.
+        extra: More plugins by name (modules, objects with hook
+            implementations, or a module's dotted name to import), as tests
+            register the plugin under test.
 
     Raises:
         PluginError: a plugin cannot be imported or its hooks do not match
@@ -136,8 +137,14 @@ def get_plugin_manager(
             ) from exc
         _register(pm, module, name, f"built-in plugin {name!r}")
     for name, plugin in (extra or {}).items():
-        if not pm.is_blocked(name):
-            _register(pm, plugin, name, f"plugin {name!r}")
+        if pm.is_blocked(name):
+            continue
+        if isinstance(plugin, str):  # a module's name, imported as built-ins are
+            try:
+                plugin = importlib.import_module(plugin)
+            except Exception as exc:
+                raise PluginError(f"plugin {name!r} failed to load: {exc!r}") from exc
+        _register(pm, plugin, name, f"plugin {name!r}")
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:

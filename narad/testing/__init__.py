@@ -29,7 +29,8 @@ Public and covered by the compatibility promise (docs/plugins.md), like
   (:func:`~narad.testing.compatibility.check_compatibility`).
 - :mod:`narad.testing.storage_contract`: the test suite every storage
   backend must pass.
-- :mod:`narad.testing.fakeredis`: the ``fakeredis://`` backend itself.
+- The ``fakeredis://`` backend itself is the plugin module
+  ``narad_redis.fakeredis`` (:data:`TEST_PLUGINS`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ import falcon.testing
 from narad.config import Config
 from narad.plugins import Plugins
 from narad.plugins import load_plugins as _load_plugins
-from narad.testing import fakeredis
 
 if TYPE_CHECKING:
     from narad.app import NaradApp
@@ -65,6 +65,10 @@ __all__ = (
     "make_app",
     "make_config",
 )
+
+#: Plugins for tests only, by name: module names, imported as the host
+#: imports the built-ins (:data:`narad.plugins.DEFAULT_PLUGINS`).
+TEST_PLUGINS: dict[str, object] = {"narad_fakeredis": "narad_redis.fakeredis"}
 
 #: The root admin's password in a test app with security on.
 ADMIN_PASSWORD = "narad-test-admin"
@@ -94,7 +98,7 @@ def load_plugins(
     return _load_plugins(
         config,
         load_entry_points=entry_points,
-        extra={fakeredis.NAME: fakeredis, **(plugins or {})},
+        extra={**TEST_PLUGINS, **(plugins or {})},
     )
 
 

@@ -16,8 +16,8 @@ import redis
 import narad_redis
 from narad.config import Config
 from narad.storage import Capabilities
-from narad.testing import fakeredis
 from narad.testing.storage_contract import StorageContract
+from narad_redis import fakeredis
 from tests.contract.memory import MemoryStorage
 from tests.nodes import tcp_url
 from tests.redisraft import redisraft_dir

@@ -11,9 +11,9 @@ from narad.storage import IdempotencyKey
 from narad.storage import Lease
 from narad.storage import PayloadKind
 from narad.storage import Settle
-from narad.testing import fakeredis
 from narad.testing.storage_contract import new_meta
 from narad.testing.storage_contract import new_user
+from narad_redis import fakeredis
 
 
 def test_only_writes_whose_rerun_is_harmless_are_replayable(monkeypatch):

@@ -7,8 +7,8 @@ import uuid
 
 from narad.config import Config
 from narad.storage import Status
-from narad.testing import fakeredis
 from narad.testing.storage_contract import new_meta
+from narad_redis import fakeredis
 
 
 def test_a_record_without_an_owner_field_is_unowned():

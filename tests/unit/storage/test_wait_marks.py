@@ -19,9 +19,9 @@ from narad.storage import Lease
 from narad.storage import PayloadKind
 from narad.storage import Settle
 from narad.storage import Status
-from narad.testing import fakeredis
 from narad.testing.storage_contract import LIMITS
 from narad.testing.storage_contract import new_meta
+from narad_redis import fakeredis
 
 NOW = 1_000_000
 SENTINEL = "sentinel"

@@ -4,7 +4,9 @@
 the same name (Lua runs on lupa), served by the reference Redis backend.
 Nothing is persisted and nothing crosses a process, so it is no entry point
 of the shipped distribution: :func:`narad.testing.load_plugins` registers it
-(as plugin ``narad_fakeredis``). Needs the test extra (``narad[test]``).
+by name (plugin ``narad_fakeredis``, module ``narad_redis.fakeredis``), as
+the host registers the built-ins, so that the core never imports a plugin.
+Needs the test extra (``narad[test]``).
 """
 
 from __future__ import annotations
