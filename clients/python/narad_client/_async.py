@@ -118,10 +118,10 @@ class AsyncClient:
             except httpx.TransportError as exc:
                 delay = attempts.failed(exc)
             else:
-                done, result = attempts.answered(response)
-                if done:
-                    return result
-                delay = result
+                retry_in = attempts.answered(response)
+                if retry_in is None:
+                    return attempts.result
+                delay = retry_in
             await asyncio.sleep(delay)
 
     async def _pages(

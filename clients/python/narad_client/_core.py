@@ -114,7 +114,7 @@ class Policy:
         exponential step plus a random part of the other half, so that
         clients failing together spread out; at least a 503's
         ``Retry-After`` (up to ``max_backoff``)."""
-        step = min(self.max_backoff, self.backoff * (2**retry))
+        step = min(self.max_backoff, self.backoff * (2.0**retry))
         delay = step / 2 + random.uniform(0, step / 2)
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.max_backoff))
@@ -130,6 +130,7 @@ class Attempts(Generic[T]):
         self.base_url = base_url
         self.tried = 0
         self.unknown = False  # an earlier attempt may have been applied
+        self.result: T  # the call's value, once done
 
     def failed(self, exc: httpx.TransportError) -> float:
         """After a transport error: the seconds to wait before trying again.
@@ -152,9 +153,9 @@ class Attempts(Generic[T]):
             raise error from exc
         return self.policy.delay(self.tried - 1)
 
-    def answered(self, response: httpx.Response) -> tuple[bool, Any]:
-        """After an answer: ``(True, result)``, or ``(False, seconds)`` to
-        wait before trying again.
+    def answered(self, response: httpx.Response) -> float | None:
+        """After an answer: None when the call is done (its value is
+        :attr:`result`), or the seconds to wait before trying again.
 
         Raises:
             NaradError: the typed error of a refusal not retried.
@@ -162,9 +163,11 @@ class Attempts(Generic[T]):
         self.tried += 1
         status = response.status_code
         if status < 300:
-            return True, self.call.read(response)
+            self.result = self.call.read(response)
+            return None
         if status == 410 and self.call.gone_is_done and self.unknown:
-            return True, None
+            self.result = None  # type: ignore[assignment]  # a settle: T is None
+            return None
         error = _error(response)
         if (
             status == 503
@@ -173,7 +176,7 @@ class Attempts(Generic[T]):
         ):
             self.unknown = True
             retry_after = getattr(error, "retry_after", None) or _retry_after(response)
-            return False, self.policy.delay(self.tried - 1, retry_after)
+            return self.policy.delay(self.tried - 1, retry_after)
         raise error
 
 
@@ -634,7 +637,7 @@ class Calls:
             body["mode"] = mode
 
         def read(response: httpx.Response) -> dict[str, Any]:
-            report = _json(response)
+            report: dict[str, Any] = _json(response)
             checked = response.headers.get("narad-checked-versions")
             report["checked_versions"] = (
                 [int(v) for v in checked.split(",")] if checked else []

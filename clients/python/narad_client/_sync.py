@@ -112,10 +112,10 @@ class Client:
             except httpx.TransportError as exc:
                 delay = attempts.failed(exc)
             else:
-                done, result = attempts.answered(response)
-                if done:
-                    return result
-                delay = result
+                retry_in = attempts.answered(response)
+                if retry_in is None:
+                    return attempts.result
+                delay = retry_in
             time.sleep(delay)
 
     def _pages(self, page: Any, key: str, size: int) -> Iterator[dict[str, Any]]:

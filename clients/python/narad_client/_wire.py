@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from json.decoder import scanstring
+from collections.abc import Callable
 from typing import Any
 
 from narad_client._errors import UnexpectedResponse
@@ -23,6 +23,9 @@ from narad_client._models import Message
 PAYLOAD_DEPTH = 256
 
 _WS = re.compile(r"[ \t\n\r]*")
+#: The standard library's JSON string reader: (text, index past the opening
+#: quote) -> (the string, index past the closing quote).
+scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _DECODER = json.JSONDecoder()
 # Spans are found without building numbers (a 5,000-digit integer is JSON).
 _SPANS = json.JSONDecoder(parse_int=str, parse_float=str, parse_constant=str)
@@ -39,7 +42,7 @@ _STRICT = json.JSONDecoder(parse_constant=_not_json)
 def message(text: str) -> Message:
     """The message of a single consume (or replay) answer."""
     try:
-        members, spans, end = _members(text, _WS.match(text, 0).end())
+        members, spans, end = _members(text, _skip(text, 0))
         _end(text, end)
         return _message(text, members, spans)
     except (ValueError, IndexError, RecursionError, KeyError, TypeError) as exc:
@@ -49,11 +52,11 @@ def message(text: str) -> Message:
 def batch(text: str) -> list[Message]:
     """The messages of a batch consume answer, ``{"messages": [...]}``."""
     try:
-        idx = _WS.match(text, 0).end()
+        idx = _skip(text, 0)
         out: list[Message] | None = None
         if text[idx] != "{":
             raise ValueError("expected an object")
-        idx = _WS.match(text, idx + 1).end()
+        idx = _skip(text, idx + 1)
         while text[idx] != "}":
             name, idx = _name(text, idx)
             if name != "messages":
@@ -62,7 +65,7 @@ def batch(text: str) -> list[Message]:
                 if text[idx] != "[":
                     raise ValueError("messages is not a list")
                 out = []
-                idx = _WS.match(text, idx + 1).end()
+                idx = _skip(text, idx + 1)
                 while text[idx] != "]":
                     members, spans, idx = _members(text, idx)
                     out.append(_message(text, members, spans))
@@ -77,9 +80,15 @@ def batch(text: str) -> list[Message]:
         raise UnexpectedResponse(f"not a Narad message batch: {exc!r}", 200) from None
 
 
+def _skip(text: str, idx: int) -> int:
+    """Past the JSON whitespace at ``idx``."""
+    match = _WS.match(text, idx)
+    return match.end() if match else idx
+
+
 def _end(text: str, idx: int) -> None:
     """Nothing but whitespace may follow the answer's object."""
-    if _WS.match(text, idx).end() != len(text):
+    if _skip(text, idx) != len(text):
         raise ValueError(f"text after the object at {idx}")
 
 
@@ -88,17 +97,17 @@ def _name(text: str, idx: int) -> tuple[str, int]:
     if text[idx] != '"':
         raise ValueError(f"expected a member name at {idx}")
     name, idx = scanstring(text, idx + 1)
-    idx = _WS.match(text, idx).end()
+    idx = _skip(text, idx)
     if text[idx] != ":":
         raise ValueError(f"expected ':' at {idx}")
-    return name, _WS.match(text, idx + 1).end()
+    return name, _skip(text, idx + 1)
 
 
 def _after_value(text: str, idx: int, close: str) -> int:
     """Past the whitespace and the comma after a value; at ``close`` if last."""
-    idx = _WS.match(text, idx).end()
+    idx = _skip(text, idx)
     if text[idx] == ",":
-        idx = _WS.match(text, idx + 1).end()
+        idx = _skip(text, idx + 1)
         if text[idx] == close:
             raise ValueError(f"a trailing comma before {idx}")
         return idx
@@ -119,19 +128,19 @@ def _members(
         raise ValueError(f"expected an object at {idx}")
     members: dict[str, Any] = {}
     spans: dict[str, tuple[int, int]] = {}
-    idx = _WS.match(text, idx + 1).end()
+    idx = _skip(text, idx + 1)
     while text[idx] != "}":
         if text[idx] != '"':
             raise ValueError(f"expected a member name at {idx}")
         name, idx = scanstring(text, idx + 1)
-        idx = _WS.match(text, idx).end()
+        idx = _skip(text, idx)
         if text[idx] != ":":
             raise ValueError(f"expected ':' at {idx}")
         start = idx + 1
-        idx = _WS.match(text, start).end()
+        idx = _skip(text, start)
         decoder = _SPANS if name == "payload" else _DECODER
         value, idx = decoder.raw_decode(text, idx)
-        idx = _WS.match(text, idx).end()
+        idx = _skip(text, idx)
         members[name] = value
         spans[name] = (start, idx)
         idx = _after_value(text, idx, "}")
