@@ -207,6 +207,30 @@ CACHE_EVICTIONS = Counter(
 )
 
 
+# Timed in each worker by narad.collector (gc.callbacks), observed through
+# TALLY on the worker's tick. The generation a collection ran on: 0, 1 (the
+# middle one, or an increment of the old one under CPython 3.14) or 2.
+GC_PAUSE_SECONDS = Histogram(
+    "narad_gc_pause_seconds",
+    "Pauses of a worker's cyclic garbage collector, by generation collected.",
+    ["generation"],
+    buckets=(
+        0.0001,
+        0.00025,
+        0.0005,
+        0.001,
+        0.0025,
+        0.005,
+        0.01,
+        0.025,
+        0.05,
+        0.1,
+        0.25,
+        0.5,
+        1,
+    ),
+)
+GC_GENERATIONS = ("0", "1", "2")
 #: Seconds a worker keeps counts in memory before writing them out.
 FLUSH_S = 1.0
 
@@ -305,6 +329,8 @@ def start_worker(validation_slots: int) -> None:
         STORAGE_RETRIES.labels(reason)
     for reason in AUTH_FAILURE_REASONS:
         AUTH_FAILURES.labels(reason)
+    for generation in GC_GENERATIONS:
+        GC_PAUSE_SECONDS.labels(generation)
 
 
 def render(collectors: Iterable[Collector] = ()) -> tuple[bytes, str]:

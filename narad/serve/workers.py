@@ -22,10 +22,12 @@ greenlet rather than a thread, plus what a node facing clients directly needs:
   graceful timeout).
 - **CPU-bound work off the event loop**: :mod:`narad.serve.offload` starts its
   native threads in each worker.
-- **A collector on the worker's clock** (:class:`Collector`): young
-  collections every tenth of a second whatever the allocations, so that
-  thousands of long polls never pile up in the young generation and pause
-  the worker when it is finally collected.
+- **A collector on the worker's clock** (:class:`narad.collector.Ticker`):
+  young collections every tenth of a second whatever the allocations, so
+  that thousands of long polls never pile up in the young generation and
+  pause the worker when it is finally collected; the pauses are timed
+  (``narad_gc_pause_seconds``). The policy, by CPython version, is all in
+  :mod:`narad.collector`.
 - **Plain requests on a short path** (:mod:`narad.serve.plain`): the common
   HTTP/1.1 request's head is read, and its environ and response head made,
   without gunicorn's general code, which still takes every other request.
@@ -53,7 +55,6 @@ from __future__ import annotations
 
 import _socket
 import errno
-import gc
 import math
 import os
 import resource
@@ -87,6 +88,7 @@ from gunicorn.http.wsgi import default_environ
 from gunicorn.workers.base_async import ALREADY_HANDLED
 from gunicorn.workers.ggevent import GeventWorker
 
+from narad import collector
 from narad.config import Config
 from narad.errors import RequestTimeout
 from narad.http import EverySecond
@@ -114,21 +116,6 @@ OTHER_FDS = 256
 # connection closes, lingering a moment so the client can read the answer.
 DRAIN_LIMIT = 4 * 1024 * 1024
 LINGER_S = 2.0
-# The cyclic collector in a worker. CPython starts a young collection when
-# new containers outnumber freed ones by 700. Under thousands of long polls
-# they stay even (a new poll's ~45 objects are born as an old one's die), so
-# young collections came seldom and found 40,000 to 110,000 waiting objects:
-# pauses of 150 to 400 ms on a slow machine, with 10,000 waiters. So the run
-# loop collects on its tick (Collector): the young generation every tick,
-# the middle one every MIDDLE_EVERY ticks and everything every FULL_EVERY
-# (without which cyclic garbage past the middle generation would wait for
-# allocations to outrun frees, which a steady load never does). CPython's
-# own allocation-driven collections still run, for bursts; its middle and
-# full thresholds are set to about the tick's rates.
-TICK_S = 0.1
-MIDDLE_EVERY = 10  # 1 s: a poll's objects are walked once there, not per young one
-FULL_EVERY = 1000  # 100 s
-GC_THRESHOLDS = (700, MIDDLE_EVERY, FULL_EVERY // MIDDLE_EVERY)
 
 
 MESSAGE_DETAIL = 100
@@ -603,7 +590,8 @@ class NaradWorker(JSONErrors, GeventWorker):
     def load_wsgi(self) -> None:
         # After the fork and the monkey-patching, before the app is built.
         self.cap = self._fit_cap(self.cap)
-        tune_collector()
+        collector.tune()
+        collector.watch_pauses()
         freeze_settings(self.cfg)
         util.http_date = HttpDate()
         # server.plain_requests off: gunicorn parses every request (the
@@ -615,10 +603,8 @@ class NaradWorker(JSONErrors, GeventWorker):
         offload.start(self.offload_threads)
         super().load_wsgi()
         # What the loaded app holds (modules, plugins, settings) lasts the
-        # worker's life: frozen, no collection walks it again. Reference
-        # counting still frees what of it goes; only a cycle in it would stay.
-        gc.collect()
-        gc.freeze()
+        # worker's life.
+        collector.freeze_survivors()
         self._application, self.wsgi = self.wsgi, self._serve
         # Imported here, as the app is: after gevent's patching.
         from narad.http.middleware import RequestLog
@@ -648,13 +634,13 @@ class NaradWorker(JSONErrors, GeventWorker):
         for server in servers:
             server.start()
         beat = 0.0
-        collector = Collector()
+        ticker = collector.Ticker()
         while self.alive:
             if time.monotonic() >= beat:
                 self.notify()
                 beat = time.monotonic() + 1.0
-            gevent.sleep(TICK_S)  # notice SIGTERM within a tick
-            collector.tick()
+            gevent.sleep(collector.TICK_S)  # notice SIGTERM within a tick
+            ticker.tick()
         self._stop(servers)
 
     def _server(self, listener: socket.socket) -> StreamServer:
@@ -928,30 +914,6 @@ class NaradWorker(JSONErrors, GeventWorker):
             conn.request.force_close()
             conn.linger = True
         return result
-
-
-def tune_collector() -> None:
-    """Set this process's cyclic collector's own thresholds to about the
-    rates :class:`Collector` collects at (:data:`GC_THRESHOLDS`)."""
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
-class Collector:
-    """A worker's cyclic collections on its clock, one per :meth:`tick`
-    (every :data:`TICK_S`): young, every :data:`MIDDLE_EVERY` ticks the
-    middle generation and every :data:`FULL_EVERY` all of them."""
-
-    def __init__(self) -> None:
-        self.ticks = 0
-
-    def tick(self) -> None:
-        self.ticks += 1
-        if self.ticks % FULL_EVERY == 0:
-            gc.collect(2)
-        elif self.ticks % MIDDLE_EVERY == 0:
-            gc.collect(1)
-        else:
-            gc.collect(0)
 
 
 def freeze_settings(cfg: Any) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import socket
 import subprocess
 import sys
@@ -18,16 +17,11 @@ import pytest
 
 from narad.errors import RequestTimeout
 from narad.serve import offload
-from narad.serve.workers import FULL_EVERY
-from narad.serve.workers import GC_THRESHOLDS
-from narad.serve.workers import MIDDLE_EVERY
-from narad.serve.workers import Collector
 from narad.serve.workers import Connection
 from narad.serve.workers import HttpDate
 from narad.serve.workers import Limits
 from narad.serve.workers import freeze_settings
 from narad.serve.workers import refusal
-from narad.serve.workers import tune_collector
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(header=0.2, keepalive=0.4, body=0.2, min_rate=1000)
@@ -282,29 +276,6 @@ def test_the_pool_runs_work_on_native_threads_and_keeps_the_loop_going():
     # The client's error came back to the caller: nothing printed it (gevent's
     # pool prints a traceback for any exception that leaves its task).
     assert "Traceback" not in out.stderr and "InvalidPayload" not in out.stderr
-
-
-def test_the_collectors_own_thresholds_match_the_ticks_rates():
-    before = gc.get_threshold()
-    try:
-        tune_collector()
-        assert gc.get_threshold() == GC_THRESHOLDS == (700, MIDDLE_EVERY, 100)
-    finally:
-        gc.set_threshold(*before)
-
-
-def test_the_collector_collects_young_each_tick_middle_and_full_on_their_ticks(
-    monkeypatch,
-):
-    collected = []
-    monkeypatch.setattr(gc, "collect", collected.append)
-    collector = Collector()
-    for _ in range(FULL_EVERY):
-        collector.tick()
-    assert collected[: MIDDLE_EVERY - 1] == [0] * (MIDDLE_EVERY - 1)
-    assert collected[MIDDLE_EVERY - 1] == 1
-    assert collected.count(2) == 1 and collected[-1] == 2
-    assert collected.count(1) == FULL_EVERY // MIDDLE_EVERY - 1
 
 
 def test_the_date_header_is_formatted_once_a_second_as_gunicorn_formats_it():
