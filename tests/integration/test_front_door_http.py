@@ -235,6 +235,12 @@ def test_client_errors_write_their_access_line_and_nothing_else(proxied_node):
         b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1_0\r\n\r\n",
         build("GET", "/narad/healthz", framing="none", headers={"SCRIPT_NAME": "/x"}),
     ]
+    # The topic's create was answered; its access line may come later (a
+    # worker writes them in batches): wait for it, so that it falls before.
+    deadline = time.monotonic() + 10
+    while f" {topic} 201 " not in proxied_node.log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, "the create's access line never came"
+        time.sleep(0.05)
     before = proxied_node.log.stat().st_size
     ids = []
     for data in requests:
