@@ -40,7 +40,12 @@ EXAMPLES = settings(
 
 @pytest.fixture(scope="module")
 def cfg() -> Config:
-    return Config()
+    # Compared with gunicorn's Python parser, which the short path follows,
+    # also where its C one is installed (gunicorn-h1c words its refusals
+    # differently, and raises them without the request).
+    cfg = Config()
+    cfg.set("http_parser", "python")
+    return cfg
 
 
 # -- heads ---------------------------------------------------------------------
@@ -619,3 +624,29 @@ def test_forwarding_headers_are_trusted_from_the_allowed_peers_only(
     req = PlainRequest(cfg, IterUnreader([head]), peer, 1)
     assert (req.scheme == "https") is trusted
     assert any(name == "SCRIPT_NAME" for name, _ in req.headers) is trusted
+
+
+@pytest.mark.parametrize("parser", ["python", "auto"])
+def test_the_short_path_sets_every_attribute_gunicorns_parse_sets(parser):
+    """narad.serve.plain makes a plain request without gunicorn's parse, by
+    copying the attributes gunicorn's Request set on one it parsed: a
+    gunicorn that sets another attribute, or drops one, fails here before a
+    worker serves requests missing it (setup.cfg bounds gunicorn at the
+    minor version tested). With ``auto``, gunicorn's C parser where it is
+    installed (server.http_parser)."""
+    cfg = Config()
+    cfg.set("http_parser", parser)
+    data = (
+        b"POST /v1/topics/t/produce?key=a HTTP/1.1\r\nHost: h\r\n"
+        b"Authorization: Basic eDp5\r\nContent-Length: 2\r\n\r\n{}"
+    )
+    theirs = vars(Request(cfg, IterUnreader([data]), CLIENT, 1))
+    made = next(PlainParser(cfg, [data], CLIENT))
+    assert made.plain
+    mine = vars(made)
+    # Only the short path's own mark is more.
+    assert set(mine) - set(theirs) == {"plain"}
+    assert set(theirs) - set(mine) == set()
+    for name in set(theirs) - {"body", "unreader"}:
+        assert mine[name] == theirs[name], name
+    assert made.body.read() == b"{}"
