@@ -505,6 +505,26 @@ class SchemaManagedByParent(Conflict):
         )
 
 
+class SchemaSettingManagedByParent(Conflict):
+    """A topic created under a parent takes the parent's schema type,
+    encoding and Protobuf message; a request naming others is refused.
+
+    Attributes:
+        topic: The topic to be created under ``parent``.
+        parent: The parent.
+        field: ``schema_type``, ``encoding`` or ``proto_message``.
+        value: The parent's value, which the child takes.
+    """
+
+    def __init__(self, topic: str, parent: str, field: str, value: str) -> None:
+        self.topic, self.parent, self.field, self.value = topic, parent, field, value
+        super().__init__(
+            f"{field}: topic {topic} would be a child of {parent}, whose "
+            f"{field} is {value or 'unset'}: a child takes its parent's; leave "
+            f"{field} out or give {value or 'none'}"
+        )
+
+
 class ModeManagedByParent(Conflict):
     """A child's compatibility mode is its parent's while it is attached.
 
@@ -541,6 +561,68 @@ class ParentWithoutSchema(Conflict):
             f"schema: topic {child} has a schema and {parent} has none: a child "
             "with a schema cannot go under a parent without one"
         )
+
+
+class SchemaTypesDiffer(Conflict):
+    """A schema of one type for a topic whose history is of another, or a
+    child whose history is of another type than its parent-to-be's.
+
+    Attributes:
+        topic: The topic.
+        stored: The type of its history.
+        proposed: The other type.
+        parent: The parent-to-be (an attach or a create under a parent).
+    """
+
+    def __init__(
+        self, topic: str, stored: str, proposed: str, *, parent: str = ""
+    ) -> None:
+        self.topic, self.stored, self.proposed = topic, stored, proposed
+        self.parent = parent
+        if parent:
+            message = (
+                f"schema: the schema history of {topic} is of type {stored} and "
+                f"that of {parent} of type {proposed}: a child goes only under a "
+                "parent whose history has its type"
+            )
+        else:
+            message = (
+                f"schema: the schema history of {topic} is of type {stored}: a "
+                f"schema of type {proposed} cannot join it (a topic's history "
+                "has one type; put it on a new topic)"
+            )
+        super().__init__(message)
+
+
+class EncodingFixed(Conflict):
+    """Another payload encoding for a topic whose history has one, or a child
+    whose encoding is not its parent-to-be's.
+
+    Attributes:
+        topic: The topic.
+        stored: Its encoding.
+        proposed: The other one.
+        parent: The parent-to-be (an attach or a create under a parent).
+    """
+
+    def __init__(
+        self, topic: str, stored: str, proposed: str, *, parent: str = ""
+    ) -> None:
+        self.topic, self.stored, self.proposed = topic, stored, proposed
+        self.parent = parent
+        if parent:
+            message = (
+                f"schema: the payload encoding of {topic} is {stored} and that "
+                f"of {parent} {proposed}: a child goes only under a parent "
+                "whose payloads it can read"
+            )
+        else:
+            message = (
+                f"schema: topic {topic} has a schema with payload encoding "
+                f"{stored}; it cannot become {proposed} (its messages are "
+                "encoded so: put the other encoding on a new topic)"
+            )
+        super().__init__(message)
 
 
 class HistoriesDiffer(Conflict):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from narad.config import Config
     from narad.config import Setting
     from narad.schema.drafts import Draft
+    from narad.schematypes import SchemaType
     from narad.storage import Storage
 
 NAME = "narad"
@@ -107,6 +108,34 @@ def narad_compatibility_rules() -> Mapping[str, Callable[..., Any]]:
     (it would never run), stops start-up naming the plugin and the keyword;
     while some plugin is disabled it is logged as a warning instead (the
     keyword is likely the disabled draft's).
+    """
+
+
+# -- Schema types --------------------------------------------------------------
+
+
+@hookspec
+def narad_schema_types() -> list[SchemaType]:
+    """Return the schema types this plugin provides.
+
+    Each :class:`~narad.schematypes.SchemaType` is what a topic's
+    ``schema_type`` names (``"JSON"``, ``"AVRO"``, ``"PROTOBUF"``): its payload
+    ``encodings`` (the first the default), how a schema document is parsed and
+    normalised (the bytes a history stores, the identity that makes a
+    registration idempotent, whether it is costly to validate against), the
+    payload check of a stored version, and the compatibility check of a
+    proposed schema against stored versions in a mode, whose violations have
+    one shape whatever the type (``pointer``, ``keyword``, ``message``, the
+    version broken). Everything a type needs is in the public module
+    :mod:`narad.schematypes`; the history rules (append-only, budgets,
+    modes, idempotency, children's adoption) are the schema service's and
+    hold for every type. JSON Schema is the built-in ``JSON`` type, provided
+    through this hook like any other.
+
+    Key claimed: each type's ``name``. An answer that is not a list of
+    schema types with a name (uppercase letters, digits, ``_``) and
+    encodings from :data:`narad.schematypes.ENCODINGS` stops start-up, and so
+    do two plugins claiming one name (:class:`~narad.errors.PluginConflict`).
     """
 
 

@@ -25,6 +25,7 @@ import functools
 import importlib
 import logging
 import os
+import re
 import reprlib
 import sys
 from collections.abc import Callable
@@ -55,6 +56,7 @@ from narad.schema.drafts import Draft
 
 if TYPE_CHECKING:
     from narad.config import Config
+    from narad.schematypes import SchemaType
     from narad.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "narad_rules_arrays",
     "narad_rules_combinators",
     "narad_rules_refs",
+    "narad_jsonschema",
 )
 
 
@@ -193,6 +196,7 @@ class PluginInfo:
     keywords: tuple[str, ...]
     schemes: tuple[str, ...]
     settings: tuple[str, ...]
+    types: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """One line: the plugin, its distribution, and what it claims."""
@@ -208,6 +212,7 @@ class PluginInfo:
                 ("formats", self.formats),
                 ("rule keywords", self.keywords),
                 ("storage schemes", self.schemes),
+                ("schema types", self.types),
             )
             if values
         ] + [f"settings [{s}] {', '.join(names)}" for s, names in sections.items()]
@@ -260,6 +265,17 @@ class Plugins:
             keyword: _contained_rule(keyword, rule) for keyword, rule in merged.items()
         }
 
+    def schema_types(self) -> dict[str, SchemaType]:
+        """Return schema types by name (``JSON``, ``AVRO``, ...), as given
+        (unbound: the schema service binds each to these plugins)."""
+        merged: dict[str, SchemaType] = {}
+        owners: dict[str, str] = {}
+        for plugin, types in self._call("narad_schema_types"):
+            for schema_type in types:
+                _claim(owners, schema_type.name, plugin, "the schema type")
+                merged[schema_type.name] = schema_type
+        return merged
+
     def storage_backends(self) -> dict[str, Callable[[str, Config], Storage]]:
         return self._merge("narad_storage_backends", "the storage URL scheme")
 
@@ -278,6 +294,7 @@ class Plugins:
         by_uri, _ = self.drafts()
         self.format_checkers()
         self.compatibility_rules()
+        self.schema_types()
         self.storage_backends()
         self.settings()
         defined = frozenset().union(*(draft.keywords for draft in by_uri.values()))
@@ -308,6 +325,8 @@ class Plugins:
         claims: dict[tuple[str, str], list[str]] = {}
         for plugin, drafts in self._call("narad_json_schema_drafts"):
             claims[plugin, "drafts"] = [draft.name for draft in drafts]
+        for plugin, types in self._call("narad_schema_types"):
+            claims[plugin, "types"] = [t.name for t in types]
         for hook, kind in (
             ("narad_format_checkers", "formats"),
             ("narad_compatibility_rules", "keywords"),
@@ -339,6 +358,7 @@ class Plugins:
                             "keywords",
                             "schemes",
                             "settings",
+                            "types",
                         )
                     },
                 )
@@ -481,6 +501,40 @@ def _draft_problem(draft: Any) -> str:
     return ""
 
 
+def _schema_types(plugin: str, answer: Any) -> Sequence[SchemaType]:
+    from narad.schematypes import ENCODINGS
+
+    if not isinstance(answer, (list, tuple)):
+        raise PluginError(
+            f"plugin {plugin!r}: narad_schema_types must return a list of schema "
+            f"types, got {reprlib.repr(answer)}"
+        )
+    for schema_type in answer:
+        name = getattr(schema_type, "name", None)
+        encodings = getattr(schema_type, "encodings", None)
+        if not isinstance(name, str) or not _TYPE_NAME.fullmatch(name):
+            problem = f"name {name!r} is not uppercase letters, digits and '_'"
+        elif (
+            not isinstance(encodings, tuple)
+            or not encodings
+            or not set(encodings) <= set(ENCODINGS)
+        ):
+            problem = f"{name}: encodings must be a non-empty tuple of {ENCODINGS}"
+        elif not all(
+            callable(getattr(schema_type, method, None))
+            for method in ("bind", "parse", "load", "no_change", "compile", "check")
+        ):
+            problem = f"{name}: bind, parse, load, no_change, compile and check"
+            problem += " must be methods"
+        else:
+            continue
+        raise PluginError(f"plugin {plugin!r}: malformed schema type: {problem}")
+    return answer
+
+
+_TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,31}")
+
+
 def _settings(plugin: str, answer: Any) -> Mapping[str, tuple[Setting, ...]]:
     checked = {}
     for section, settings in _mapping(plugin, "narad_settings", answer).items():
@@ -526,6 +580,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "narad_compatibility_rules": _callables(
         "narad_compatibility_rules", "compatibility rule"
     ),
+    "narad_schema_types": _schema_types,
     "narad_storage_backends": _callables("narad_storage_backends", "storage factory"),
     "narad_settings": _settings,
 }

@@ -66,7 +66,10 @@ from typing import Protocol
 
 __all__ = (
     "DEFAULT_COMPATIBILITY",
+    "DEFAULT_ENCODING",
     "DEFAULT_IDEMPOTENCY",
+    "DEFAULT_SCHEMA_TYPE",
+    "FAMILY_FIELDS",
     "RETENTION_MARGIN_MS",
     "AppendResult",
     "BatchReserveResult",
@@ -106,6 +109,15 @@ RETENTION_MARGIN_MS = 3_600_000
 #: The compatibility mode of a record that names none (one stored before
 #: modes existed): the rulebook's check.
 DEFAULT_COMPATIBILITY = "BACKWARD"
+
+#: The schema type and payload encoding of a record that names none (one
+#: stored before schema types existed): JSON Schema over JSON texts.
+DEFAULT_SCHEMA_TYPE = "JSON"
+DEFAULT_ENCODING = "json"
+
+#: The record fields a child copies from its parent while attached (the
+#: writes that link a child, or change a parent's, copy them).
+FAMILY_FIELDS = ("compatibility", "schema_type", "encoding", "proto_message")
 
 
 # -- values -------------------------------------------------------------------
@@ -161,6 +173,16 @@ class TopicMeta:
             as given). A child's is its parent's while it is attached: the
             writes that link a child, or change a parent's mode, copy it.
         owner: The user who created the topic (empty when security was off).
+        schema_type: The type of the topic's schema history (a
+            :mod:`narad.schematypes` type name: ``JSON``, ``AVRO``,
+            ``PROTOBUF``); set at create or with the first version, fixed
+            once the topic has a history. Stored as given.
+        encoding: How produced payloads are encoded for the type (``json``
+            or ``binary``); fixed as the type is.
+        proto_message: The full name of the message a ``PROTOBUF`` topic's
+            current version validates against; ``""`` otherwise.
+            ``schema_type``, ``encoding`` and ``proto_message`` are, like
+            ``compatibility``, a child's parent's while it is attached.
     """
 
     name: str
@@ -179,6 +201,9 @@ class TopicMeta:
     children: tuple[Child, ...] = ()
     compatibility: str = DEFAULT_COMPATIBILITY
     owner: str = ""
+    schema_type: str = DEFAULT_SCHEMA_TYPE
+    encoding: str = DEFAULT_ENCODING
+    proto_message: str = ""
 
     def min_retention_ms(self) -> int:
         """The lowest non-zero ``retention_ms`` this topic's children allow
@@ -229,13 +254,20 @@ class UserRecord:
 
 @dataclass(frozen=True)
 class TopicChanges:
-    """Settings a PATCH changes; ``None`` leaves a setting as it is."""
+    """Settings a PATCH changes; ``None`` leaves a setting as it is.
+
+    ``schema_type``, ``encoding`` and ``proto_message`` change only with a
+    schema version (:meth:`Storage.append_schema`), never alone.
+    """
 
     retention_ms: int | None = None
     visibility_timeout_ms: int | None = None
     max_in_flight_per_partition: int | None = None
     max_acked_ahead_per_partition: int | None = None
     compatibility: str | None = None
+    schema_type: str | None = None
+    encoding: str | None = None
+    proto_message: str | None = None
 
     def items(self) -> list[tuple[str, int | str]]:
         """The settings that change, as ``(TopicMeta field, new value)``."""
@@ -710,7 +742,8 @@ class Storage(Protocol):
         ``children`` (a topic is created unlinked: see :meth:`create_child`).
 
         Changes, in one step: stores the record (schema version 1 with a
-        schema, else 0; ``compatibility`` as given), the document as version
+        schema, else 0; ``compatibility``, ``schema_type``, ``encoding`` and
+        ``proto_message`` as given), the document as version
         1, adds the document's bytes to the cluster total, lists the topic
         for :meth:`list_topics`, and publishes :attr:`Event.TOPIC_CHANGED`.
 
@@ -747,7 +780,8 @@ class Storage(Protocol):
         schema; the new topic adopts the parent's whole history (every
         version, document and ``high_cost`` as stored, the same current
         version; its bytes added to the cluster total) and the parent's
-        compatibility mode (``meta.compatibility`` is ignored); it records the
+        :data:`FAMILY_FIELDS`: compatibility mode, schema type, encoding and
+        Protobuf message (``meta``'s are ignored); it records the
         parent and ``delay_ms``, and the parent lists it last among its
         children as
         ``Child(meta.name, meta.epoch, meta.partitions, delay_ms)``;
@@ -863,8 +897,9 @@ class Storage(Protocol):
         histories plus a copy fit ``limits.cluster_bytes`` (CLUSTER_BUDGET).
 
         Changes, in one step: the child adopts the parent's history when it
-        has none (as :meth:`create_child`) and the parent's compatibility
-        mode in any case, records the parent and ``delay_ms``; the parent
+        has none (as :meth:`create_child`) and the parent's
+        :data:`FAMILY_FIELDS` (compatibility mode, schema type, encoding,
+        Protobuf message) in any case, records the parent and ``delay_ms``; the parent
         lists it last among its children; publishes
         :attr:`Event.TOPIC_CHANGED` for both.
 
@@ -945,7 +980,8 @@ class Storage(Protocol):
         ``high_cost``), adds its bytes to the topic's and the cluster's
         totals, does the same in every child's history, applies ``changes``
         (a PATCH that alters settings and the schema together is all or
-        nothing; a new ``compatibility`` reaches every child too), and
+        nothing; a new value of any of :data:`FAMILY_FIELDS` reaches every
+        child too), and
         publishes :attr:`Event.TOPIC_CHANGED` for the topic and each child.
 
         Returns:

@@ -25,6 +25,7 @@ that incarnation only (another of the same name is not found: 404).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import replace
 
@@ -36,6 +37,7 @@ from narad.errors import ModeManagedByParent
 from narad.errors import NotAChild
 from narad.errors import ParentIsAChild
 from narad.errors import RetentionTooShort
+from narad.errors import SchemaSettingManagedByParent
 from narad.errors import SelfAttach
 from narad.errors import TooManyChildren
 from narad.errors import TopicExists
@@ -130,14 +132,16 @@ class ChildrenService:
         mode: Mode | None = None,
         *,
         parent_epoch: str | None = None,
+        schema_settings: Mapping[str, str] | None = None,
     ) -> TopicMeta:
         """Create ``meta`` attached to ``parent_name``: all or nothing.
 
         ``meta.partitions`` 0 takes the parent's count. With ``schema_raw``
         the new topic's history (that one version) must be the parent's, and
         with ``mode`` its compatibility mode must be the parent's; it takes
-        the parent's mode either way. ``parent_epoch`` (owned) pins the
-        parent's incarnation.
+        the parent's mode either way; so with ``schema_settings`` (schema
+        type, encoding, Protobuf message), each must be the parent's.
+        ``parent_epoch`` (owned) pins the parent's incarnation.
         """
         if parent_name == meta.name:
             raise SelfAttach(meta.name)
@@ -149,6 +153,11 @@ class ChildrenService:
                 raise ModeManagedByParent(
                     meta.name, parent.name, parent.compatibility, creating=True
                 )
+            for field, value in (schema_settings or {}).items():
+                if value != getattr(parent, field):
+                    raise SchemaSettingManagedByParent(
+                        meta.name, parent.name, field, getattr(parent, field)
+                    )
             if schema_raw is not None:
                 self.schemas.check_child_schema(meta.name, parent, schema_raw)
             child = replace(meta, partitions=meta.partitions or parent.partitions)
@@ -173,6 +182,9 @@ class ChildrenService:
                     parent=parent.name,
                     fanout_delay_ms=delay_ms,
                     compatibility=parent.compatibility,
+                    schema_type=parent.schema_type,
+                    encoding=parent.encoding,
+                    proto_message=parent.proto_message,
                 )
                 self.records.put(created, heard)  # the script wrote exactly this
                 return created

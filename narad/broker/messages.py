@@ -77,6 +77,7 @@ from narad.metrics import TALLY
 from narad.schema.jsontext import nesting_depth_exceeds
 from narad.schema.limits import PAYLOAD_DEPTH
 from narad.schema.service import SchemaService
+from narad.storage import DEFAULT_ENCODING
 from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import AppendResult
 from narad.storage import Entry
@@ -388,7 +389,10 @@ class MessageService:
                     kind = classify(item.payload)
                 else:
                     validate(item.payload)
-                    kind = PayloadKind.JSON
+                    # Stored as sent; a binary encoding (Avro, Protobuf) is
+                    # served as such.
+                    json_text = meta.encoding == DEFAULT_ENCODING
+                    kind = PayloadKind.JSON if json_text else classify(item.payload)
             except InvalidArgument as exc:
                 raise (exc.at_entry(index) if batch else exc) from None
             checked.append((partition, item, kind))

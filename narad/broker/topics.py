@@ -19,6 +19,7 @@ and a topic of the same name created meanwhile is not found (404).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -26,6 +27,7 @@ from narad.broker import now_ms
 from narad.broker.children import ChildrenService
 from narad.broker.records import TopicRecords
 from narad.errors import BaseVersionWithoutSchema
+from narad.errors import InvalidArgument
 from narad.errors import ModeManagedByParent
 from narad.errors import RetentionTooShort
 from narad.errors import TopicExists
@@ -34,6 +36,8 @@ from narad.errors import TopicNotFound
 from narad.schema.modes import DEFAULT
 from narad.schema.modes import Mode
 from narad.schema.service import SchemaService
+from narad.schema.service import check_encoding
+from narad.schematypes import DEFAULT_TYPE
 from narad.storage import PartitionStats
 from narad.storage import Status
 from narad.storage import Storage
@@ -79,6 +83,7 @@ class TopicService:
         settings: dict[str, int],
         schema_raw: bytes | None,
         *,
+        schema_settings: Mapping[str, str] | None = None,
         parent: str | None = None,
         delay_ms: int = 0,
         mode: Mode | None = None,
@@ -89,7 +94,13 @@ class TopicService:
         attached, taking the parent's partition count unless ``settings``
         name one, and the parent's compatibility mode (``mode``, if given,
         must be the parent's); ``parent_epoch`` (owned) pins the parent's
-        incarnation."""
+        incarnation.
+
+        ``schema_settings`` names the schema type (default ``JSON``), the
+        payload encoding (default the type's) and the Protobuf message; a
+        child takes its parent's (and those given must be the parent's).
+        """
+        given = dict(schema_settings or {})
         defaults = {**DEFAULTS, "partitions": 0} if parent else DEFAULTS
         meta = TopicMeta(
             name=name,
@@ -101,7 +112,25 @@ class TopicService:
         )
         if parent is not None:
             return self.children.create(
-                meta, parent, delay_ms, schema_raw, mode, parent_epoch=parent_epoch
+                meta,
+                parent,
+                delay_ms,
+                schema_raw,
+                mode,
+                parent_epoch=parent_epoch,
+                schema_settings=given,
+            )
+        if given:  # else the record's defaults: JSON over JSON texts
+            schema_type = self.schemas.schema_type(
+                given.get("schema_type", DEFAULT_TYPE)
+            )
+            encoding = given.get("encoding", schema_type.default_encoding)
+            check_encoding(schema_type, encoding)
+            meta = replace(
+                meta,
+                schema_type=schema_type.name,
+                encoding=encoding,
+                proto_message=given.get("proto_message", ""),
             )
         heard = self.records.heard
         if schema_raw is not None:
@@ -187,6 +216,10 @@ class TopicService:
             added = self.schemas.change(meta, schema_raw, base_version, changes)
         elif base_version is not None:
             raise BaseVersionWithoutSchema()
+        else:
+            _check_schema_settings(meta, changes)
+        # The schema settings change only with a version (service.change).
+        changes = replace(changes, schema_type=None, encoding=None, proto_message=None)
         if changes and not added:
             self._alter(meta, changes, epoch)
         return self.records.refresh(name), added
@@ -235,6 +268,18 @@ def _check_mode(meta: TopicMeta, changes: TopicChanges) -> TopicChanges:
     if mode != meta.compatibility:
         raise ModeManagedByParent(meta.name, meta.parent, meta.compatibility)
     return replace(changes, compatibility=None)
+
+
+def _check_schema_settings(meta: TopicMeta, changes: TopicChanges) -> None:
+    """Refuse schema settings a PATCH without a schema would change: they
+    change only with a schema (the same values are no change)."""
+    for field in ("schema_type", "encoding", "proto_message"):
+        value = getattr(changes, field)
+        if value is not None and value != getattr(meta, field):
+            raise InvalidArgument(
+                f"{field} changes only together with schema: give the schema "
+                f"of type {changes.schema_type or meta.schema_type} it applies to"
+            )
 
 
 def _check_retention(meta: TopicMeta, changes: TopicChanges) -> None:

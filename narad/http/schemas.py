@@ -33,6 +33,7 @@ MAX_VERSION = 10**9
 CHECKED_HEADER = "Narad-Checked-Versions"
 NO_CHANGE_HEADER = "Narad-No-Change"
 TRUNCATED_HEADER = "Narad-Report-Truncated"
+TYPE_HEADER = "Narad-Schema-Type"
 
 
 class SchemaHistory:
@@ -44,14 +45,21 @@ class SchemaHistory:
         owned = authorize(req, Action.READ, check_name(name))
         meta, sizes = self.schemas.sizes(self.topics.refresh(name))
         confirm_read(req, name, owned)
-        resp.text = dumps(
-            {
-                "topic": meta.name,
-                "current_version": meta.schema_version or None,
-                "total_bytes": meta.schema_bytes,
-                "versions": [{"version": s.version, "size": s.size} for s in sizes],
-            }
-        )
+        # A history has one type: each version shows it, as the record does.
+        kind = meta.schema_type
+        history: dict[str, Any] = {
+            "topic": meta.name,
+            "current_version": meta.schema_version or None,
+            "total_bytes": meta.schema_bytes,
+            "schema_type": kind,
+            "encoding": meta.encoding,
+        }
+        if meta.proto_message:
+            history["proto_message"] = meta.proto_message
+        history["versions"] = [
+            {"version": s.version, "size": s.size, "schema_type": kind} for s in sizes
+        ]
+        resp.text = dumps(history)
 
     on_head = on_get
 
@@ -79,6 +87,7 @@ class SchemaHistory:
         confirm_read(req, name, owned)
         resp.content_type = falcon.MEDIA_JSON
         resp.set_header("Narad-Schema-Version", str(stored.version))
+        resp.set_header(TYPE_HEADER, meta.schema_type)
         resp.data = stored.document
 
     on_head_version = on_get_version
@@ -149,7 +158,10 @@ def _violation(finding: Finding) -> dict[str, Any]:
     version)."""
     violation = finding.violation
     message = violation.message
-    if finding.direction is Direction.FORWARD:
+    if finding.direction is Direction.FORWARD and not finding.swapped:
+        v = finding.version
+        message += f" (forward: version {v} reading what the new schema writes)"
+    elif finding.direction is Direction.FORWARD:
         v = finding.version
         message += (
             f" (forward: read as a change from the new schema to version {v}, "

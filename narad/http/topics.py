@@ -22,6 +22,7 @@ from narad.http.body import refuse_unknown
 from narad.quoting import quote
 from narad.schema import jsontext
 from narad.schema.modes import Mode
+from narad.schematypes import ENCODINGS
 from narad.security.access import authorize
 from narad.security.access import confirm_read
 from narad.security.access import principal
@@ -32,15 +33,27 @@ from narad.storage import TopicMeta
 
 NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 SETTINGS = ("partitions", *ALTERABLE)
+#: A topic's schema settings: its history's type, payload encoding and
+#: Protobuf message (:mod:`narad.schematypes`).
+SCHEMA_SETTINGS = ("schema_type", "encoding", "proto_message")
 CREATE_FIELDS = (
     "name",
     *SETTINGS,
     "compatibility",
     "schema",
+    *SCHEMA_SETTINGS,
     "parent",
     "fanout_delay_ms",
 )
-ALTER_FIELDS = (*ALTERABLE, "compatibility", "schema", "schema_base_version")
+ALTER_FIELDS = (
+    *ALTERABLE,
+    "compatibility",
+    "schema",
+    *SCHEMA_SETTINGS,
+    "schema_base_version",
+)
+TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,31}")
+MAX_PROTO_MESSAGE = 1024
 MAX_PARTITIONS = 108
 MIN_RETENTION_MS = 3_600_000
 MAX_PAGE = 1000
@@ -57,8 +70,12 @@ def topic_record(meta: TopicMeta) -> dict[str, Any]:
         "created_at_ms": meta.created_ms,
         "schema_version": meta.schema_version or None,
         "compatibility": meta.compatibility,
+        "schema_type": meta.schema_type,
+        "encoding": meta.encoding,
         "owner": meta.owner or None,
     }
+    if meta.schema_type == "PROTOBUF" or meta.proto_message:
+        record["proto_message"] = meta.proto_message or None
     # Fan-out fields appear where they apply, as the Go Narad shows them.
     if meta.parent:
         record["parent"] = meta.parent
@@ -135,6 +152,38 @@ def _settings(
     return settings
 
 
+def schema_settings(body: dict[str, Any]) -> dict[str, str]:
+    """The schema settings ``body`` names (:data:`SCHEMA_SETTINGS`), each
+    checked for its form; whether the type takes them is the schema
+    service's to say."""
+    found: dict[str, str] = {}
+    if "schema_type" in body:
+        value = body["schema_type"]
+        if not isinstance(value, str) or not TYPE_NAME.fullmatch(value):
+            raise InvalidArgument(
+                'schema_type must be a schema type\'s name ("JSON", "AVRO", '
+                f'"PROTOBUF"), got {quote(str(value)[:100])}'
+            )
+        found["schema_type"] = value
+    if "encoding" in body:
+        value = body["encoding"]
+        if value not in ENCODINGS:
+            raise InvalidArgument(
+                f"encoding must be one of {', '.join(ENCODINGS)}, got "
+                f"{quote(str(value)[:100])}"
+            )
+        found["encoding"] = value
+    if "proto_message" in body:
+        value = body["proto_message"]
+        if not isinstance(value, str) or not 0 < len(value) <= MAX_PROTO_MESSAGE:
+            raise InvalidArgument(
+                "proto_message must be a message's full name (shop.Order), "
+                f"a string of 1 to {MAX_PROTO_MESSAGE} characters"
+            )
+        found["proto_message"] = value
+    return found
+
+
 def _mode_setting(body: dict[str, Any]) -> Mode | None:
     """The ``compatibility`` setting in ``body``, if it has one."""
     return mode(body["compatibility"]) if "compatibility" in body else None
@@ -167,6 +216,7 @@ class TopicCollection:
             name,
             settings,
             schema_raw,
+            schema_settings=schema_settings(body),
             parent=parent,
             delay_ms=delay or 0,
             mode=compatibility,
@@ -236,6 +286,7 @@ class TopicItem:
         changes = TopicChanges(
             **_settings(body, ALTERABLE),
             compatibility=compatibility and compatibility.value,
+            **schema_settings(body),
         )
         meta, _ = self.topics.alter(name, changes, schema_raw, base, epoch=owned)
         resp.text = dumps(topic_record(meta))

@@ -137,11 +137,17 @@ class Finding:
             proposed schema (backward) or into version ``version`` (forward).
         version: The stored version it was found against.
         direction: The direction of the check that found it.
+        swapped: A forward finding reads as the JSON type's do: its pointer
+            points into version ``version`` and its words describe the change
+            from the new schema to that version. False for types whose
+            forward findings point into the new schema and name both sides
+            themselves (Avro, Protobuf).
     """
 
     violation: Violation
     version: int
     direction: Direction
+    swapped: bool = True
 
     def __str__(self) -> str:
         # Backward keeps the rulebook's wording; forward says which way the
@@ -149,6 +155,8 @@ class Finding:
         v = self.version
         if self.direction is Direction.BACKWARD:
             return f"incompatible with version {v}: {self.violation}"
+        if not self.swapped:
+            return f"incompatible with version {v} forward: {self.violation}"
         return (
             f"incompatible with version {v} forward (version {v} must accept "
             f"every message the new schema accepts; read as a change from the "

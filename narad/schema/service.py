@@ -18,6 +18,15 @@ and its mode into every child; what the storage cannot judge, whether two
 histories are the same JSON values, is judged here before an attach
 (:meth:`SchemaService.check_attachable`).
 
+Every schema type (:mod:`narad.schematypes`: JSON Schema, Avro, Protobuf,
+each from a plugin) goes through the same code: the type parses a document,
+says what "no change" means, compiles the payload check of a version and
+checks a proposed schema in a mode; the history rules here hold for all. A
+topic's history has one type: a PATCH naming another is refused (409), as is
+a child of another type under a parent (:meth:`SchemaService.
+check_attachable`). The type, the payload encoding and the Protobuf message
+are settings of the record, written with the version that first needs them.
+
 Compiled validators are cached per process by (topic, epoch, version): a
 produce neither re-reads the schema document nor recompiles it, and a topic
 deleted and created again under the same name (new epoch) never reuses the
@@ -54,6 +63,7 @@ from narad.broker.records import TopicRecords
 from narad.caches import BoundedCache
 from narad.errors import CapacityBusy
 from narad.errors import ClusterBudgetExceeded
+from narad.errors import EncodingFixed
 from narad.errors import HistoriesDiffer
 from narad.errors import IncompatibleSchema
 from narad.errors import InvalidArgument
@@ -62,6 +72,7 @@ from narad.errors import ParentHistoryOverBudget
 from narad.errors import ParentWithoutSchema
 from narad.errors import RetentionTooShort
 from narad.errors import SchemaManagedByParent
+from narad.errors import SchemaTypesDiffer
 from narad.errors import SchemaUnusable
 from narad.errors import SchemaVersionConflict
 from narad.errors import SchemaVersionNotFound
@@ -72,18 +83,16 @@ from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.plugins import Plugins
 from narad.quoting import quote
-from narad.schema import compatibility
 from narad.schema import jsontext
-from narad.schema import modes
 from narad.schema.capacity import ValidationCapacity
-from narad.schema.drafts import Draft
 from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.modes import Mode
 from narad.schema.modes import Report
-from narad.schema.registration import RegisteredSchema
-from narad.schema.registration import check_stored
-from narad.schema.registration import register
-from narad.schema.validator import Validator
+from narad.schematypes import Compiled
+from narad.schematypes import ParsedSchema
+from narad.schematypes import SchemaOptions
+from narad.schematypes import SchemaType
+from narad.schematypes import UnusableVersion
 from narad.storage import SchemaLimits
 from narad.storage import SchemaSize
 from narad.storage import SchemaVersion
@@ -94,11 +103,6 @@ from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 
 _NULL_SCHEMA = "schema: a schema cannot be removed (null); it can only be widened"
-# The remedy for a version registration would refuse now.
-_STORED_BEFORE = (
-    "; it was stored before registration refused that: register a new version "
-    "of the schema"
-)
 MIB = 1024 * 1024
 TOPIC_BUDGET = 4 * MIB
 CLUSTER_BUDGET = 256 * MIB
@@ -158,13 +162,14 @@ class SchemaService:
         self.storage = storage
         self.records = records
         self.capacity = capacity
-        self.drafts, self.default_draft = plugins.drafts()
-        self.formats = plugins.format_checkers()
-        self.rules = plugins.compatibility_rules()
+        self.types = {
+            name: schema_type.bind(plugins)
+            for name, schema_type in plugins.schema_types().items()
+        }
         self.topic_budget = topic_budget
         self.cluster_budget = cluster_budget
         # A str where the version cannot be used: why (see _validator).
-        self.validators: BoundedCache[ValidatorKey, Validator | str] = BoundedCache(
+        self.validators: BoundedCache[ValidatorKey, Compiled | str] = BoundedCache(
             "validators",
             max_entries=cached_validators,
             max_bytes=validator_memory,
@@ -174,10 +179,24 @@ class SchemaService:
 
     # -- registration --------------------------------------------------------
 
-    def register(self, raw: bytes) -> RegisteredSchema:
-        return offload.run(
-            register, raw, drafts=self.drafts, default_draft=self.default_draft
-        )
+    def schema_type(self, name: str) -> SchemaType:
+        """The type ``name`` names.
+
+        Raises:
+            InvalidArgument: no plugin of this node provides it.
+        """
+        found = self.types.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.types))
+            raise InvalidArgument(
+                f"schema_type must be one of {known}, got {quote(name)}"
+            )
+        return found
+
+    def register(self, meta: TopicMeta, raw: bytes) -> ParsedSchema:
+        """``raw`` parsed as a schema of ``meta``'s type and settings."""
+        schema_type = self.schema_type(meta.schema_type)
+        return offload.run(schema_type.parse, raw, options_of(meta))
 
     def limits(self) -> SchemaLimits:
         return SchemaLimits(self.topic_budget, self.cluster_budget, MAX_VERSIONS)
@@ -204,8 +223,10 @@ class SchemaService:
         Returns:
             The record as written.
         """
-        registered = self.register(raw)
-        first = SchemaVersion(1, registered.compact, registered.high_cost)
+        registered = self.register(meta, raw)
+        message = registered.message_name or meta.proto_message
+        meta = replace(meta, proto_message=message)
+        first = SchemaVersion(1, registered.stored, registered.high_cost)
         result = self.storage.create_topic(meta, first, limits=self.limits())
         if result.status is Status.EXISTS:
             raise TopicExists(meta.name)
@@ -226,23 +247,35 @@ class SchemaService:
     ) -> bool:
         """Register ``raw`` as the next version, with ``changes`` in the same
         step (and in every child's history); False when it is no change (and
-        nothing was written)."""
+        nothing was written).
+
+        ``changes`` may name the schema type, encoding and Protobuf message
+        (None: the topic's); a topic with a history keeps its type and
+        encoding (409 for others)."""
         if meta.parent:
             raise SchemaManagedByParent(meta.name, meta.parent)
         if raw == b"null":
             raise InvalidSchema(_NULL_SCHEMA)
-        new = self.register(raw)
+        typed = self.settle_type(meta, changes)
+        new = self.register(typed, raw)
+        changes = replace(
+            changes,
+            schema_type=typed.schema_type,
+            encoding=typed.encoding,
+            proto_message=new.message_name or typed.proto_message,
+        )
         for _ in range(CHANGE_ATTEMPTS):
             current = meta.schema_version
             if base_version is not None and current != base_version:
                 raise SchemaVersionConflict()
+            self.settle_type(meta, changes)
             # Checked in the mode the PATCH leaves the topic in.
             mode = Mode(changes.compatibility or meta.compatibility)
             if current and not self._is_change(meta, new, mode):
                 return False
             result = self.storage.append_schema(
                 meta,
-                SchemaVersion(current + 1, new.compact, new.high_cost),
+                SchemaVersion(current + 1, new.stored, new.high_cost),
                 expected_current=current,
                 limits=self.limits(),
                 changes=changes,
@@ -268,12 +301,40 @@ class SchemaService:
                 raise RetentionTooShort(meta.name, retention, meta.min_retention_ms())
         raise SchemaVersionConflict()
 
-    def _is_change(self, meta: TopicMeta, new: RegisteredSchema, mode: Mode) -> bool:
+    def settle_type(self, meta: TopicMeta, changes: TopicChanges) -> TopicMeta:
+        """``meta`` with the schema type, encoding and Protobuf message a
+        schema change ``changes`` leaves it with.
+
+        Raises:
+            SchemaTypesDiffer: the topic has a history of another type (409).
+            EncodingFixed: the topic has a history in another encoding (409).
+            InvalidArgument: a type no plugin provides, or an encoding the
+                type does not take.
+        """
+        name = changes.schema_type or meta.schema_type
+        schema_type = self.schema_type(name)
+        same_type = name == meta.schema_type
+        if meta.schema_version and not same_type:
+            raise SchemaTypesDiffer(meta.name, meta.schema_type, name)
+        encoding = changes.encoding or (
+            meta.encoding if same_type else schema_type.default_encoding
+        )
+        check_encoding(schema_type, encoding)
+        if meta.schema_version and encoding != meta.encoding:
+            raise EncodingFixed(meta.name, meta.encoding, encoding)
+        proto_message = changes.proto_message
+        if proto_message is None:
+            proto_message = meta.proto_message if same_type else ""
+        return replace(
+            meta, schema_type=name, encoding=encoding, proto_message=proto_message
+        )
+
+    def _is_change(self, meta: TopicMeta, new: ParsedSchema, mode: Mode) -> bool:
         """False when ``new`` registers nothing over the current version;
         True when ``mode`` lets it be the next one; else the refusal."""
         latest, against = self._versions(meta, mode.transitive)
         no_change, report = self._bounded_judge(
-            meta.name, latest, against, new, mode, first=True, shortcut=True
+            meta, latest, against, new, mode, first=True, shortcut=True
         )
         if no_change:
             return False
@@ -309,10 +370,10 @@ class SchemaService:
 
     def _bounded_judge(
         self,
-        name: str,
+        meta: TopicMeta,
         latest: SchemaVersion,
         against: list[SchemaVersion],
-        new: RegisteredSchema,
+        new: ParsedSchema,
         mode: Mode,
         *,
         first: bool,
@@ -320,9 +381,9 @@ class SchemaService:
     ) -> tuple[bool, Report]:
         """:meth:`_judge` off the event loop, under a capacity slot when it
         compares more than :data:`LARGE_CHECK` bytes."""
-        size = len(new.compact)
+        size = len(new.stored)
         weight = len(mode.directions) * sum(len(v.document) + size for v in against)
-        args = (name, latest, against, new, mode)
+        args = (meta, latest, against, new, mode)
         if weight <= LARGE_CHECK:
             return offload.run(self._judge, *args, first=first, shortcut=shortcut)
         with self.capacity.slot():
@@ -330,43 +391,40 @@ class SchemaService:
 
     def _judge(
         self,
-        name: str,
+        meta: TopicMeta,
         latest: SchemaVersion,
         against: list[SchemaVersion],
-        new: RegisteredSchema,
+        new: ParsedSchema,
         mode: Mode,
         *,
         first: bool,
         shortcut: bool,
     ) -> tuple[bool, Report]:
         """Whether ``new`` registers nothing over ``latest``, and what
-        ``mode``'s check against ``against`` (of ``name``'s history) finds
+        ``mode``'s check against ``against`` (of ``meta``'s history) finds
         (nothing checked when ``shortcut`` and it registers nothing, as a
         PATCH does)."""
-        parsed = self._load(name, latest)
-        no_change = compatibility.no_change(parsed[0], new.document, draft=parsed[1])
+        schema_type = self.schema_type(meta.schema_type)
+        parsed = self._load(meta, latest)
+        no_change = schema_type.no_change(new, parsed)
         if no_change and shortcut:
             return True, Report()
         # A schema that registers nothing accepts exactly what ``latest`` does
         # and leaves it current: judge ``latest``, whose walk against itself
         # finds nothing, where the proposed one's annotations would differ in
         # a part the walk wants unchanged byte for byte (unevaluated*).
-        document, draft = parsed if no_change else (new.document, new.draft)
+        subject = parsed if no_change else new
 
-        def loaded() -> Iterator[tuple[int, Any, Draft]]:
+        def loaded() -> Iterator[tuple[int, ParsedSchema]]:
             for stored in against:
                 if stored is latest:
-                    yield stored.version, *parsed
+                    yield stored.version, parsed
                 else:
-                    yield stored.version, *self._load(name, stored)
+                    yield stored.version, self._load(meta, stored)
 
-        report = modes.check(
-            document,
-            draft,
-            loaded(),
-            directions=mode.directions,
-            rules=self.rules,
-            first=first,  # a refusal names one; a full report is a dry run's
+        # A refusal names one violation; a full report is a dry run's.
+        report = schema_type.check(
+            subject, loaded(), mode, options_of(meta), first=first
         )
         return no_change, report
 
@@ -394,7 +452,7 @@ class SchemaService:
             raise SchemaManagedByParent(meta.name, meta.parent)
         if raw == b"null":
             raise InvalidSchema(_NULL_SCHEMA)
-        new = self.register(raw)
+        new = self.register(meta, raw)
         mode = mode or Mode(meta.compatibility)
         current = meta.schema_version
         if isinstance(against, int) and not 0 < against <= current:
@@ -406,7 +464,7 @@ class SchemaService:
         if isinstance(against, int) and against != current:
             versions = [self.stored(meta.name, against)]
         no_change, report = self._bounded_judge(
-            meta.name,
+            meta,
             latest,
             versions,
             new,
@@ -431,6 +489,14 @@ class SchemaService:
             return
         if not parent.schema_version:
             raise ParentWithoutSchema(child.name, parent.name)
+        if child.schema_type != parent.schema_type:
+            raise SchemaTypesDiffer(
+                child.name, child.schema_type, parent.schema_type, parent=parent.name
+            )
+        if child.encoding != parent.encoding:
+            raise EncodingFixed(
+                child.name, child.encoding, parent.encoding, parent=parent.name
+            )
         mine = self.storage.get_schemas(child.name)[: child.schema_version]
         theirs = self.storage.get_schemas(parent.name)[: parent.schema_version]
         version = offload.run(_first_difference, mine, theirs)
@@ -439,11 +505,12 @@ class SchemaService:
 
     def check_child_schema(self, name: str, parent: TopicMeta, raw: bytes) -> None:
         """Refuse a topic created under ``parent`` with the schema ``raw``
-        unless its one-version history would be the parent's."""
-        new = self.register(raw)
+        unless its one-version history would be the parent's (parsed as a
+        schema of the parent's type)."""
+        new = self.register(parent, raw)
         if not parent.schema_version:
             raise ParentWithoutSchema(name, parent.name)
-        first = SchemaVersion(1, new.compact, new.high_cost)
+        first = SchemaVersion(1, new.stored, new.high_cost)
         theirs = self.storage.get_schemas(parent.name)[: parent.schema_version]
         version = offload.run(_first_difference, [first], theirs)
         if version is not None:
@@ -498,75 +565,59 @@ class SchemaService:
             meta = after
         raise TopicKeptChanging(meta.name)
 
-    def _document(self, name: str, version: int) -> Any:
-        return _parse(self.stored(name, version).document)
-
-    def _load(self, name: str, stored: SchemaVersion) -> tuple[Any, Draft]:
-        parsed = _parse(stored.document)
-        return parsed, self._draft_of(name, stored.version, parsed)
-
-    def _draft_of(self, name: str, version: int, document: Any) -> Draft:
-        """The draft of version ``version`` of ``name``'s history.
+    def _load(self, meta: TopicMeta, stored: SchemaVersion) -> ParsedSchema:
+        """A stored version of ``meta``'s history, read back by its type.
 
         Raises:
-            SchemaUnusable: its ``$schema`` names a draft no plugin of this
-                node provides (one disabled, or not installed here).
+            SchemaUnusable: this node cannot use it.
         """
-        uri = document.get("$schema") if isinstance(document, dict) else None
-        if not isinstance(uri, str):
-            return self.default_draft
-        draft = self.drafts.get(uri)
-        if draft is None:
-            raise SchemaUnusable(
-                name,
-                version,
-                f"its $schema {quote(uri)} names a draft no plugin "
-                "of this node provides: load that draft's plugin (see plugins."
-                "disabled and `narad plugins`)",
+        try:
+            return self.schema_type(meta.schema_type).load(
+                stored.document, options_of(meta)
             )
-        return draft
+        except UnusableVersion as exc:
+            raise SchemaUnusable(meta.name, stored.version, exc.reason) from None
 
     # -- validation on produce -----------------------------------------------
 
     def payload_check(self, meta: TopicMeta) -> Callable[[bytes], None]:
         """The check for a produce to ``meta`` at its current schema version,
         counting each outcome (``narad_schema_validations``)."""
-        validator = self._validator(meta)
+        compiled = self._validator(meta)
         high_cost = meta.schema_high_cost
         key = (meta.name, meta.epoch, meta.schema_version)
 
         def check(payload: bytes) -> None:
             try:
                 if high_cost or len(payload) > LARGE_PAYLOAD:
-                    self._bounded(validator, payload)
+                    self._bounded(compiled, payload)
                 else:
                     # Inline: a 1 KiB payload takes ~6 us here against ~40 us
                     # of CPU handed to a pool thread and back; with Python
                     # 3.11's inlined calls even 256 levels of a 63-step schema
                     # need well under a 64 KiB C stack (measured), so no big
                     # stack either.
-                    validator.validate(payload)
+                    compiled.validate(payload)
             except InvalidArgument:
                 _count("invalid")
                 raise
             except CapacityBusy:
                 _count("busy")
                 raise
-            except Exception as exc:
-                # Only a version registration would refuse now gets here
-                # (multipleOf 0 where a reference leads): it is unusable.
-                reason = self._unusable(validator.document, validator.draft, exc)
-                self.validators.put(key, reason, len(reason))
-                raise SchemaUnusable(meta.name, meta.schema_version, reason) from None
+            except UnusableVersion as exc:
+                self.validators.put(key, exc.reason, len(exc.reason))
+                raise SchemaUnusable(
+                    meta.name, meta.schema_version, exc.reason
+                ) from None
             _count("valid")
 
         return check
 
-    def _bounded(self, validator: Validator, payload: bytes) -> None:
+    def _bounded(self, compiled: Compiled, payload: bytes) -> None:
         with self.capacity.slot():
-            offload.run(validator.validate, payload)
+            offload.run(compiled.validate, payload)
 
-    def _validator(self, meta: TopicMeta) -> Validator:
+    def _validator(self, meta: TopicMeta) -> Compiled:
         """The compiled current version of ``meta``'s schema.
 
         Raises:
@@ -576,51 +627,43 @@ class SchemaService:
         key = (meta.name, meta.epoch, meta.schema_version)
         cached = self.validators.get(key)
         if cached is None:
-            text = self.stored(meta.name, meta.schema_version).document
-            document = _parse(text)
+            stored = self.stored(meta.name, meta.schema_version)
+            uri = f"narad://schema/{meta.name}/{meta.schema_version}"
             try:
-                draft = self._draft_of(meta.name, meta.schema_version, document)
-            except SchemaUnusable as exc:
+                cached = offload.run(self._compile, meta, stored, uri)
+                size = cached.estimated_bytes
+            except UnusableVersion as exc:
                 cached, size = exc.reason, len(exc.reason)
-            else:
-                try:
-                    cached = offload.run(
-                        Validator,
-                        document,
-                        draft=draft,
-                        drafts=self.drafts,
-                        formats=self.formats,
-                        schema_uri=f"narad://schema/{meta.name}/{meta.schema_version}",
-                    )
-                    size = cached.estimated_bytes(len(text))
-                except Exception as exc:
-                    cached = self._unusable(document, draft, exc)
-                    size = len(cached)
             self.validators.put(key, cached, size)
         if isinstance(cached, str):
             raise SchemaUnusable(meta.name, meta.schema_version, cached)
         return cached
 
-    def _unusable(self, document: Any, draft: Draft, exc: Exception) -> str:
-        """Why a stored version cannot be used, now that compiling or
-        validating it raised ``exc``.
+    def _compile(self, meta: TopicMeta, stored: SchemaVersion, uri: str) -> Compiled:
+        schema_type = self.types.get(meta.schema_type)
+        if schema_type is None:
+            raise UnusableVersion(
+                f"its schema type {meta.schema_type} is provided by no plugin of "
+                "this node: load that type's plugin (see plugins.disabled and "
+                "`narad plugins`)"
+            )
+        options = options_of(meta)
+        loaded = schema_type.load(stored.document, options)
+        return schema_type.compile(loaded, options, uri)
 
-        The validator relies on what registration checks, and a version stored
-        before registration checked something (what a reference leads to,
-        outside the meta-schema's reach) may break it; one that merely breaks
-        a rule of today (minLength -1 there) keeps working until it does.
 
-        Raises:
-            Exception: ``exc`` again, when registration finds nothing wrong
-                with the version: Narad's fault, not the version's.
-        """
-        if isinstance(exc, InvalidSchema):  # the compiler's own refusal
-            return exc.detail.removeprefix("schema: ") + _STORED_BEFORE
-        try:
-            offload.run(check_stored, document, draft)
-        except InvalidSchema as found:
-            return found.detail.removeprefix("schema: ") + _STORED_BEFORE
-        raise exc
+def options_of(meta: TopicMeta) -> SchemaOptions:
+    """The settings of ``meta`` a schema type reads."""
+    return SchemaOptions(meta.encoding, meta.proto_message)
+
+
+def check_encoding(schema_type: SchemaType, encoding: str) -> None:
+    """Refuse an encoding ``schema_type`` does not take (400)."""
+    if encoding not in schema_type.encodings:
+        raise InvalidArgument(
+            f"encoding must be one of {', '.join(schema_type.encodings)} for "
+            f"schema_type {schema_type.name}, got {quote(encoding)}"
+        )
 
 
 def _count(outcome: str) -> None:

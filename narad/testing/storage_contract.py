@@ -42,6 +42,8 @@ from typing import TypeVar
 import pytest
 
 from narad.storage import DEFAULT_COMPATIBILITY
+from narad.storage import DEFAULT_ENCODING
+from narad.storage import DEFAULT_SCHEMA_TYPE
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import Capabilities
 from narad.storage import Child
@@ -2066,6 +2068,65 @@ class StorageContract:
             assert (stored.schema_version, stored.compatibility) == (
                 2,
                 "FORWARD_TRANSITIVE",
+            )
+
+    # -- schema types ----------------------------------------------------------
+
+    def test_create_stores_the_schema_settings(self, storage):
+        avro = self.topic(storage, b'"string"', schema_type="AVRO", encoding="binary")
+        assert (avro.schema_type, avro.encoding, avro.proto_message) == (
+            "AVRO",
+            "binary",
+            "",
+        )
+        proto = self.topic(storage, schema_type="PROTOBUF", proto_message="shop.Order")
+        assert (proto.schema_type, proto.proto_message) == ("PROTOBUF", "shop.Order")
+        plain = self.topic(storage)
+        assert (plain.schema_type, plain.encoding, plain.proto_message) == (
+            DEFAULT_SCHEMA_TYPE,
+            DEFAULT_ENCODING,
+            "",
+        )
+
+    def test_a_child_takes_its_parents_schema_settings(self, storage):
+        settings = {
+            "schema_type": "PROTOBUF",
+            "encoding": "json",
+            "proto_message": "shop.Order",
+        }
+        parent = self.topic(storage, b'"x"', **settings)
+        created = storage.create_child(
+            new_meta(), parent, delay_ms=0, limits=LIMITS, max_children=108
+        )
+        assert created.status is Status.OK
+        [listed] = storage.get_topic(parent.name).children
+        child = storage.get_topic(listed.name)
+        assert {k: getattr(child, k) for k in settings} == settings
+        # An attach copies them too, into a child without a history.
+        parent = storage.get_topic(parent.name)
+        _, loose = self.attach(storage, parent, self.topic(storage))
+        assert {k: getattr(loose, k) for k in settings} == settings
+        assert loose.schema_version == 1
+
+    def test_schema_settings_with_a_version_reach_every_child(self, storage):
+        parent, child = self.topic(storage), self.topic(storage)
+        parent, child = self.attach(storage, parent, child)
+        assert child.schema_type == DEFAULT_SCHEMA_TYPE
+        first = TopicChanges(schema_type="AVRO", encoding="binary")
+        result = storage.append_schema(
+            parent,
+            SchemaVersion(1, b'"long"', False),
+            expected_current=0,
+            limits=LIMITS,
+            changes=first,
+        )
+        assert result.status is Status.OK
+        for name in (parent.name, child.name):
+            stored = storage.get_topic(name)
+            assert (stored.schema_version, stored.schema_type, stored.encoding) == (
+                1,
+                "AVRO",
+                "binary",
             )
 
     @requires("notifications")

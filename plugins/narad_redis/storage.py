@@ -8,7 +8,10 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
                                              "fanout_delay_ms" on a child and
                                              "children" on a parent; one
                                              stored before modes has no
-                                             "compatibility": BACKWARD)
+                                             "compatibility": BACKWARD; one
+                                             stored before schema types no
+                                             "schema_type", "encoding",
+                                             "proto_message": JSON, json, "")
     narad:{<t>}:schemas               hash   version -> document, hc:<version>
     narad:{<t>}:p<i>                  hash   next, oldest, cursor, floor, last_ts
     narad:{<t>}:p<i>:log              hash   offset -> "<ts>,<kind><keylen>:<key><body>"
@@ -77,7 +80,9 @@ import redis
 from narad import metrics
 from narad.errors import StorageError
 from narad.storage import DEFAULT_COMPATIBILITY
+from narad.storage import DEFAULT_ENCODING
 from narad.storage import DEFAULT_IDEMPOTENCY
+from narad.storage import DEFAULT_SCHEMA_TYPE
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import AppendResult
 from narad.storage import BatchReserveResult
@@ -1104,6 +1109,8 @@ def _record_fields(meta: TopicMeta) -> list[Any]:
     """The record fields a create writes: name, epoch, settings and owner."""
     fields: list[Any] = ["name", meta.name, "epoch", meta.epoch]
     fields += ["compatibility", meta.compatibility]
+    fields += ["schema_type", meta.schema_type, "encoding", meta.encoding]
+    fields += ["proto_message", meta.proto_message]
     for name in _SETTINGS:
         fields += [name, getattr(meta, name)]
     return [*fields, "owner", meta.owner]
@@ -1121,6 +1128,9 @@ def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
         children=_children(f.get("children", "")),
         compatibility=f.get("compatibility", DEFAULT_COMPATIBILITY),
         owner=f.get("owner", ""),
+        schema_type=f.get("schema_type", DEFAULT_SCHEMA_TYPE),
+        encoding=f.get("encoding", DEFAULT_ENCODING),
+        proto_message=f.get("proto_message", ""),
         **{k: int(f.get(k, 0)) for k in _INT_FIELDS},
     )
 

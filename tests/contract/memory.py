@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from narad import hookimpl
 from narad.config import Config
 from narad.storage import DEFAULT_IDEMPOTENCY
+from narad.storage import FAMILY_FIELDS
 from narad.storage import RETENTION_MARGIN_MS
 from narad.storage import AppendResult
 from narad.storage import BatchReserveResult
@@ -382,7 +383,7 @@ class MemoryStorage:
             child.meta,
             parent=parent.meta.name,
             fanout_delay_ms=delay_ms,
-            compatibility=parent.meta.compatibility,
+            **_family(parent.meta),
         )
         listed = Child(
             child.meta.name, child.meta.epoch, child.meta.partitions, delay_ms
@@ -637,9 +638,11 @@ class MemoryStorage:
                 )
                 self._publish(Event.TOPIC_CHANGED, each.meta.name)
             topic.meta = replace(topic.meta, **dict(changes.items()))
-            mode = changes.compatibility
-            for child in children if mode is not None else ():
-                child.meta = replace(child.meta, compatibility=mode)
+            family = {
+                name: value for name, value in changes.items() if name in FAMILY_FIELDS
+            }
+            for child in children:
+                child.meta = replace(child.meta, **family)
             self._cluster_bytes += added
             return SchemaWriteResult(
                 Status.OK, number, topic.meta.schema_bytes, self._cluster_bytes
@@ -1008,3 +1011,8 @@ def connect(url: str, config: Config) -> MemoryStorage:
 @hookimpl
 def narad_storage_backends():
     return {"memory": connect}
+
+
+def _family(meta: TopicMeta) -> dict[str, str]:
+    """The fields a child copies from its parent ``meta``."""
+    return {name: getattr(meta, name) for name in FAMILY_FIELDS}

@@ -54,6 +54,34 @@ def test_hook_narad_compatibility_rules(http):
     assert "x-acme-frozen changed" in resp.json["error"]
 
 
+def test_hook_narad_schema_types(http):
+    resp = http.simulate_post(
+        "/v1/topics",
+        json={"name": "t", "schema_type": "ACME_TEXT", "schema": {"max": 4}},
+    )
+    assert resp.status_code == 201, resp.text
+    assert resp.json["schema_type"] == "ACME_TEXT"
+    assert resp.json["encoding"] == "binary"  # the type's first, its default
+    assert http.simulate_post("/v1/topics/t/produce", body=b"abcd").status_code == 202
+    refused = http.simulate_post("/v1/topics/t/produce", body=b"abcde")
+    assert refused.status_code == 400
+    assert "text over 4 bytes" in refused.json["error"]
+    # Its check, through the generic history rules: shrinking is refused,
+    # the same identity registers nothing, growing is a version.
+    shrink = http.simulate_patch("/v1/topics/t", json={"schema": {"max": 3}})
+    assert shrink.status_code == 400
+    assert "max shrank" in shrink.json["error"]
+    same = http.simulate_patch("/v1/topics/t", json={"schema": {"max": 4}})
+    assert same.json["schema_version"] == 1
+    grown = http.simulate_patch("/v1/topics/t", json={"schema": {"max": 8}})
+    assert grown.json["schema_version"] == 2
+    other = http.simulate_patch(
+        "/v1/topics/t", json={"schema_type": "JSON", "schema": {}}
+    )
+    assert other.status_code == 409
+    assert "ACME_TEXT" in other.json["error"] and "JSON" in other.json["error"]
+
+
 @pytest.mark.parametrize("query", ["", "?notifications=0"])
 def test_hook_narad_storage_backends(tmp_path, query):
     url = f"memory://{tmp_path.name}{query}"

@@ -138,7 +138,7 @@ def test_cluster_already_over_budget_takes_no_new_version_anywhere(config):
 
 def count_compiles(monkeypatch) -> list[str]:
     """The schema URIs of every validator compiled from now on."""
-    from narad.schema import service
+    import narad_jsonschema as service
 
     compiled: list[str] = []
     original = service.Validator
@@ -199,7 +199,7 @@ def store_unusable_version(storage) -> None:
 
 
 def test_a_version_that_cannot_be_used_is_not_compiled_per_produce(config, monkeypatch):
-    from narad.schema import service
+    import narad_jsonschema as service
 
     client = app_over(config)
     client.simulate_post("/v1/topics", json={"name": "t", "schema": {"type": "object"}})

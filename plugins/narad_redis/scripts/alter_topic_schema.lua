@@ -2,8 +2,9 @@
 -- against the current version and both byte budgets and the version cap hold,
 -- under the compatibility mode it was checked in, with the same version in
 -- every attached child's history, and apply the settings changes of the same
--- PATCH with it (a new compatibility mode in every child too): all or
--- nothing. The one script that appends to a history.
+-- PATCH with it (a new compatibility mode, schema type, encoding or Protobuf
+-- message in every child too): all or nothing. The one script that appends to
+-- a history.
 -- KEYS[1] = narad:{<topic>}:meta
 -- KEYS[2] = narad:{<topic>}:schemas   (hash: version -> document, hc:<version>)
 -- KEYS[3] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
@@ -23,6 +24,8 @@
 --   caller read it; a record stored before modes names none: "BACKWARD")
 -- ARGV[14 .. 13+2C] = per child: its name and its "topic_changed" event
 -- ARGV[14+2C ..] = settings to change with it: field, value, field, value, ...
+--   ("compatibility", "schema_type", "encoding", "proto_message" go to every
+--   child too)
 -- returns {"ok", version, stored, cluster} | {"no_topic"} | {"attached", parent}
 --         | {"stale_children"} | {"base_mismatch", current}
 --         | {"too_many_versions", current}
@@ -85,11 +88,15 @@ local function min_retention(list, margin)
   return longest < 0 and 0 or longest + margin
 end
 
+-- The settings a child follows its parent in.
+local FAMILY = {compatibility = true, schema_type = true, encoding = true,
+  proto_message = true}
 local fields = {}
-local mode = nil
+local family = {}
 for i = SETTINGS, #ARGV, 2 do
-  if ARGV[i] == 'compatibility' then
-    mode = ARGV[i + 1]
+  if FAMILY[ARGV[i]] then
+    family[#family + 1] = ARGV[i]
+    family[#family + 1] = ARGV[i + 1]
   end
   if ARGV[i] == 'retention_ms' then
     local retention = tonumber(ARGV[i + 1])
@@ -112,8 +119,8 @@ for _, child in ipairs(children) do
   redis.call('HSET', child.schemas, version, ARGV[3], 'hc:' .. version, ARGV[4])
   redis.call('HSET', child.meta, 'schema_version', version, 'schema_high_cost', ARGV[4],
     'schema_bytes', child.stored + size)
-  if mode then
-    redis.call('HSET', child.meta, 'compatibility', mode)
+  if #family > 0 then
+    redis.call('HSET', child.meta, unpack(family))
   end
 end
 cluster = redis.call('INCRBY', cluster_key, size * (1 + nchildren))

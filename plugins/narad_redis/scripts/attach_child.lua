@@ -2,8 +2,9 @@
 -- copied to the child (append.lua). A child without a schema history adopts
 -- the parent's; one with a history must have the parent's, version for
 -- version (the caller compared them as JSON values; the versions it gives
--- vouch that neither moved on since). The child takes the parent's
--- compatibility mode either way.
+-- vouch that neither moved on since: a type, encoding or Protobuf message
+-- changes only with a version). The child takes the parent's compatibility
+-- mode, schema type, encoding and Protobuf message either way.
 -- KEYS[1] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
 -- KEYS[2] = narad:{<parent>}:meta
 -- KEYS[3] = narad:{<parent>}:schemas
@@ -33,7 +34,8 @@ local cluster_key = KEYS[1]
 local parent_meta, parent_schemas = KEYS[2], KEYS[3]
 local child_meta, child_schemas = KEYS[4], KEYS[5]
 local p = redis.call('HMGET', parent_meta, 'epoch', 'parent', 'children', 'retention_ms',
-  'schema_version', 'schema_bytes', 'schema_high_cost', 'compatibility')
+  'schema_version', 'schema_bytes', 'schema_high_cost', 'compatibility', 'schema_type',
+  'encoding', 'proto_message')
 local c = redis.call('HMGET', child_meta, 'epoch', 'parent', 'children', 'schema_version')
 if p[1] ~= ARGV[1] then
   return {'no_topic', ARGV[14]}
@@ -93,8 +95,10 @@ if child_version == '0' and parent_version ~= '0' then
   cluster = redis.call('INCRBY', cluster_key, size)
 end
 
+-- A record stored before schema types names none: JSON over json payloads.
 redis.call('HSET', child_meta, 'parent', ARGV[14], 'fanout_delay_ms', ARGV[5],
-  'compatibility', mode)
+  'compatibility', mode, 'schema_type', p[9] or 'JSON', 'encoding', p[10] or 'json',
+  'proto_message', p[11] or '')
 if children == '' then
   children = ARGV[10]
 else

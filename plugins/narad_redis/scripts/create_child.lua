@@ -1,6 +1,7 @@
 -- Create a topic attached to a parent, exactly once: the record, a copy of the
--- parent's whole schema history and its compatibility mode, and the link, all
--- or nothing (never a half-linked topic).
+-- parent's whole schema history, its compatibility mode, schema type, encoding
+-- and Protobuf message, and the link, all or nothing (never a half-linked
+-- topic).
 -- KEYS[1] = narad:topics              (sorted set of topic names, for listing)
 -- KEYS[2] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
 -- KEYS[3] = narad:{<child>}:meta
@@ -33,7 +34,8 @@ if redis.call('EXISTS', child_meta) == 1 then
   return {'exists'}
 end
 local p = redis.call('HMGET', parent_meta, 'epoch', 'parent', 'children', 'retention_ms',
-  'schema_version', 'schema_bytes', 'schema_high_cost', 'compatibility')
+  'schema_version', 'schema_bytes', 'schema_high_cost', 'compatibility', 'schema_type',
+  'encoding', 'proto_message')
 if p[1] ~= ARGV[3] then
   return {'no_topic', ARGV[2]}
 end
@@ -75,7 +77,8 @@ end
 redis.call('HSET', child_meta, unpack(fields))
 redis.call('HSET', child_meta, 'schema_version', version, 'schema_high_cost',
   p[7] or '0', 'schema_bytes', size, 'parent', ARGV[2], 'fanout_delay_ms', ARGV[5],
-  'compatibility', mode)
+  'compatibility', mode, 'schema_type', p[9] or 'JSON', 'encoding', p[10] or 'json',
+  'proto_message', p[11] or '')
 if size > 0 then
   local history = redis.call('HGETALL', parent_schemas)
   for i = 1, #history, 500 do

@@ -1,0 +1,247 @@
+"""Schema types: what a plugin provides so that topics can carry its schemas.
+
+Public, like :mod:`narad.storage` and :mod:`narad.compatibility`, and covered
+by the compatibility promise (docs/plugins.md). A plugin answers the hook
+``narad_schema_types`` (:mod:`narad.hookspecs`) with :class:`SchemaType`
+objects; the built-in ``JSON`` type (JSON Schema, ``plugins/narad_jsonschema``)
+is one, and so are ``AVRO`` (``plugins/narad_avro``) and ``PROTOBUF``
+(``plugins/narad_protobuf``).
+
+A topic names its type (``schema_type``), its payload ``encoding`` (one of the
+type's :attr:`SchemaType.encodings`, the first the default) and its type's
+options (:class:`SchemaOptions`: ``proto_message``). The schema service
+(:mod:`narad.schema.service`) owns everything else, whatever the type: the
+history rules (append-only, 1000 versions, byte budgets, idempotency, modes,
+the conditional base version, children's adoption) and the capacity bounds of
+costly work. A type only answers four questions:
+
+- :meth:`SchemaType.parse`: is this schema document (the JSON text of a
+  request's ``schema`` member) registrable, and as what
+  (:class:`ParsedSchema`: the compact bytes to store, an identity for "the
+  same schema", whether validating against it is costly)?
+  :meth:`SchemaType.load` reads a stored version back, cheaply.
+- :meth:`SchemaType.no_change`: does a proposed schema register nothing over
+  the current version (by default: equal identities)?
+- :meth:`SchemaType.compile`: the payload check of one stored version for the
+  topic's encoding, built once per version and cached by the service.
+- :meth:`SchemaType.check`: what a compatibility mode finds against stored
+  versions, in one :class:`Report` of :class:`Finding` records, each a
+  :class:`Violation` (``pointer``, ``keyword``: the rule, ``message``) with the
+  version it breaks (``against_version`` in the API) and the direction.
+
+Refusals are Narad's errors: :class:`~narad.errors.InvalidSchema` for a
+schema, :class:`~narad.errors.InvalidPayload` for a payload (both 400), and
+:class:`UnusableVersion` for a stored version this node cannot use (409 on
+produce, cached per version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from typing import Any
+
+from narad.compatibility import Violation
+from narad.schema.modes import MAX_REPORT_BYTES
+from narad.schema.modes import MAX_REPORTED
+from narad.schema.modes import Direction
+from narad.schema.modes import Finding
+from narad.schema.modes import Mode
+from narad.schema.modes import Report
+
+if TYPE_CHECKING:
+    from narad.plugins import Plugins
+
+__all__ = (
+    "DEFAULT_TYPE",
+    "ENCODINGS",
+    "Compiled",
+    "Direction",
+    "Finding",
+    "Mode",
+    "ParsedSchema",
+    "Report",
+    "SchemaOptions",
+    "SchemaType",
+    "UnusableVersion",
+    "Violation",
+    "collect",
+)
+
+#: The type of a topic that names none (every topic stored before types).
+DEFAULT_TYPE = "JSON"
+#: Every payload encoding a type may take.
+ENCODINGS = ("json", "binary")
+
+
+@dataclass(frozen=True)
+class SchemaOptions:
+    """A topic's settings that a type reads besides the schema.
+
+    Attributes:
+        encoding: The topic's payload encoding (one of the type's
+            :attr:`SchemaType.encodings`).
+        proto_message: The topic's message (``PROTOBUF``): the full name the
+            topic asks for, or ``""`` to let the schema decide.
+    """
+
+    encoding: str
+    proto_message: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class ParsedSchema:
+    """A registrable schema, or a stored version read back.
+
+    Attributes:
+        stored: The JSON text the history stores (compact); a stored version
+            read back has its stored bytes here.
+        identity: What "the same schema" compares (see
+            :meth:`SchemaType.no_change`).
+        high_cost: Validating against it always takes the node's validation
+            capacity bound.
+        value: The type's own parsed form.
+        message_name: The resolved message a ``PROTOBUF`` schema validates
+            against (the topic record shows it); ``""`` for other types.
+    """
+
+    stored: bytes
+    identity: bytes
+    high_cost: bool
+    value: Any
+    message_name: str = ""
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One stored version's payload check, compiled once.
+
+    Attributes:
+        validate: Accepts a payload or raises
+            :class:`~narad.errors.InvalidPayload` (any ``InvalidArgument``),
+            :class:`~narad.errors.CapacityBusy`, or :class:`UnusableVersion`.
+        estimated_bytes: What keeping it costs, for the validator cache.
+    """
+
+    validate: Callable[[bytes], None]
+    estimated_bytes: int
+
+
+class UnusableVersion(Exception):
+    """A stored version this node cannot use (a plugin missing, a rule of
+    today the version breaks where the validator needs it).
+
+    Attributes:
+        reason: Why, and what puts it right.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SchemaType:
+    """A schema type: subclass it (or provide the same attributes and methods).
+
+    Attributes:
+        name: The type's name as the API spells it (``"AVRO"``): uppercase
+            letters, digits and ``_``.
+        encodings: The payload encodings a topic of this type may take, from
+            :data:`ENCODINGS`; the first is the default.
+    """
+
+    name: str = ""
+    encodings: tuple[str, ...] = ()
+
+    @property
+    def default_encoding(self) -> str:
+        return self.encodings[0]
+
+    def bind(self, plugins: Plugins) -> SchemaType:
+        """The type ready for a node whose plugins are ``plugins`` (the JSON
+        type reads the drafts, format checkers and rules there); called once
+        per process. The default is the type itself."""
+        return self
+
+    def parse(self, raw: bytes, options: SchemaOptions) -> ParsedSchema:
+        """Check a proposed schema: ``raw`` is the JSON text of the request's
+        ``schema`` member.
+
+        Raises:
+            InvalidSchema: naming the rule broken and where.
+        """
+        raise NotImplementedError
+
+    def load(self, stored: bytes, options: SchemaOptions) -> ParsedSchema:
+        """Read a stored version back (it passed :meth:`parse` when stored).
+
+        Raises:
+            UnusableVersion: this node cannot use it.
+        """
+        return self.parse(stored, options)
+
+    def no_change(self, new: ParsedSchema, latest: ParsedSchema) -> bool:
+        """Whether ``new`` registers nothing over the current version
+        ``latest`` (a PATCH answers 200 with the current version)."""
+        return new.identity == latest.identity
+
+    def compile(
+        self, schema: ParsedSchema, options: SchemaOptions, uri: str
+    ) -> Compiled:
+        """The payload check of a stored version in ``options.encoding``;
+        ``uri`` names the version (``narad://schema/<topic>/<version>``).
+
+        Raises:
+            UnusableVersion: this node cannot use the version.
+        """
+        raise NotImplementedError
+
+    def check(
+        self,
+        new: ParsedSchema,
+        against: Iterable[tuple[int, ParsedSchema]],
+        mode: Mode,
+        options: SchemaOptions,
+        *,
+        first: bool,
+    ) -> Report:
+        """What ``mode`` finds checking ``new`` against stored versions.
+
+        Args:
+            new: The proposed schema (or the current version, when the
+                proposed one registers nothing).
+            against: ``(version, schema)`` latest first, only those ``mode``
+                names (the latest alone unless it is transitive); an iterator
+                loads each one when its turn comes.
+            mode: The compatibility mode.
+            options: The topic's settings.
+            first: Stop at the first violation (a PATCH); else report every
+                one, within :func:`collect`'s bounds (a dry run).
+        """
+        raise NotImplementedError
+
+
+def collect(
+    per_version: Iterable[tuple[int, Iterable[Finding]]], *, first: bool
+) -> Report:
+    """A :class:`Report` of the findings against each version, in order
+    (latest first; each version's iterable is read only when its turn comes),
+    cut as the JSON type's are: after the first with ``first``, else at
+    :data:`~narad.schema.modes.MAX_REPORTED` findings or
+    :data:`~narad.schema.modes.MAX_REPORT_BYTES` of pointers and messages,
+    and no further version is checked."""
+    kept: list[Finding] = []
+    checked: list[int] = []
+    size = 0
+    for version, findings in per_version:
+        checked.append(version)
+        for finding in findings:
+            size += len(finding.violation.pointer) + len(finding.violation.message)
+            if kept and (len(kept) >= MAX_REPORTED or size > MAX_REPORT_BYTES):
+                return Report(tuple(kept), tuple(checked), truncated=True)
+            kept.append(finding)
+            if first:
+                return Report(tuple(kept), tuple(checked))
+    return Report(tuple(kept), tuple(checked))
