@@ -82,6 +82,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "narad_rules_combinators",
     "narad_rules_refs",
     "narad_jsonschema",
+    "narad_avro",
 )
 
 

@@ -1,7 +1,8 @@
 """Avro schemas for Narad: parsing, payload validation, compatibility.
 
-The engine a schema-type hook calls for topics of ``schema_type`` ``AVRO``
-(issue 52). It is not wired in here; this package is its API:
+The engine of topics of ``schema_type`` ``AVRO`` (issue 52), wired in through
+the schema-type hook by :mod:`narad_avro.schematype` (the hook implementation
+at the end of this module). This package is its API:
 
 - :func:`parse` / :func:`parse_text` check a schema document and give an
   :class:`AvroSchema`: the stored (compact) form, Avro's Parsing Canonical
@@ -43,6 +44,7 @@ from typing import Any
 from typing import Literal
 from typing import Protocol
 
+from narad import hookimpl
 from narad_avro.binary import BinaryValidator
 from narad_avro.compatibility import Direction
 from narad_avro.compatibility import Finding
@@ -99,3 +101,10 @@ def compile_validator(schema: AvroSchema, encoding: Encoding) -> PayloadValidato
     if encoding == "binary":
         return BinaryValidator(schema)
     raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}")
+
+
+@hookimpl
+def narad_schema_types() -> list[Any]:
+    from narad_avro.schematype import AvroType
+
+    return [AvroType()]
