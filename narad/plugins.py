@@ -83,6 +83,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "narad_rules_refs",
     "narad_jsonschema",
     "narad_avro",
+    "narad_protobuf",
 )
 
 

@@ -85,10 +85,14 @@ class SchemaOptions:
             :attr:`SchemaType.encodings`).
         proto_message: The topic's message (``PROTOBUF``): the full name the
             topic asks for, or ``""`` to let the schema decide.
+        proto_message_kept: ``proto_message`` is the topic's current message,
+            kept by a PATCH that names none (a schema naming its own message
+            may then name another), not one the request gave.
     """
 
     encoding: str
     proto_message: str = ""
+    proto_message_kept: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,10 +154,16 @@ class SchemaType:
             letters, digits and ``_``.
         encodings: The payload encodings a topic of this type may take, from
             :data:`ENCODINGS`; the first is the default.
+        offload_parse: :meth:`parse` runs on the worker's pool of native
+            threads (:mod:`narad.offload`), as CPU-bound work should. False
+            for a parse that mostly waits on a subprocess (the Protobuf
+            type's protoc): gevent runs subprocesses only on the event
+            loop's thread, where the wait costs no other request anything.
     """
 
     name: str = ""
     encodings: tuple[str, ...] = ()
+    offload_parse: bool = True
 
     @property
     def default_encoding(self) -> str:

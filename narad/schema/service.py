@@ -195,8 +195,15 @@ class SchemaService:
 
     def register(self, meta: TopicMeta, raw: bytes) -> ParsedSchema:
         """``raw`` parsed as a schema of ``meta``'s type and settings."""
-        schema_type = self.schema_type(meta.schema_type)
-        return offload.run(schema_type.parse, raw, options_of(meta))
+        return self._parse(self.schema_type(meta.schema_type), raw, options_of(meta))
+
+    @staticmethod
+    def _parse(
+        schema_type: SchemaType, raw: bytes, options: SchemaOptions
+    ) -> ParsedSchema:
+        if schema_type.offload_parse:
+            return offload.run(schema_type.parse, raw, options)
+        return schema_type.parse(raw, options)
 
     def limits(self) -> SchemaLimits:
         return SchemaLimits(self.topic_budget, self.cluster_budget, MAX_VERSIONS)
@@ -257,7 +264,7 @@ class SchemaService:
         if raw == b"null":
             raise InvalidSchema(_NULL_SCHEMA)
         typed = self.settle_type(meta, changes)
-        new = self.register(typed, raw)
+        new = self.register_change(meta, typed, changes, raw)
         changes = replace(
             changes,
             schema_type=typed.schema_type,
@@ -328,6 +335,16 @@ class SchemaService:
         return replace(
             meta, schema_type=name, encoding=encoding, proto_message=proto_message
         )
+
+    def register_change(
+        self, meta: TopicMeta, typed: TopicMeta, changes: TopicChanges, raw: bytes
+    ) -> ParsedSchema:
+        """``raw`` parsed as the next version of ``meta``, whose settings
+        the change leaves as ``typed``: a Protobuf message the PATCH does
+        not name is the topic's, kept."""
+        kept = changes.proto_message is None and bool(typed.proto_message)
+        options = SchemaOptions(typed.encoding, typed.proto_message, kept)
+        return self._parse(self.schema_type(typed.schema_type), raw, options)
 
     def _is_change(self, meta: TopicMeta, new: ParsedSchema, mode: Mode) -> bool:
         """False when ``new`` registers nothing over the current version;

@@ -1,5 +1,7 @@
-"""Protobuf schemas for Narad topics: the engine a ``PROTOBUF`` schema type
-hook calls (issue 53). Nothing here registers a hook yet.
+"""Protobuf schemas for Narad topics: the engine of topics of ``schema_type``
+``PROTOBUF`` (issue 53), wired in through the schema-type hook by
+:mod:`narad_protobuf.schematype` (the hook implementation at the end of this
+module).
 
 The API::
 
@@ -30,6 +32,9 @@ names the problem.
 
 from __future__ import annotations
 
+from typing import Any
+
+from narad import hookimpl
 from narad_protobuf.compatibility import MODES
 from narad_protobuf.compatibility import Direction
 from narad_protobuf.compatibility import Violation
@@ -64,3 +69,10 @@ __all__ = (
 
 #: The schema type's name, as Confluent spells it.
 SCHEMA_TYPE = "PROTOBUF"
+
+
+@hookimpl
+def narad_schema_types() -> list[Any]:
+    from narad_protobuf.schematype import ProtobufType
+
+    return [ProtobufType()]
