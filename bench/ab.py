@@ -171,7 +171,7 @@ def main() -> None:
             rewritten += run_pair(
                 pair, variants, tmp / f"pair{pair}", args, phases, rates
             )
-        report(phases, rates)
+        summarise(phases, rates)
         print(f"Valkey's AOF rewritten {rewritten} times before turns, none within")
     finally:
         if args.rev is not None:
@@ -332,7 +332,9 @@ TURNS: dict[str, Callable[[Node, float, int], float]] = {
 }
 
 
-def report(phases: list[str], rates: dict[str, dict[str, list[list[float]]]]) -> None:
+def summarise(
+    phases: list[str], rates: dict[str, dict[str, list[list[float]]]]
+) -> None:
     """Per phase: each version's mean and median over every turn, and each
     version's ratio to the first one (the baseline) pair by pair, with their
     mean and median."""
