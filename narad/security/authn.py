@@ -49,7 +49,6 @@ from operator import itemgetter
 from typing import NoReturn
 
 from narad import metrics
-from narad.serve import offload
 from narad.broker.notifications import Listener
 from narad.caches import BoundedCache
 from narad.errors import AuthenticationRequired
@@ -65,6 +64,7 @@ from narad.security.passwords import Scrypt
 from narad.security.passwords import hash_password
 from narad.security.passwords import return_hash_memory
 from narad.security.passwords import verify_password
+from narad.serve import offload
 from narad.storage import Event
 from narad.storage import Storage
 from narad.storage import UserRecord
