@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf import message_factory
@@ -66,13 +67,15 @@ def per_call(fn: Callable[[], object], seconds: float) -> float:
     return best * 1e6
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=1.0, help="per figure")
-    seconds = parser.parse_args().seconds
-
+def order_message() -> bytes:
+    """The order message, serialized (what a PROTOBUF topic's producer sends)."""
     schema = parse_schema(ORDER)
-    cls = message_factory.GetMessageClass(schema.descriptor)
+    return _order(
+        message_factory.GetMessageClass(schema.descriptor)
+    ).SerializeToString()
+
+
+def _order(cls: Any) -> Any:
     order = cls(order_id="o-20240101-0001", customer_id="c-42", status=1)
     for i in range(3):
         line = order.lines.add(sku=f"sku-{i:04}", qty=i + 1)
@@ -82,6 +85,20 @@ def main() -> None:
     order.labels["channel"] = "web"
     order.ship_to.street, order.ship_to.city = "1 Main St", "Springfield"
     order.ship_to.zip, order.ship_to.country = "12345", "US"
+    return order
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=1.0, help="per figure")
+    figures(parser.parse_args().seconds)
+
+
+def figures(seconds: float = 1.0) -> None:
+    """Print every figure, each measured for about ``seconds``."""
+    schema = parse_schema(ORDER)
+    cls = message_factory.GetMessageClass(schema.descriptor)
+    order = _order(cls)
     binary = order.SerializeToString()
     text = json_format.MessageToJson(order, indent=None)
     json_bytes = text.encode()
