@@ -125,7 +125,8 @@ def parse_grants(value: Any, where: str = "grants") -> tuple[Grant, ...]:
         if unknown:
             raise InvalidArgument(f"{at}: unknown field {quote(unknown[0])}")
         action = item.get("action")
-        if action not in {a.value for a in GRANTED}:
+        # A list or object is no action (and, unhashable, no set member).
+        if not isinstance(action, str) or action not in {a.value for a in GRANTED}:
             raise InvalidArgument(
                 f"{at}.action must be one of produce, consume, create, admin, "
                 f"metrics; got {shown(action)}"

@@ -112,6 +112,9 @@ def test_parse_grants_merges_actions_and_drops_repeats():
         ([1], "grants[0] must be an object"),
         ([{"action": "produce"}], "grants[0].patterns must be a non-empty list"),
         ([{"action": "read", "patterns": ["a"]}], "grants[0].action must be one of"),
+        # Found by schemathesis: an unhashable action was a 500.
+        ([{"action": {}, "patterns": ["*"]}], "action must be one of produce"),
+        ([{"action": ["admin"], "patterns": ["*"]}], "got a list"),
         ([{"action": "produce", "patterns": ["a"], "x": 1}], "unknown field 'x'"),
         ([{"action": "produce", "patterns": ["*a"]}], "grants[0].patterns[0]"),
         ([{"action": "produce", "patterns": ["a b"]}], "topic name or a prefix"),
