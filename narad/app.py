@@ -53,6 +53,8 @@ from narad.http.messages import Consume
 from narad.http.messages import Produce
 from narad.http.middleware import Authenticate
 from narad.http.middleware import RequestLog
+from narad.http.openapi import PATH as OPENAPI_PATH
+from narad.http.openapi import OpenAPI
 from narad.http.schemas import SchemaCheck
 from narad.http.schemas import SchemaHistory
 from narad.http.topics import TopicCollection
@@ -316,6 +318,7 @@ def create_app(
     app.add_route("/v1/users/{username}", user)
     app.add_route("/v1/users/{username}/grants", user, suffix="grants")
     app.add_route("/v1/users/{username}/password", user, suffix="password")
+    app.add_route(OPENAPI_PATH, OpenAPI())
     app.add_sink(authenticate.unknown_route)  # after every route
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))

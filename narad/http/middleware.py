@@ -34,9 +34,10 @@ from narad.security.authn import OPEN
 from narad.security.authn import Authenticator
 
 #: Routes the middleware does not authenticate: the probes of load balancers,
-#: and /metrics, whose resource asks for a metrics grant itself unless
-#: ``metrics.public`` opens it (narad.http.health).
-PUBLIC = frozenset({"/healthz", "/readyz", "/metrics"})
+#: /metrics, whose resource asks for a metrics grant itself unless
+#: ``metrics.public`` opens it (narad.http.health), and the OpenAPI
+#: document, which describes the API, not its data (narad.http.openapi).
+PUBLIC = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
 
 access_log = logging.getLogger("narad.access")
 _STARTED = time.time()
