@@ -41,8 +41,6 @@ the fair baseline for the per-message figures.
 from __future__ import annotations
 
 from typing import Any
-from typing import Literal
-from typing import Protocol
 
 from narad import hookimpl
 from narad_avro.binary import BinaryValidator
@@ -55,6 +53,10 @@ from narad_avro.jsonvalues import JsonValidator
 from narad_avro.parsing import AvroSchema
 from narad_avro.parsing import parse
 from narad_avro.parsing import parse_text
+from narad_avro.payloads import ENCODINGS
+from narad_avro.payloads import TYPE_NAME
+from narad_avro.payloads import PayloadValidator
+from narad_avro.payloads import compile_validator
 from narad_avro.resolution import Violation
 from narad_avro.resolution import read_violations
 
@@ -76,31 +78,6 @@ __all__ = (
     "read_violations",
     "violations",
 )
-
-#: The schema type's name, Confluent's spelling.
-TYPE_NAME = "AVRO"
-#: Payload encodings a topic of this type may take; the first is the default.
-ENCODINGS = ("json", "binary")
-
-Encoding = Literal["json", "binary"]
-
-
-class PayloadValidator(Protocol):
-    def validate(self, payload: bytes) -> Any:
-        """Accept ``payload`` or raise :class:`narad.errors.InvalidPayload`."""
-
-
-def compile_validator(schema: AvroSchema, encoding: Encoding) -> PayloadValidator:
-    """The payload check of ``schema`` in ``encoding``, built once.
-
-    Raises:
-        ValueError: an encoding that is not one of :data:`ENCODINGS`.
-    """
-    if encoding == "json":
-        return JsonValidator(schema)
-    if encoding == "binary":
-        return BinaryValidator(schema)
-    raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}")
 
 
 @hookimpl

@@ -33,12 +33,12 @@ from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
 from narad.schematypes import Violation
 from narad.schematypes import collect
-from narad_avro import ENCODINGS
-from narad_avro import TYPE_NAME
-from narad_avro import compile_validator
 from narad_avro.compatibility import violations
 from narad_avro.parsing import AvroSchema
 from narad_avro.parsing import parse_text
+from narad_avro.payloads import ENCODINGS
+from narad_avro.payloads import TYPE_NAME
+from narad_avro.payloads import compile_validator
 
 __all__ = ("AvroType",)
 
