@@ -10,14 +10,13 @@ repeats a reference's text.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from narad.collector import collector_paused
 from narad.errors import InvalidSchema
 from narad.quoting import quote_pointer
 from narad.schema import jsontext
@@ -90,31 +89,8 @@ def register(
     Raises:
         InvalidSchema: the document breaks a rule; the message says which.
     """
-    with _collector_paused():
+    with collector_paused():
         return _register(raw, drafts, default_draft)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for one registration.
-
-    Registration allocates hundreds of thousands of small containers, none in
-    a cycle, and each burst of allocations made the collector traverse the
-    whole parsed document again: up to half the time of a 256 KiB document.
-    Reference counting frees all of it regardless. Other request threads of
-    the worker keep running; their cyclic garbage only waits for this
-    registration, which the analysis budget keeps short. Only the thread that
-    paused the collector resumes it, so overlapping registrations never leave
-    it off.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _register(
