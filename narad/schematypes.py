@@ -155,7 +155,7 @@ class SchemaType:
         encodings: The payload encodings a topic of this type may take, from
             :data:`ENCODINGS`; the first is the default.
         offload_parse: :meth:`parse` runs on the worker's pool of native
-            threads (:mod:`narad.offload`), as CPU-bound work should. False
+            threads (:mod:`narad.serve.offload`), as CPU-bound work should. False
             for a parse that mostly waits on a subprocess (the Protobuf
             type's protoc): gevent runs subprocesses only on the event
             loop's thread, where the wait costs no other request anything.

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from narad import hookimpl
-from narad import offload
 from narad.errors import CapacityBusy
 from narad.errors import InvalidArgument
 from narad.errors import InvalidSchema
@@ -45,6 +44,7 @@ from narad.schematypes import Report
 from narad.schematypes import SchemaOptions
 from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
+from narad.serve import offload
 
 if TYPE_CHECKING:
     from narad.plugins import Plugins
