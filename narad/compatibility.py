@@ -416,8 +416,6 @@ class InPlace:
     @classmethod
     def of(cls, ctx: RuleContext) -> InPlace:
         """Everything the previous version applies to this pair's value."""
-        draft = ctx.old_draft
-        keywords = draft.keywords
         schema = ctx.old_schema
         applying = ctx.old_applying
         if len(applying) == 1 and applying[0] is schema:
@@ -425,6 +423,22 @@ class InPlace:
                 return cls([], [], False)
             if IN_PLACE.isdisjoint(schema):
                 return cls([schema], [], False)
+        # Gathered once per check for each subschema and what applies with
+        # it: every rule of a pair asks, and recursive schemas reach one
+        # subschema in the same company many times.
+        memo = getattr(ctx._walk, "in_place", None)
+        if memo is None:
+            return cls._gather(ctx)
+        key = (id(schema), *map(id, applying))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = cls._gather(ctx)
+        return cls(list(found.positive), list(found.turning), found.unknown)
+
+    @classmethod
+    def _gather(cls, ctx: RuleContext) -> InPlace:
+        draft = ctx.old_draft
+        keywords = draft.keywords
         found = cls([], [], False)
         seen: set[tuple[int, bool]] = set()
         pending = [(schema, False) for schema in (*ctx.old_applying, ctx.old_schema)]

@@ -42,11 +42,14 @@ produce gets 409 naming the problem without compiling it again.
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
 loop); validating a small payload against a schema that is not high-cost
-stays inline, where it takes microseconds and no thread hand-off. A check
-that compares more than :data:`LARGE_CHECK` bytes of documents (a transitive
-mode over a long history, say) also takes a slot of the node's validation
-capacity, as a costly validation does: its cost grows with the history, and
-a dry run is open to any reader of the topic.
+stays inline, where it takes microseconds and no thread hand-off. A dry run,
+and a check that compares more than :data:`LARGE_CHECK` bytes of documents (a
+transitive mode over a long history, say), also takes a slot of the node's
+validation capacity, as a costly validation does: its cost grows with the
+schemas and the history, and a dry run is open to any reader of the topic.
+Every check runs within :data:`CHECK_DEADLINE` seconds
+(:mod:`narad.schema.deadline`): past it the request gets 503 and nothing is
+decided, so no request holds a worker for minutes.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ from narad.plugins import Plugins
 from narad.quoting import quote
 from narad.schema import jsontext
 from narad.schema.capacity import ValidationCapacity
+from narad.schema.deadline import run_within
 from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.modes import Mode
 from narad.schema.modes import Report
@@ -109,6 +113,10 @@ CLUSTER_BUDGET = 256 * MIB
 MAX_VERSIONS = 1000
 LARGE_PAYLOAD = 16 * 1024
 LARGE_CHECK = MIB
+# Seconds a compatibility check (a PATCH's or a dry run's) may run before it
+# gives up with 503: its work is polynomial in the schemas compared, but no
+# request holds a worker for minutes.
+CHECK_DEADLINE = 10.0
 CACHED_VALIDATORS = 2048
 VALIDATOR_MEMORY = 64 * MIB
 CHANGE_ATTEMPTS = 8
@@ -158,7 +166,9 @@ class SchemaService:
         cluster_budget: int = CLUSTER_BUDGET,
         cached_validators: int = CACHED_VALIDATORS,
         validator_memory: int = VALIDATOR_MEMORY,
+        check_deadline: float = CHECK_DEADLINE,
     ) -> None:
+        self.check_deadline = check_deadline
         self.storage = storage
         self.records = records
         self.capacity = capacity
@@ -396,15 +406,18 @@ class SchemaService:
         first: bool,
         shortcut: bool,
     ) -> tuple[bool, Report]:
-        """:meth:`_judge` off the event loop, under a capacity slot when it
-        compares more than :data:`LARGE_CHECK` bytes."""
+        """:meth:`_judge` off the event loop within :attr:`check_deadline`
+        seconds (past it, 503 and nothing decided), under a capacity slot
+        when it compares more than :data:`LARGE_CHECK` bytes or reports every
+        violation (a dry run: open to any reader of the topic, and it judges
+        every pair of subschemas where a refusal stops at the first)."""
         size = len(new.stored)
         weight = len(mode.directions) * sum(len(v.document) + size for v in against)
-        args = (meta, latest, against, new, mode)
-        if weight <= LARGE_CHECK:
-            return offload.run(self._judge, *args, first=first, shortcut=shortcut)
+        args = (self.check_deadline, self._judge, meta, latest, against, new, mode)
+        if weight <= LARGE_CHECK and first:
+            return offload.run(run_within, *args, first=first, shortcut=shortcut)
         with self.capacity.slot():
-            return offload.run(self._judge, *args, first=first, shortcut=shortcut)
+            return offload.run(run_within, *args, first=first, shortcut=shortcut)
 
     def _judge(
         self,

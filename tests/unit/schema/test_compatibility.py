@@ -133,8 +133,13 @@ def test_rules_see_absent_keywords_and_the_context():
         return ()
 
     rules = {**RULES, "minimum": spy}
-    check_texts('{"items":{"minimum":1}}', '{"items":{"maximum":2}}', rules)
+    check_texts('{"items":{"minimum":1}}', '{"items":{"maximum":2}}', rules, first=True)
     assert seen == [(1, ABSENT, "minimum", "/items", {"maximum": 2})]
+    # A full report runs the rules of a refused pair once more, with every
+    # verdict final: they see the same.
+    seen.clear()
+    check_texts('{"items":{"minimum":1}}', '{"items":{"maximum":2}}', rules)
+    assert seen == [(1, ABSENT, "minimum", "/items", {"maximum": 2})] * 2
 
 
 def test_extension_rules_apply_whatever_the_draft():
