@@ -56,6 +56,10 @@ class AsyncClient:
             half of each step is random (jitter).
         max_backoff: The longest step, in seconds.
         transport: An httpx transport to use instead of the network (tests).
+
+    Raises:
+        OSError: ``ca_file``, ``client_cert`` or ``client_key`` cannot be
+            read, or is not PEM (:class:`ssl.SSLError`).
     """
 
     def __init__(

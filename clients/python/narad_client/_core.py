@@ -212,11 +212,16 @@ def _error(response: httpx.Response) -> NaradError:
             message = body.get("error") or body.get("description") or body.get("title")
     except ValueError:
         pass
-    if not isinstance(message, str) or not message:
+    if 300 <= status < 400:
+        # Nothing reached a node (an http:// address a proxy sends on to
+        # https://, say): the request's address says which one answered.
+        where = response.headers.get("location")
+        message = f"{response.request.url} answered HTTP {status}" + (
+            f", a redirect to {where} (not followed)" if where else ""
+        )
+    elif not isinstance(message, str) or not message:
         text = response.text.strip()[:200]
         message = f"HTTP {status}" + (f": {text}" if text else "")
-        if 300 <= status < 400 and response.headers.get("location"):
-            message += f" (redirect to {response.headers['location']}, not followed)"
     return error_for(status, message, response.headers)
 
 
@@ -243,16 +248,22 @@ def basic_auth(auth: tuple[str, str] | None) -> httpx.BasicAuth | None:
 # -- reading answers ----------------------------------------------------------
 
 
+def _not_narad(response: httpx.Response, missing: str) -> UnexpectedResponse:
+    """The error of a success that is not the API's answer: another server
+    at that address (a wrong port or path)?"""
+    return UnexpectedResponse(
+        f"{response.request.url} answered {response.status_code} without "
+        f"{missing}: is it a Narad node?",
+        response.status_code,
+        response.headers,
+    )
+
+
 def _json(response: httpx.Response) -> Any:
     try:
         return response.json()
     except ValueError:
-        raise UnexpectedResponse(
-            f"{response.request.url} answered {response.status_code} without "
-            "JSON: is it a Narad node?",
-            response.status_code,
-            response.headers,
-        ) from None
+        raise _not_narad(response, "JSON") from None
 
 
 def _nothing(response: httpx.Response) -> None:
@@ -263,30 +274,32 @@ def _text(response: httpx.Response) -> str:
     try:
         return response.content.decode("utf-8")
     except UnicodeDecodeError:
-        raise UnexpectedResponse(
-            "the answer is not UTF-8", response.status_code, response.headers
-        ) from None
+        raise _not_narad(response, "UTF-8 text") from None
 
 
 def _message(response: httpx.Response) -> Message | None:
     if response.status_code == 204 or not response.content:
         return None
-    return _wire.message(_text(response))
+    try:
+        return _wire.message(_text(response))
+    except UnexpectedResponse as exc:
+        raise _not_narad(response, "a Narad message") from exc
 
 
 def _messages(response: httpx.Response) -> list[Message]:
     if response.status_code == 204 or not response.content:
         return []
-    return _wire.batch(_text(response))
+    try:
+        return _wire.batch(_text(response))
+    except UnexpectedResponse as exc:
+        raise _not_narad(response, "a Narad message batch") from exc
 
 
 def _member(name: str) -> Callable[[httpx.Response], Any]:
     def read(response: httpx.Response) -> Any:
         body = _json(response)
         if not isinstance(body, dict) or name not in body:
-            raise UnexpectedResponse(
-                f"the answer has no {name!r}", response.status_code, response.headers
-            )
+            raise _not_narad(response, f"{name!r} in its JSON")
         return body[name]
 
     return read
@@ -295,9 +308,7 @@ def _member(name: str) -> Callable[[httpx.Response], Any]:
 def _schema(response: httpx.Response) -> Schema:
     version = response.headers.get("narad-schema-version", "")
     if not version.isdigit():
-        raise UnexpectedResponse(
-            "the answer has no Narad-Schema-Version", response.status_code
-        )
+        raise _not_narad(response, "a Narad-Schema-Version")
     return Schema(int(version), response.content)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from dataclasses import field
 from typing import Any
 
 __all__ = ("Message", "Produced", "Schema")
@@ -34,6 +35,11 @@ class Message:
             whose bodies are JSON strings (a ``{"type": "string"}`` schema)
             reads this instead.
         payload_encoding: ``"base64"`` for a binary body, else None.
+        raw_json: The whole message object of the node's answer, as the
+            node wrote it (its payload spelled as produced): what a tool
+            that passes messages on as JSON prints, as the ``narad
+            consume`` command does. Empty for a message not read from an
+            answer.
     """
 
     topic: str
@@ -45,6 +51,7 @@ class Message:
     receipt_handle: str | None = None
     payload_json: str = ""
     payload_encoding: str | None = None
+    raw_json: str = field(default="", repr=False)
 
     def json(self) -> Any:
         """The payload parsed as JSON (ValueError when it is not JSON)."""

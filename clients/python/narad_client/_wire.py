@@ -42,9 +42,10 @@ _STRICT = json.JSONDecoder(parse_constant=_not_json)
 def message(text: str) -> Message:
     """The message of a single consume (or replay) answer."""
     try:
-        members, spans, end = _members(text, _skip(text, 0))
+        start = _skip(text, 0)
+        members, spans, end = _members(text, start)
         _end(text, end)
-        return _message(text, members, spans)
+        return _message(text, members, spans, start, end)
     except (ValueError, IndexError, RecursionError, KeyError, TypeError) as exc:
         raise UnexpectedResponse(f"not a Narad message: {exc!r}", 200) from None
 
@@ -67,8 +68,9 @@ def batch(text: str) -> list[Message]:
                 out = []
                 idx = _skip(text, idx + 1)
                 while text[idx] != "]":
-                    members, spans, idx = _members(text, idx)
-                    out.append(_message(text, members, spans))
+                    start = idx
+                    members, spans, idx = _members(text, start)
+                    out.append(_message(text, members, spans, start, idx))
                     idx = _after_value(text, idx, "]")
                 idx += 1
             idx = _after_value(text, idx, "}")
@@ -148,8 +150,13 @@ def _members(
 
 
 def _message(
-    text: str, members: dict[str, Any], spans: dict[str, tuple[int, int]]
+    text: str,
+    members: dict[str, Any],
+    spans: dict[str, tuple[int, int]],
+    first: int,
+    last: int,
 ) -> Message:
+    """The message of the object ``text[first:last]``."""
     start, end = spans["payload"]
     raw = text[start:end]
     encoding = members.get("payload_encoding")
@@ -170,6 +177,7 @@ def _message(
         receipt_handle=members.get("receipt_handle"),
         payload_json=raw,
         payload_encoding=encoding,
+        raw_json=text[first:last],
     )
 
 

@@ -81,16 +81,35 @@ def test_not_narad_answers() -> None:
         (500, {}, b"Internal error, plain text"),
         (200, {}, b'{"no": "message"}'),
     ]
-    with (
-        FakeServer(script) as fake,
-        Client(fake.base, retries=0) as c,
-        pytest.raises(UnexpectedResponse, match="Narad node"),
-    ):
-        c.topic("t")
+    with FakeServer(script) as fake, Client(fake.base, retries=0) as c:
+        with pytest.raises(UnexpectedResponse) as html:
+            c.topic("t")
+        assert html.value.error == (
+            f"{fake.base}/v1/topics/t answered 200 without JSON: is it a Narad node?"
+        )
         with pytest.raises(ServerError, match="plain text"):
             c.topic("t")
-        with pytest.raises(UnexpectedResponse):
+        with pytest.raises(UnexpectedResponse) as no_message:
             c.consume("t")
+        assert no_message.value.error == (
+            f"{fake.base}/v1/topics/t/consume answered 200 without a Narad "
+            "message: is it a Narad node?"
+        )
+
+
+def test_a_redirect_names_where_from_and_to() -> None:
+    script = [(301, {"Location": "https://narad.example/v1/topics/t"}, b"")]
+    with (
+        FakeServer(script) as fake,
+        Client(fake.base) as c,
+        pytest.raises(UnexpectedResponse) as moved,
+    ):
+        c.topic("t")
+    assert moved.value.error == (
+        f"{fake.base}/v1/topics/t answered HTTP 301, a redirect to "
+        "https://narad.example/v1/topics/t (not followed)"
+    )
+    assert len(fake.seen) == 1  # neither followed nor retried
 
 
 def test_live_errors(client: Client, node, topic: str) -> None:

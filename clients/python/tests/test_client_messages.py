@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import uuid
 
+import httpx
 import pytest
+from tests.httpclient import ADMIN
 
 from narad_client import Client
 from narad_client import Gone
@@ -180,3 +182,20 @@ def test_replay(client: Client, topic: str) -> None:
     # A replay leases nothing: the message is still there to consume.
     leased = client.consume(topic)
     assert leased is not None and leased.offset == 0
+
+
+def test_raw_json_is_the_message_as_the_node_wrote_it(
+    client: Client, node, topic: str
+) -> None:
+    body = b'{"f": 1.50, "big": 1e400,\n "s": "\\u00e9"}'
+    client.produce(topic, body, key="k")
+    answer = httpx.get(
+        f"{node.base}/v1/topics/{topic}/consume",
+        params={"partition": 0, "offset": 0},
+        auth=ADMIN,
+    )
+    assert client.replay(topic, 0, 0).raw_json.encode() == answer.content.strip()
+    (leased,) = client.consume_batch(topic)
+    assert json.loads(leased.raw_json)["receipt_handle"] == leased.receipt_handle
+    assert body.decode() in leased.raw_json
+    client.ack(topic, leased)

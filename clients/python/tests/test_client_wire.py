@@ -84,3 +84,11 @@ def test_not_a_message(text: str) -> None:
 def test_not_a_batch(text: str) -> None:
     with pytest.raises(UnexpectedResponse):
         batch(text)
+
+
+def test_raw_json_is_each_message_object_as_written() -> None:
+    one = answer('{"f": 1.50,\n "g": 1e400}')
+    assert message(" " + one + "\n").raw_json == one
+    parts = [answer("1"), answer('"x"', key='"k"')]
+    got = batch('{"messages":[' + " , ".join(parts) + "]}")
+    assert [m.raw_json for m in got] == parts
