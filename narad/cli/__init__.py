@@ -2,7 +2,8 @@
 
 ``narad serve``, ``config`` and ``plugins`` run or inspect a node on this
 machine (:mod:`narad.cli.node`). Every other command is a thin wrapper over
-:class:`narad.client.Client`: topics and schemas (:mod:`narad.cli.topics`),
+``narad_client.Client`` (the ``narad-client`` distribution, in
+``clients/python``): topics and schemas (:mod:`narad.cli.topics`),
 produce, consume and replay (:mod:`narad.cli.messages`), users and contexts
 (:mod:`narad.cli.users`, :mod:`narad.cli.contexts`). Output and exit statuses
 follow :mod:`narad.cli.output` and :mod:`narad.cli.base`.

@@ -9,18 +9,24 @@ from typing import Any
 
 import click
 import httpx
+from narad_client import Client
+from narad_client import NaradError
+from narad_client import UnexpectedResponse
 
 from narad import __version__
 from narad.cli.contexts import ContextFile
 from narad.cli.contexts import ContextsFileError
 from narad.cli.contexts import Target
 from narad.cli.contexts import resolve
-from narad.client import Client
-from narad.client import ClientError
-from narad.client import Unavailable as NodeUnavailable
 
 #: Exit statuses scripts can rely on.
 OK, REFUSED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+#: Retries of a call that is safe to repeat (narad_client's rule) after the
+#: first attempt: with narad_client's backoff, at most 1.5 s of waiting
+#: before a node that cannot be reached is reported unavailable.
+RETRIES = 4
+#: Records a list command asks for per request (the node's largest page).
+PAGE_SIZE = 1000
 
 
 class CommandError(click.ClickException):
@@ -48,17 +54,24 @@ class Usage(CommandError):
     exit_code = USAGE
 
 
-def cli_error(exc: ClientError) -> CommandError:
+def unavailable(exc: NaradError) -> bool:
+    """Whether a failed call found no node able to serve it: no answer, a
+    5xx, or a success that is not the API's (another server at that
+    address). A refusal (4xx) or a redirect (not followed) is no such case."""
+    if isinstance(exc, UnexpectedResponse):
+        return not 300 <= exc.status < 400
+    return exc.status == 0 or exc.status >= 500
+
+
+def cli_error(exc: NaradError) -> CommandError:
     """The CLI's error for a failed API call, with the server's message."""
-    message = exc.message
+    message = exc.error
     if exc.status == 401:
         message += (
             " (give credentials: `narad context add NAME --url URL --user USER`, "
             "or NARAD_USER and NARAD_PASSWORD)"
         )
-    if isinstance(exc, NodeUnavailable):
-        return Unavailable(message)
-    return Refused(message)
+    return Unavailable(message) if unavailable(exc) else Refused(message)
 
 
 class NaradGroup(click.Group):
@@ -67,7 +80,7 @@ class NaradGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except ClientError as exc:
+        except NaradError as exc:
             raise cli_error(exc) from exc
         except ContextsFileError as exc:
             raise Usage(str(exc)) from exc
@@ -91,12 +104,14 @@ class Session:
         url: str | None = None,
         user: str | None = None,
         ca_file: str | None = None,
+        retries: int | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.context = context
         self.url = url
         self.user = user
         self.ca_file = ca_file
+        self.retries = RETRIES if retries is None else retries
         self.contexts = ContextFile()
         # Tests drive an app in-process (httpx.WSGITransport).
         self.transport = transport
@@ -128,15 +143,15 @@ class Session:
             try:
                 self._client = Client(
                     target.url,
-                    user=target.user,
-                    password=password,
+                    (target.user, password or "") if target.user else None,
                     transport=self.transport,
                     ca_file=target.ca_file,
                     client_cert=target.client_cert,
                     client_key=target.client_key,
+                    retries=self.retries,
                 )
-            except ClientError as exc:
-                raise Usage(exc.message) from exc
+            except OSError as exc:  # ssl.SSLError too: not PEM
+                raise Usage(f"TLS files cannot be used: {exc}") from exc
         return self._client
 
     def close(self) -> None:
@@ -163,6 +178,14 @@ pass_session = click.make_pass_decorator(Session)
     help="PEM CA certificates an https:// node's certificate must chain to "
     "(overrides NARAD_CA_FILE and the context); default: the public CAs.",
 )
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 20),
+    envvar="NARAD_RETRIES",
+    help="Retries, with backoff, of a call that is safe to repeat, when no "
+    f"answer came or the node answered 503 (overrides NARAD_RETRIES; default "
+    f"{RETRIES}, 0 fails at once).",
+)
 @click.pass_context
 def cli(
     ctx: click.Context,
@@ -170,11 +193,18 @@ def cli(
     url: str | None,
     user: str | None,
     ca_file: str | None,
+    retries: int | None,
 ):
     """Narad: run a node (serve, config, plugins) and drive one over HTTP.
 
     Exit status: 0 done, 1 refused (the node said no), 2 usage, 3 unavailable
     (no answer, or a 5xx).
+
+    Calls that are safe to repeat are retried when no answer came or the
+    node answered 503 (reads, acks, and every produce: it carries an
+    idempotency key, so a retried message is stored once); a consume,
+    create or delete is tried again only when it surely never reached the
+    node.
     """
     # A test may hand in a session (with an in-process transport).
     session = ctx.obj if isinstance(ctx.obj, Session) else Session()
@@ -182,6 +212,8 @@ def cli(
     session.url = url or session.url
     session.user = user or session.user
     session.ca_file = ca_file or session.ca_file
+    if retries is not None:
+        session.retries = retries
     ctx.obj = session
     ctx.call_on_close(session.close)
 

@@ -36,11 +36,12 @@ from typing import Any
 
 import httpx
 
-from narad.client import DEFAULT_URL
-
-__all__ = ("Context", "ContextFile", "Target", "resolve")
+__all__ = ("DEFAULT_URL", "Context", "ContextFile", "Target", "resolve")
 
 ENV_FILE = "NARAD_CLI_CONFIG"
+#: Where commands go when neither an option, the environment nor a context
+#: names a node: one on this machine, on the default port.
+DEFAULT_URL = "http://127.0.0.1:7942"
 
 
 @dataclass(frozen=True)

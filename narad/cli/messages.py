@@ -12,6 +12,10 @@ from collections.abc import Iterator
 from typing import IO
 
 import click
+from narad_client import Client
+from narad_client import Message
+from narad_client import NaradError
+from narad_client import NotFound
 
 from narad.cli.base import DURATION
 from narad.cli.base import Refused
@@ -28,15 +32,15 @@ from narad.cli.output import print_line
 from narad.cli.output import progress_bar
 from narad.cli.output import progress_option
 from narad.cli.output import wants_json
-from narad.client import ClientError
 
 MAX_PRODUCE_BATCH = 1000
 #: The node's request body limit (narad.http.body.MAX_BODY, kept equal by a test).
 MAX_REQUEST_BYTES = 1024 * 1024
-_BATCH_OVERHEAD = len(b'{"messages": []}')
+_BATCH_OVERHEAD = len(b'{"messages":[]}')
 MAX_CONSUME_BATCH = 100
-#: The long poll of ``consume --follow`` (the node caps it at broker.max_wait_ms).
-FOLLOW_WAIT = "30s"
+#: The long poll of ``consume --follow``, in seconds (the node caps it at
+#: broker.max_wait_ms).
+FOLLOW_WAIT_S = 30.0
 _ENTRY = re.compile(r"messages\[(\d+)\]: ")
 
 
@@ -91,7 +95,7 @@ def produce(
     if body is not None and source is not None:
         raise Usage("give BODY or --file, not both")
     if body is not None:
-        replayed = session.client.produce(
+        produced = session.client.produce(
             topic,
             # As the shell passed it: bytes that are not UTF-8 too.
             os.fsencode(body),
@@ -99,7 +103,7 @@ def produce(
             partition=partition,
             idempotency_key=idempotency_key,
         )
-        _produced(topic, 1, int(replayed), as_json)
+        _produced(topic, 1, int(produced.replayed), as_json)
         return
     stream = source or sys.stdin.buffer
     if stream.isatty():
@@ -117,11 +121,14 @@ def produce(
     with progress_bar(progress, "producing", total=total, unit=unit) as (bar, task):
         for batch, consumed in _batches(stream, batch_size, entry):
             try:
-                answer = session.client.produce_batch(topic, [e for _, e in batch])
-            except ClientError as exc:
+                # Without --idempotency-key narad_client gives the batch a
+                # key of its own, so a retry after a lost answer (no answer,
+                # a 503) stores nothing twice.
+                produced = session.client.produce_batch(topic, [e for _, e in batch])
+            except NaradError as exc:
                 raise _at_line(exc, batch, accepted) from exc
-            accepted += answer["accepted"]
-            duplicates += answer.get("duplicates", 0)
+            accepted += produced.accepted
+            duplicates += produced.duplicates
             bar.update(task, completed=consumed if total else accepted)
     _produced(topic, accepted, duplicates, as_json)
 
@@ -141,8 +148,7 @@ def _batches(
         line = line.rstrip(b"\r\n")
         if line:
             item = entry(line, number)
-            # As Client.produce_batch encodes it, with the ", " before it.
-            cost = len(json.dumps(item)) + 2
+            cost = _cost(line, item)
             if batch and encoded + cost > MAX_REQUEST_BYTES:
                 yield batch, consumed
                 batch, encoded = [], _BATCH_OVERHEAD
@@ -163,10 +169,8 @@ def _entry(
     idempotency_key: str | None,
     number: int,
 ) -> dict[str, object]:
-    try:
-        entry: dict[str, object] = {"value": line.decode("utf-8")}
-    except UnicodeDecodeError:
-        entry = {"value_base64": base64.b64encode(line).decode()}
+    """A message of narad_client's produce_batch."""
+    entry: dict[str, object] = {"payload": line}
     if key is not None:
         entry["key"] = key
     if partition is not None:
@@ -176,12 +180,25 @@ def _entry(
     return entry
 
 
+def _cost(line: bytes, entry: dict[str, object]) -> int:
+    """Bytes the batch entry of ``line`` takes in the request body at most,
+    with the ", " before it: narad_client sends a UTF-8 payload as a JSON
+    string (here with every non-ASCII character escaped, which is never
+    shorter), any other as base64."""
+    try:
+        value: dict[str, object] = {"value": line.decode("utf-8")}
+    except UnicodeDecodeError:
+        value = {"value_base64": base64.b64encode(line).decode()}
+    rest = {name: v for name, v in entry.items() if name != "payload"}
+    return len(json.dumps({**value, **rest})) + 2
+
+
 def _at_line(
-    exc: ClientError, batch: list[tuple[int, dict[str, object]]], stored: int
+    exc: NaradError, batch: list[tuple[int, dict[str, object]]], stored: int
 ) -> click.ClickException:
     """The error of a refused batch, naming the line the node named."""
     error = cli_error(exc)
-    message = exc.message
+    message = exc.error
     if match := _ENTRY.search(message):
         index = int(match[1])
         if index < len(batch):
@@ -263,7 +280,7 @@ def consume(
     # Leases not acked: given back however the command ends (--no-ack, or
     # stopped by Ctrl-C, a reader gone away, an error), not held until
     # their visibility timeout.
-    held: list[str] = []
+    held: list[Message] = []
     taken = 0
     first = True
     try:
@@ -272,22 +289,24 @@ def consume(
             if max_messages is not None:
                 want = min(want, max_messages - taken)
             # Without --follow only the first request waits (--wait).
-            poll = FOLLOW_WAIT if follow else (f"{wait}ms" if first and wait else None)
+            poll = (
+                FOLLOW_WAIT_S if follow else (wait / 1000 if first and wait else None)
+            )
             first = False
-            messages = client.consume_batch_raw(
-                topic, max_messages=want, wait=poll, partition=partition
+            messages = client.consume_batch(
+                topic, max=want, wait=poll, partition=partition
             )
             if not messages:
                 if follow:
                     continue
                 break
-            handles = [json.loads(raw)["receipt_handle"] for raw in messages]
-            held += handles
-            for raw in messages:
-                print_line(raw)
+            held += messages
+            for message in messages:
+                # As the node wrote it: a JSON payload keeps its spelling.
+                print_line(message.raw_json.encode())
             taken += len(messages)
             if ack:
-                _settle(client, topic, handles, None)
+                _settle(client, topic, messages, True)
                 held.clear()
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
@@ -295,12 +314,14 @@ def consume(
         _release(client, topic, held)
 
 
-def _settle(client, topic: str, handles: list[str], extend: int | None) -> None:
-    results = client.settle_batch(topic, handles, extend=extend)
+def _settle(client: Client, topic: str, leased: list[Message], ack: bool) -> None:
+    """Ack the leased messages, or give them back (``ack`` False)."""
+    settle = client.ack_batch if ack else client.release_batch
+    results = settle(topic, leased)
     lost = sum(1 for r in results if r == "lapsed")
     if lost:
         note(
-            f"{lost} of {len(handles)} leases lapsed before they were settled: "
+            f"{lost} of {len(leased)} leases lapsed before they were settled: "
             "those messages are delivered again"
         )
     full = sum(1 for r in results if r == "acked_ahead_full")
@@ -308,15 +329,13 @@ def _settle(client, topic: str, handles: list[str], extend: int | None) -> None:
         note(f"{full} acks refused (acked_ahead_full): those messages come back")
 
 
-def _release(client, topic: str, handles: list[str]) -> None:
+def _release(client: Client, topic: str, leased: list[Message]) -> None:
     """Give back the leases of --no-ack, so the messages are delivered again now."""
-    for start in range(0, len(handles), 1000):
+    for start in range(0, len(leased), 1000):
         try:
-            _settle(client, topic, handles[start : start + 1000], 0)
-        except ClientError as exc:
-            note(
-                f"could not give back leases ({exc.message}): they lapse by themselves"
-            )
+            _settle(client, topic, leased[start : start + 1000], False)
+        except NaradError as exc:
+            note(f"could not give back leases ({exc.error}): they lapse by themselves")
             return
 
 
@@ -369,15 +388,19 @@ def replay(
     ):
         for offset in range(start, stop):
             try:
-                raw = client.read_raw(topic, partition, offset)
-            except ClientError as exc:
+                message = client.replay(topic, partition, offset)
+            except NotFound as exc:
+                # Trimmed since, or a delay child's copy not due yet: none.
+                if f"no message at offset {offset}" not in exc.error:
+                    raise _replay_error(exc, offset) from exc
+            except NaradError as exc:
                 raise _replay_error(exc, offset) from exc
-            if raw is not None:
-                print_line(raw)
+            else:
+                print_line(message.raw_json.encode())
             bar.advance(task)
 
 
-def _replay_error(exc: ClientError, offset: int) -> click.ClickException:
+def _replay_error(exc: NaradError, offset: int) -> click.ClickException:
     error = cli_error(exc)
-    stopped = f"{exc.message} (stopped at offset {offset})"
+    stopped = f"{exc.error} (stopped at offset {offset})"
     return Unavailable(stopped) if isinstance(error, Unavailable) else Refused(stopped)

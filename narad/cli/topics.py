@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from narad.cli.base import DURATION
+from narad.cli.base import PAGE_SIZE
 from narad.cli.base import Refused
 from narad.cli.base import Session
 from narad.cli.base import Usage
@@ -144,7 +145,7 @@ def _record_fields(record: dict[str, Any]) -> list[tuple[str, Any]]:
 def topic_ls(session: Session, limit: int | None, as_json: bool | None) -> None:
     """List topics (every page, in name order)."""
     records = []
-    for record in session.client.iter_topics():
+    for record in session.client.topics(page_size=PAGE_SIZE):
         records.append(record)
         if limit is not None and len(records) >= limit:
             break
@@ -261,7 +262,7 @@ def topic_rm(session: Session, name: str, yes: bool) -> None:
 @pass_session
 def topic_children(session: Session, parent: str, as_json: bool | None) -> None:
     """A parent's fan-out children, with how far each lags."""
-    answer = session.client.children(parent)
+    answer = {"parent": parent, "children": session.client.children(parent)}
     if wants_json(as_json):
         print_json(answer)
         return
@@ -290,7 +291,7 @@ def topic_attach(
     session: Session, parent: str, child: str, delay: int, as_json: bool | None
 ) -> None:
     """Attach CHILD under PARENT: it gets a copy of every later message."""
-    record = session.client.attach(parent, child, delay_ms=delay)
+    record = session.client.attach(parent, child, delay_ms=delay or None)
     _show_record(record, as_json, f"attached {child} to {parent}")
 
 
@@ -347,9 +348,9 @@ def schema_ls(session: Session, topic_name: str, as_json: bool | None) -> None:
 @pass_session
 def schema_get(session: Session, topic_name: str, version: str) -> None:
     """Print a schema version (default: latest) exactly as stored."""
-    number, document = session.client.schema(topic_name, version)
-    sys.stdout.buffer.write(document.rstrip(b"\n") + b"\n")
-    click.echo(f"version {number}", err=True)
+    stored = session.client.schema(topic_name, version)
+    sys.stdout.buffer.write(stored.document.rstrip(b"\n") + b"\n")
+    click.echo(f"version {stored.version}", err=True)
 
 
 @schema.command("check")

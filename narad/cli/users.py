@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from narad.cli.base import PAGE_SIZE
 from narad.cli.base import Session
 from narad.cli.base import Usage
 from narad.cli.base import cli
@@ -114,7 +115,7 @@ def _when(ms: int | None) -> str | None:
 @pass_session
 def user_ls(session: Session, as_json: bool | None) -> None:
     """List users (no password material)."""
-    users = list(session.client.users())
+    users = list(session.client.users(page_size=PAGE_SIZE))
     if wants_json(as_json):
         print_json(users)
         return
@@ -137,7 +138,7 @@ def user_ls(session: Session, as_json: bool | None) -> None:
 @pass_session
 def user_info(session: Session, name: str, as_json: bool | None) -> None:
     """A user's grants."""
-    record = session.client.get_user(name)
+    record = session.client.user(name)
     if wants_json(as_json):
         print_json(record)
     else:

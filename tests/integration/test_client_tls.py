@@ -1,6 +1,7 @@
-"""narad.client and the narad CLI against a node serving HTTPS: the node's
-certificate is verified against a CA file (option, environment or context),
-and a client certificate is presented where the node asks for one."""
+"""The narad CLI against a node serving HTTPS: the node's certificate is
+verified against a CA file (option, environment or context), and a client
+certificate is presented where the node asks for one. narad_client's own
+TLS tests are in clients/python/tests/test_client_tls.py."""
 
 from __future__ import annotations
 
@@ -10,10 +11,6 @@ import sys
 
 import pytest
 
-from narad.client import Client
-from narad.client import ClientError
-from narad.client import Refused
-from narad.client import Unavailable
 from tests.httpclient import ADMIN
 from tests.nodes import ROOT
 from tests.nodes import Node
@@ -48,28 +45,45 @@ def narad_cli(*args: str, env: dict[str, str], home) -> subprocess.CompletedProc
     )
 
 
-def test_the_client_verifies_the_node_against_its_ca_file(tls_node, pki):
-    with Client(
-        tls_node.base, user=ADMIN[0], password=ADMIN[1], ca_file=str(pki.ca)
-    ) as narad:
-        narad.create_topic("tls-orders", partitions=1)
-        narad.produce("tls-orders", b'{"id": 1}')
-        message = narad.consume("tls-orders", wait="5s")
-        assert message["payload"] == {"id": 1}
-        narad.ack("tls-orders", message["receipt_handle"])
-    # The public CAs do not know the node's: refused, not sent in clear.
-    with (
-        Client(tls_node.base, user=ADMIN[0], password=ADMIN[1]) as untrusting,
-        pytest.raises(Unavailable, match="CERTIFICATE_VERIFY_FAILED"),
-    ):
-        untrusting.list_topics()
+def test_the_cli_round_trips_over_https(tls_node, pki, tmp_path):
+    env = {
+        "NARAD_USER": ADMIN[0],
+        "NARAD_PASSWORD": ADMIN[1],
+        "NARAD_URL": tls_node.base,
+        "NARAD_CA_FILE": str(pki.ca),
+    }
+    created = narad_cli(
+        "topic", "create", "tls-orders", "--partitions", "1", env=env, home=tmp_path
+    )
+    assert created.returncode == 0, created.stderr
+    produced = narad_cli(
+        "produce", "tls-orders", '{"id": 1.50}', env=env, home=tmp_path
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = narad_cli(
+        "consume", "tls-orders", "--wait", "5s", env=env, home=tmp_path
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert '"payload":{"id": 1.50}' in consumed.stdout
 
 
-def test_a_ca_file_that_is_not_pem_is_named(tmp_path):
+@pytest.mark.parametrize("kind", ["not PEM", "missing"])
+def test_a_ca_file_that_cannot_be_used_is_a_usage_error(kind, tmp_path):
     bad = tmp_path / "ca.pem"
-    bad.write_text("not a certificate")
-    with pytest.raises(ClientError, match="TLS files cannot be used"):
-        Client("https://127.0.0.1:1", ca_file=str(bad))
+    if kind == "not PEM":
+        bad.write_text("not a certificate")
+    ran = narad_cli(
+        "--ca-file",
+        str(bad),
+        "--url",
+        "https://127.0.0.1:1",
+        "topic",
+        "ls",
+        env={},
+        home=tmp_path,
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.startswith("narad: TLS files cannot be used: ")
 
 
 def test_the_cli_takes_the_ca_file_from_the_option_env_and_context(
@@ -111,26 +125,31 @@ def test_the_cli_takes_the_ca_file_from_the_option_env_and_context(
     assert by_context.returncode == 0, by_context.stderr
 
 
-def test_the_client_presents_its_certificate_where_the_node_asks(
+def test_the_cli_presents_its_certificate_where_the_node_asks(
     pki, storage_url, tmp_path
 ):
     node = Node(tmp_path, storage_url=storage_url, tls=pki, client_ca=True).start()
+    env = {
+        "NARAD_USER": ADMIN[0],
+        "NARAD_PASSWORD": ADMIN[1],
+        "NARAD_URL": node.base,
+        "NARAD_CA_FILE": str(pki.ca),
+    }
     try:
-        with Client(
-            node.base,
-            user=ADMIN[0],
-            password=ADMIN[1],
-            ca_file=str(pki.ca),
-            client_cert=str(pki.client_cert),
-            client_key=str(pki.client_key),
-        ) as narad:
-            assert isinstance(narad.list_topics(), dict)
-        with (
-            Client(
-                node.base, user=ADMIN[0], password=ADMIN[1], ca_file=str(pki.ca)
-            ) as anonymous,
-            pytest.raises(Refused, match="client certificate is required"),
-        ):
-            anonymous.list_topics()
+        presented = narad_cli(
+            "topic",
+            "ls",
+            env={
+                **env,
+                "NARAD_CLIENT_CERT": str(pki.client_cert),
+                "NARAD_CLIENT_KEY": str(pki.client_key),
+            },
+            home=tmp_path,
+        )
+        assert presented.returncode == 0, presented.stderr
+        assert isinstance(json.loads(presented.stdout), list)
+        anonymous = narad_cli("topic", "ls", env=env, home=tmp_path)
+        assert anonymous.returncode == 1
+        assert "client certificate is required" in anonymous.stderr
     finally:
         node.stop()

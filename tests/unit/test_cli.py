@@ -14,6 +14,7 @@ import sys
 import httpx
 import pytest
 from click.testing import CliRunner
+from narad_client import Client
 
 from narad import testing
 from narad.cli import cli
@@ -21,11 +22,6 @@ from narad.cli import main
 from narad.cli.base import Session
 from narad.cli.contexts import ContextFile
 from narad.cli.contexts import resolve
-from narad.client import Client
-from narad.client import Refused
-from narad.client import Unavailable
-from narad.client import encode_body
-from narad.client import raw_elements
 
 
 @pytest.fixture
@@ -37,7 +33,13 @@ def app(tmp_path):
 def contexts_file(tmp_path, monkeypatch):
     path = tmp_path / "cli" / "contexts.json"
     monkeypatch.setenv("NARAD_CLI_CONFIG", str(path))
-    for name in ("NARAD_URL", "NARAD_USER", "NARAD_PASSWORD", "NARAD_CONTEXT"):
+    for name in (
+        "NARAD_URL",
+        "NARAD_USER",
+        "NARAD_PASSWORD",
+        "NARAD_CONTEXT",
+        "NARAD_RETRIES",
+    ):
         monkeypatch.delenv(name, raising=False)
     return path
 
@@ -146,37 +148,84 @@ def test_the_cli_knows_the_nodes_body_limit():
     assert MAX_REQUEST_BYTES == MAX_BODY
 
 
-def test_produce_without_an_answer_does_not_claim_nothing_was_stored(app, topic):
-    # The node stores the second batch but its answer never comes (a lost
-    # connection, a timeout): the CLI cannot know whether it was stored.
-    class LostAnswer(httpx.WSGITransport):
-        batches = 0
+class LostAnswers(httpx.WSGITransport):
+    """The node stores each batch from the ``first`` on, but its answer never
+    comes (a lost connection, a timeout)."""
 
-        def handle_request(self, request):
-            response = super().handle_request(request)
-            if request.url.path.endswith("/produce/batch"):
-                self.batches += 1
-                if self.batches == 2:
-                    raise httpx.ReadTimeout("timed out", request=request)
-            return response
+    def __init__(self, app, first: int, last: int | None = None) -> None:
+        super().__init__(app=app)
+        self.first, self.last = first, last
+        self.batches = 0
 
+    def handle_request(self, request):
+        response = super().handle_request(request)
+        if request.url.path.endswith("/produce/batch"):
+            self.batches += 1
+            if self.first <= self.batches <= (self.last or self.batches):
+                raise httpx.ReadTimeout("timed out", request=request)
+        return response
+
+
+def test_produce_retries_a_lost_answer_and_stores_nothing_twice(app, topic):
+    # The batch carries an idempotency key (narad_client's, the same on each
+    # attempt): sent again, it is not stored again.
     runner = CliRunner()
-    session = Session(transport=LostAnswer(app=app))
+    session = Session(transport=httpx.WSGITransport(app=app))
     runner.invoke(cli, ["topic", "create", topic, "--partitions", "1"], obj=session)
-    session = Session(transport=LostAnswer(app=app))
+    lost = LostAnswers(app, first=2, last=2)
     result = runner.invoke(
         cli,
         ["produce", topic, "--batch-size", "2"],
-        obj=session,
+        obj=Session(transport=lost),
+        input="a\nb\nc\nd\ne\n",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert lost.batches == 4  # the second sent twice
+    assert json.loads(result.stdout)["accepted"] == 5
+    session = Session(transport=httpx.WSGITransport(app=app))
+    replayed = runner.invoke(cli, ["replay", topic, "-p", "0"], obj=session)
+    payloads = [json.loads(m)["payload"] for m in replayed.stdout.splitlines()]
+    assert payloads == ["a", "b", "c", "d", "e"]
+
+
+def test_produce_without_an_answer_does_not_claim_nothing_was_stored(app, topic):
+    # No answer to the second batch, on every try: the CLI cannot know
+    # whether it was stored.
+    runner = CliRunner()
+    session = Session(transport=httpx.WSGITransport(app=app))
+    runner.invoke(cli, ["topic", "create", topic, "--partitions", "1"], obj=session)
+    lost = LostAnswers(app, first=2)
+    result = runner.invoke(
+        cli,
+        ["--retries", "1", "produce", topic, "--batch-size", "2"],
+        obj=Session(transport=lost),
         input="a\nb\nc\nd\ne\n",
     )
     assert result.exit_code == 3
+    assert lost.batches == 3  # the second, and its one retry
     assert "2 messages stored before line 3" in result.stderr
     assert "lines 3 to 4 may or may not be stored" in result.stderr
     assert "none from line 5 on" in result.stderr
     session = Session(transport=httpx.WSGITransport(app=app))
     replayed = runner.invoke(cli, ["replay", topic, "-p", "0"], obj=session)
-    assert len(replayed.stdout.splitlines()) == 4  # they were
+    assert len(replayed.stdout.splitlines()) == 4  # they were, once
+
+
+def test_no_retries_is_one_try(monkeypatch):
+    # A node that cannot be reached is unavailable at once with --retries 0
+    # (or NARAD_RETRIES=0), without backoff.
+    slept = []
+    monkeypatch.setattr("narad_client._sync.time.sleep", slept.append)
+    for args, env in (
+        (["--retries", "0", "topic", "ls"], {}),
+        (["topic", "ls"], {"NARAD_RETRIES": "0"}),
+        (["topic", "ls"], {}),
+    ):
+        result = CliRunner().invoke(
+            cli, ["--url", "http://127.0.0.1:9", *args], env=env
+        )
+        assert result.exit_code == 3
+    assert len(slept) == 4  # the default: four retries, none for the others
 
 
 def test_produce_with_an_idempotency_key_stores_each_line_once(narad, topic):
@@ -424,7 +473,7 @@ def test_ctrl_c_is_not_a_refusal(monkeypatch, capsys):
     def interrupted(self, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Client, "iter_topics", interrupted)
+    monkeypatch.setattr(Client, "topics", interrupted)
     assert main(["topic", "ls"]) == 130
     assert "Aborted." in capsys.readouterr().err
 
@@ -481,25 +530,36 @@ def test_serve_refuses_an_option_out_of_range(args, key, capsys, monkeypatch):
     assert not started
 
 
-# -- the client library ------------------------------------------------------
-
-
-def test_client_errors_carry_the_servers_message(app):
-    with Client(transport=httpx.WSGITransport(app=app)) as client:
-        with pytest.raises(Refused) as refused:
-            client.topic("nope")
-        assert (refused.value.status, refused.value.message) == (
-            404,
-            "topic nope not found",
-        )
-    with Client("http://127.0.0.1:9") as client, pytest.raises(Unavailable):
-        client.topic("x")
+# -- errors of the client library ---------------------------------------------
 
 
 @pytest.mark.parametrize(
-    "command", [["topic", "ls"], ["topic", "info", "t"], ["consume", "t"]]
+    ("status", "exit_code"),
+    [(400, 1), (401, 1), (404, 1), (409, 1), (410, 1), (500, 3), (503, 3), (507, 3)],
 )
-def test_an_answer_that_is_not_json_is_unavailable_not_a_traceback(command):
+def test_the_nodes_status_is_the_exit_status(status, exit_code):
+    answer = httpx.MockTransport(
+        lambda request: httpx.Response(status, json={"error": "what went wrong"})
+    )
+    session = Session(transport=answer, retries=0)
+    result = CliRunner().invoke(cli, ["topic", "info", "t"], obj=session)
+    assert result.exit_code == exit_code
+    assert result.stderr.startswith("narad: what went wrong")
+    assert ("NARAD_PASSWORD" in result.stderr) == (status == 401)
+
+
+@pytest.mark.parametrize(
+    ("command", "missing"),
+    [
+        (["topic", "ls"], "JSON"),
+        (["topic", "info", "t"], "JSON"),
+        (["consume", "t"], "a Narad message batch"),
+        (["schema", "get", "t"], "a Narad-Schema-Version"),
+    ],
+)
+def test_an_answer_that_is_not_the_apis_is_unavailable_not_a_traceback(
+    command, missing
+):
     # --url naming another server (a wrong port, a web page at that path).
     page = httpx.MockTransport(
         lambda request: httpx.Response(200, html="<html>Welcome</html>")
@@ -507,8 +567,8 @@ def test_an_answer_that_is_not_json_is_unavailable_not_a_traceback(command):
     result = CliRunner().invoke(cli, command, obj=Session(transport=page))
     assert not isinstance(result.exception, ValueError)
     assert result.exit_code == 3
-    assert result.stderr.startswith("narad: http://127.0.0.1:7942 answered /v1/")
-    assert "not JSON: is it a Narad node?" in result.stderr
+    assert result.stderr.startswith("narad: http://127.0.0.1:7942/v1/")
+    assert f"answered 200 without {missing}: is it a Narad node?" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -534,20 +594,18 @@ def test_a_redirect_is_not_taken_for_success(command):
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr.startswith("narad: http://127.0.0.1:7942 answered HTTP 301")
-    assert "moved to https://narad.example/v1/" in result.stderr
+    assert result.stderr.startswith("narad: http://127.0.0.1:7942/v1/")
+    assert "answered HTTP 301, a redirect to https://narad.example/v1/" in (
+        result.stderr
+    )
 
 
-def test_raw_json_members_are_sent_as_written():
-    body = encode_body({"name": "t", "schema": b'{"b": 1e1,  "a": 1}'})
-    assert body == b'{"name": "t", "schema": {"b": 1e1,  "a": 1}}'
-    assert encode_body({"x": 1}) == b'{"x": 1}'
-
-
-def test_raw_elements_split_a_batch_as_written():
-    document = b'{"messages":[{"a":"x,]}\\"","p":[1,2]},{"b":1e400}]}\n'
-    assert raw_elements(document) == [b'{"a":"x,]}\\"","p":[1,2]}', b'{"b":1e400}']
-    assert raw_elements(b'{"messages":[]}') == []
+def test_a_schema_is_sent_as_written(narad, topic):
+    # Key order, spacing inside and number spellings: the node stores the
+    # text it gets (compacted), so the CLI sends the file's bytes.
+    narad("topic", "create", topic, "--schema", '{"maximum": 1e1,  "type": "integer"}')
+    _, out, _ = narad("schema", "get", topic)
+    assert out == '{"maximum":1e1,"type":"integer"}\n'
 
 
 def test_contexts_file_is_replaced_atomically(tmp_path):
