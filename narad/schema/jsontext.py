@@ -12,15 +12,18 @@ integer-string limit (4,300 digits) are refused as invalid JSON.
 Every JSON body Narad reads (topic create and alter, batch produce, produce
 to a topic with a schema, schema registration) goes through :func:`loads`,
 so all of them follow the same rules: one JSON text, strict UTF-8 without a
-byte-order mark, no ``NaN``/``Infinity``, bounded nesting, and no object key
-written twice. The rulebook's "Validation on produce" says that when an
-object repeats a key the last value wins; issue 9 (I-JSON, RFC 7493 2.3)
-asks instead that repeats be refused on every JSON body, produce payloads of
-schema topics included, and that is what this module does: a validator that
-checks the last value and a consumer whose parser keeps the first would
-otherwise disagree about what was accepted. Lone surrogates (``"\\ud800"``)
-are valid JSON and are kept; the schema engine and error rendering cope with
-them.
+byte-order mark, no ``NaN``/``Infinity`` and bounded nesting.
+
+Repeated keys: Narad's own request bodies (topic create and PATCH, schema
+documents, users and grants, ack/batch, the batch produce envelope, the
+dry run's body) refuse an object key written twice (I-JSON, RFC 7493 2.3):
+Narad reads them, and a second reader keeping the first value would
+disagree with it about what was asked. A produce payload on a topic with a
+schema follows the rulebook instead ("When an object repeats a key, the
+last value wins, and that value is the one checked"): the validator parses
+it with ``allow_duplicate_keys=True`` and the message is stored byte for
+byte as sent (issue 50). Lone surrogates (``"\\ud800"``) are valid JSON and
+are kept; the schema engine and error rendering cope with them.
 """
 
 from __future__ import annotations
@@ -225,8 +228,9 @@ def loads(data: bytes, *, max_depth: int, allow_duplicate_keys: bool = False) ->
         data: The raw text.
         max_depth: The deepest nesting of arrays and objects accepted.
         allow_duplicate_keys: Let a repeated key's last value win instead of
-            refusing the text; only for reading back documents stored before
-            repeats were refused.
+            refusing the text: for produce payloads (the rulebook's rule)
+            and for reading back documents stored before repeats were
+            refused.
 
     Raises:
         TooDeep: nesting beyond ``max_depth``, whatever else is wrong.

@@ -168,7 +168,8 @@ class Validator:
 
         Nesting is measured on the text before it is parsed (brackets inside
         strings do not count): deeper than 256 levels, or than this schema's
-        ``max_depth``, is refused without parsing.
+        ``max_depth``, is refused without parsing. An object that repeats a
+        key holds its last value, and that value is the one checked.
 
         Raises:
             InvalidPayload: the payload is not one JSON text (nesting over 256
@@ -176,7 +177,10 @@ class Validator:
                 each violation, cut at 2 KiB.
         """
         try:
-            value = loads(payload, max_depth=self.max_depth)
+            # The rulebook: when an object repeats a key, the last value wins,
+            # and that value is the one checked (the payload is stored as
+            # sent). Narad's own request bodies refuse repeats (jsontext).
+            value = loads(payload, max_depth=self.max_depth, allow_duplicate_keys=True)
         except TooDeep:
             if self.max_depth < MAX_DEPTH and not nesting_depth_exceeds(
                 payload, MAX_DEPTH

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import tracemalloc
 
@@ -289,3 +290,58 @@ def test_lone_surrogates_are_reported_not_crashed_on(schema, payload, line):
 )
 def test_lone_surrogates_are_values_like_any_other(schema, payload):
     compile_schema(schema).validate(payload)
+
+
+# -- "When an object repeats a key, the last value wins" (issue 50) -------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "payload", "accepted", "words"),
+    [
+        ('{"properties":{"a":{"type":"string"}}}', b'{"a": 1, "a": "x"}', True, None),
+        (
+            '{"properties":{"a":{"type":"string"}}}',
+            b'{"a": "x", "a": 1}',
+            False,
+            "- at '/a': got integer, want string",
+        ),
+        # Nested objects, in arrays, and the last of three.
+        (
+            '{"items":{"properties":{"b":{"const":3}}}}',
+            b'[{"b": 1, "b": 2, "b": 3}, {"b": 3}]',
+            True,
+            None,
+        ),
+        (
+            '{"properties":{"o":{"required":["k"],"properties":{"k":{"type":"null"}}}}}',
+            b'{"o": {"k": null, "x": 1, "k": false}}',
+            False,
+            "- at '/o/k'",
+        ),
+        # A repeated key still counts once: required finds it, maxProperties
+        # counts the members there are.
+        ('{"required":["id"],"maxProperties":1}', b'{"id": 1, "id": 2}', True, None),
+        # The repeat's earlier value is not checked at all.
+        ('{"properties":{"a":{"minimum":0}}}', b'{"a": -1, "a": 1}', True, None),
+        ('{"properties":{"a":{"minimum":0}}}', b'{"a": 1, "a": -1}', False, "/a"),
+    ],
+)
+def test_a_repeated_key_holds_its_last_value(schema, payload, accepted, words):
+    validator = compile_schema(schema)
+    if accepted:
+        value = validator.validate(payload)
+        assert "duplicate" not in repr(value)
+        return
+    with pytest.raises(InvalidPayload) as caught:
+        validator.validate(payload)
+    assert "duplicate" not in str(caught.value)
+    assert words in str(caught.value)
+
+
+def test_a_repeated_key_is_checked_as_the_last_value_on_every_draft():
+    for uri in BY_URI:
+        schema = {"$schema": uri, "properties": {"a": {"type": "string"}}}
+        validator = compile_schema(json.dumps(schema))
+        validator.validate(b'{"a": 1, "a": "x"}')
+        with pytest.raises(InvalidPayload):
+            validator.validate(b'{"a": "x", "a": 1}')
