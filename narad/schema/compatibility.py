@@ -143,7 +143,13 @@ def check(
 
 def no_change(old: Any, new: Any, *, draft: Draft) -> bool:
     """Whether ``new`` registers nothing over ``old``: the same JSON value, or
-    a difference only in annotations (:func:`annotations_only_change`)."""
+    a difference only in annotations (:func:`annotations_only_change`).
+
+    "The same JSON value" is JSON Schema's equality, the one a child's
+    history is matched with on attach (:func:`~narad.schema.jsontext.
+    json_equal`): key order, whitespace and the spelling of a number (``10``,
+    ``1e1``, ``10.0``) do not matter; a type does (``true`` is not ``{}``,
+    ``1`` is not ``true``)."""
     return json_equal(old, new) or annotations_only_change(old, new, draft=draft)
 
 
@@ -152,17 +158,18 @@ def annotations_only_change(old: Any, new: Any, *, draft: Draft) -> bool:
 
     Annotations are removed from every subschema, wherever it sits; a member
     of ``properties`` named ``description`` is a property, not an annotation,
-    and is kept. A subschema ``true`` reads as ``{}``, which accepts the same,
-    so annotations added to it are no change either. Equal documents count
-    as differing only in annotations.
+    and is kept. What remains must be the same JSON value: a subschema
+    ``true`` stays ``true``, so ``{}`` becoming ``true`` (or ``true`` becoming
+    ``{"title": "t"}``) is a change, though both accept the same: the
+    rulebook names the keywords that are no change, and ``true`` for an
+    object is a different JSON value, not an annotation. Equal documents
+    count as differing only in annotations.
     """
     old, new = _strip(old, draft.keywords), _strip(new, draft.keywords)
     return json_equal(old, new)
 
 
 def _strip(schema: Any, keywords: frozenset[str]) -> Any:
-    if schema is True:
-        return {}
     if not isinstance(schema, dict):
         return schema
     stripped = {k: v for k, v in schema.items() if k not in ANNOTATIONS}

@@ -95,13 +95,19 @@ def test_annotation_only_change_registers_nothing(http, topic):
     assert resp.status == 400
 
 
-def test_annotations_added_to_true_register_nothing(http, topic):
-    # true accepts what {} does: documenting it is no change either.
+def test_true_documented_as_an_object_registers_a_version(http, topic):
+    # true accepts what {} does, but it is another JSON value, not an
+    # annotation: {} becoming true registers a version (issue 50), and so
+    # does true becoming an object that documents it. Documenting the
+    # object again is no change.
     make(http, topic, {"properties": {"a": True}})
     resp = change(http, topic, {"properties": {"a": {"description": "any value"}}})
     assert resp.status == 200
-    assert resp.json()["schema_version"] == 1
-    assert len(http.get(f"/v1/topics/{topic}/schemas").json()["versions"]) == 1
+    assert resp.json()["schema_version"] == 2
+    resp = change(http, topic, {"properties": {"a": {"description": "anything"}}})
+    assert resp.status == 200
+    assert resp.json()["schema_version"] == 2
+    assert len(http.get(f"/v1/topics/{topic}/schemas").json()["versions"]) == 2
 
 
 def test_conditional_change(http, topic):

@@ -11,6 +11,7 @@ from narad.compatibility import json_equal
 from narad.compatibility import show
 from narad.schema.compatibility import MAX_DEPTH
 from narad.schema.compatibility import annotations_only_change
+from narad.schema.compatibility import no_change
 from tests.cases.compatibility import CASES
 from tests.compatcheck import DEFAULT
 from tests.compatcheck import RULES
@@ -106,15 +107,51 @@ def test_json_equal(old, new, expected):
         ('{"enum":[{"title":"a"}]}', '{"enum":[{"title":"b"}]}', False),
         ('{"title":"a","type":"string"}', '{"title":"b","type":"null"}', False),
         ('{"x-doc":"a"}', '{"x-doc":"b"}', False),
-        # true accepts what {} does: annotations added to it are no change.
-        ("true", '{"title":"x"}', True),
-        ('{"properties":{"a":true}}', '{"properties":{"a":{"description":"d"}}}', True),
+        # true accepts what {} does, but it is another JSON value, not an
+        # annotation: {} becoming true is a change (issue 50), and so is
+        # true becoming {} with annotations, at the root or nested.
+        ("{}", "true", False),
+        ("true", "{}", False),
+        ("true", '{"title":"x"}', False),
+        (
+            '{"properties":{"a":true}}',
+            '{"properties":{"a":{"description":"d"}}}',
+            False,
+        ),
+        ('{"properties":{"a":{}}}', '{"properties":{"a":{"title":"t"}}}', True),
+        ('{"items":true}', '{"items":true,"description":"d"}', True),
         ('{"properties":{"a":true}}', '{"properties":{"a":false}}', False),
         ('{"const":true}', '{"const":{}}', False),  # data, not a subschema
     ],
 )
 def test_annotations_only_change(old, new, expected):
     assert annotations_only_change(parse(old), parse(new), draft=DEFAULT) is expected
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        # The same JSON value: formatting, key order, number spelling aside.
+        ('{"type":"object","maximum":10}', '{ "maximum" : 1e1, "type":"object"}', True),
+        ('{"maximum":10}', '{"maximum":10.0}', True),
+        ('{"maximum":10}', '{"maximum":100e-1}', True),
+        ('{"enum":[1,2]}', '{"enum":[1.0,2e0]}', True),
+        ("true", "true", True),
+        ("{}", "{ }", True),
+        # Another JSON value, though it accepts the same (issue 50).
+        ("{}", "true", False),
+        ("true", "{}", False),
+        ('{"properties":{"a":{}}}', '{"properties":{"a":true}}', False),
+        ('{"const":1}', '{"const":true}', False),
+        ('{"enum":[1,2]}', '{"enum":[2,1]}', False),
+        ('{"maximum":10}', '{"maximum":10.000000000000001}', False),
+        # Annotations alone.
+        ('{"title":"a"}', '{"title":"b"}', True),
+        ("{}", '{"description":"d"}', True),
+    ],
+)
+def test_no_change_is_the_same_json_value_or_annotations_alone(old, new, expected):
+    assert no_change(parse(old), parse(new), draft=DEFAULT) is expected
 
 
 def test_keyword_without_rule_may_stay_or_go_only():
