@@ -1,5 +1,6 @@
 """Compatibility check figures: a typical pair, 256 KiB pairs, deep recursion,
-the dry run, and transitive modes over long histories.
+recursive pairs (issue 50's and generated ones that grow), the dry run, and
+transitive modes over long histories.
 
 Run from a checkout: ``PYTHONPATH=.:plugins python bench/compat.py``.
 Each figure of the first part is the best of several runs of :func:`check` on
@@ -164,6 +165,105 @@ def tree(leaf: str) -> dict[str, Any]:
     return {"$defs": defs, "$ref": "#/$defs/n0"}
 
 
+# Issue 50's pair: the dry run (every violation) took 5.7 s on it, while a
+# PATCH refused the same change in 10 ms; the new version adds
+# "type": "array" to $defs/b.
+ISSUE_50 = {
+    "allOf": [{"$ref": "#/$defs/c"}, {"$ref": "#/$defs/a"}],
+    "$defs": {
+        "a": {
+            "items": {"$ref": "#/$defs/b"},
+            "additionalProperties": {"$ref": "#/$defs/b"},
+        },
+        "b": {
+            "properties": {"q": {"$ref": "#/$defs/a"}},
+            "additionalProperties": {"$ref": "#/$defs/c"},
+            "items": {"$ref": "#/$defs/a"},
+        },
+        "c": {
+            "additionalProperties": {"$ref": "#/$defs/a"},
+            "items": {"$ref": "#/$defs/c"},
+            "properties": {"w": {"$ref": "#/$defs/a"}},
+        },
+    },
+}
+
+
+def _changed(old: dict[str, Any], name: str, **change: Any) -> dict[str, Any]:
+    new = json.loads(json.dumps(old))
+    new["$defs"][name].update(change)
+    return new
+
+
+def issue_50() -> tuple[Any, Any]:
+    return ISSUE_50, _changed(ISSUE_50, "b", type="array")
+
+
+def _ref(i: int) -> dict[str, str]:
+    return {"$ref": f"#/$defs/d{i}"}
+
+
+def ring(n: int) -> tuple[Any, Any]:
+    """Issue 50's shape grown: ``n`` definitions, each reaching the next
+    through items and properties and the one after through
+    additionalProperties, under a root allOf of two; one is narrowed."""
+    old = {
+        "allOf": [_ref(0), _ref(1)],
+        "$defs": {
+            f"d{i}": {
+                "items": _ref((i + 1) % n),
+                "additionalProperties": _ref((i + 2) % n),
+                "properties": {"q": _ref((i + 1) % n)},
+            }
+            for i in range(n)
+        },
+    }
+    return old, _changed(old, f"d{n // 2}", type="array")
+
+
+def subsets(n: int, leaf: str) -> tuple[Any, Any]:
+    """Recursive references reaching one definition with 2**n sets of others
+    applying to the same value (a subset construction); the leaf property
+    becomes ``leaf`` (``number`` widens it, ``string`` narrows it)."""
+    defs: dict[str, Any] = {
+        "d0": {"properties": {"a": {"allOf": [_ref(0), _ref(1)]}, "b": _ref(0)}}
+    }
+    for i in range(1, n):
+        defs[f"d{i}"] = {"properties": {"a": _ref(i + 1), "b": _ref(i + 1)}}
+    defs[f"d{n}"] = {"properties": {"z": {"type": "integer"}}}
+    old = {"$ref": "#/$defs/d0", "$defs": defs}
+    return old, _changed(old, f"d{n}", properties={"z": {"type": leaf}})
+
+
+def recursive_pairs() -> None:
+    """The dry run's full report of recursive pairs, beside the first-stop
+    check (a PATCH's) as its baseline: best of five runs each."""
+    cases: list[tuple[str, Callable[[], tuple[Any, Any]]]] = [
+        ("issue 50's recursive pair", issue_50),
+        *((f"ring of {n} $defs, one narrowed", partial(ring, n)) for n in (3, 12, 48)),
+        *(
+            (f"{n} levels of subsets, leaf narrowed", partial(subsets, n, "string"))
+            for n in (8, 16, 24)
+        ),
+        *(
+            (f"{n} levels of subsets, leaf widened", partial(subsets, n, "number"))
+            for n in (8, 16, 24)
+        ),
+    ]
+    print(
+        f"{'recursive pair':<44} {'size':>8} {'first (PATCH)':>14} {'full report':>14}"
+    )
+    for name, make in cases:
+        old, new = make()
+        (old_doc, size), (new_doc, _) = _parse(old), _parse(new)
+        first_ms, _ = _time(old_doc, new_doc, True)
+        full_ms, found = _time(old_doc, new_doc, False)
+        print(
+            f"{name:<44} {size / 1024:>4.1f} KiB {first_ms:>11.2f} ms "
+            f"{full_ms:>11.2f} ms  {found} refused"
+        )
+
+
 def _best(run: Callable[[], Any], runs: int = 5) -> tuple[float, Any]:
     best, result = float("inf"), None
     for _ in range(runs):
@@ -199,6 +299,7 @@ def dry_runs() -> None:
 
 
 def _dry_runs(http: falcon.testing.TestClient) -> None:
+    _recursive_dry_runs(http)
     cases = [
         ("every property widened", wide(every_leaf)),
         ("every property narrowed", wide(every_leaf_narrowed)),
@@ -227,6 +328,28 @@ def _dry_runs(http: falcon.testing.TestClient) -> None:
             assert resp.status_code == 400
             label = f"PATCH BACKWARD, 256 KiB pair, {what} (refused)"
             print(f"{label:<64} {len(body) / 1024:>10.0f} KiB {ms:9.2f} ms")
+
+
+def _recursive_dry_runs(http: falcon.testing.TestClient) -> None:
+    """Issue 50's pair and a grown one, end to end: the dry run beside a
+    PATCH of the same change (refused at the first violation)."""
+    for n, (what, (old, new)) in enumerate(
+        [("issue 50's recursive pair", issue_50()), ("ring of 48 $defs", ring(48))]
+    ):
+        name = f"r{n}"
+        created = http.simulate_post("/v1/topics", json={"name": name, "schema": old})
+        assert created.status_code == 201, created.text
+        body = '{"schema":' + json.dumps(new, separators=(",", ":")) + "}"
+        path = f"/v1/topics/{name}/schemas/compatibility"
+        ms, resp = _best(partial(http.simulate_post, path, body=body))
+        found = f"{len(resp.json['violations'])} reported"
+        label = f"dry run BACKWARD, {what}"
+        print(f"{label:<64} {len(body) / 1024:>10.1f} KiB {ms:9.2f} ms  {found}")
+        patch = partial(http.simulate_patch, f"/v1/topics/{name}", body=body)
+        ms, resp = _best(patch)
+        assert resp.status_code == 400
+        label = f"PATCH BACKWARD, {what} (refused)"
+        print(f"{label:<64} {len(body) / 1024:>10.1f} KiB {ms:9.2f} ms")
 
 
 def history(count: int, size: int) -> tuple[list[bytes], bytes]:
@@ -362,6 +485,7 @@ def main() -> None:
         "40 mutually recursive $defs x 40 refs each, leaf widened",
         lambda: (tree("integer"), tree("number")),
     )
+    recursive_pairs()
     dry_runs()
     transitive(100, 1024)
     transitive(100, 40 * 1024)

@@ -292,6 +292,7 @@ class RuleContext:
         *,
         in_place: bool = False,
         applying: Iterable[Any] = (),
+        first: bool = False,
     ) -> list[Violation]:
         """Compare a previous subschema with a proposed one sitting at ``pointer``.
 
@@ -309,13 +310,25 @@ class RuleContext:
                 ``allOf`` branch's ``items``, say), or :data:`UNKNOWN`; they
                 become the pair's :attr:`old_applying`. Naming them keeps a
                 rule below from taking the value as unconstrained.
+            first: The rule needs only whether the pair is compatible and,
+                if not, one reason (the first violation, as a PATCH's check
+                finds it), not every violation below it: a full report (a
+                dry run) then spends nothing on the pair's other ones. Pass
+                it where the rule does not yield what the pair found.
 
         Returns:
-            What refuses a message ``old`` accepted. Results are remembered
-            per pair, so a rule may try pairs (``anyOf`` does) at little cost.
+            What refuses a message ``old`` accepted (with ``first``, at most
+            the first of it). Results are remembered per pair, so a rule may
+            try pairs (``anyOf`` does) at little cost.
         """
         return self._walk.compare(
-            old, new, pointer, nested=True, in_place=in_place, applying=applying
+            old,
+            new,
+            pointer,
+            nested=True,
+            in_place=in_place,
+            applying=applying,
+            first=first,
         )
 
     def identical(self, old: Any, new: Any, *, keyword: str | None = None) -> bool:

@@ -446,15 +446,18 @@ class Walk:
         nested: bool,
         in_place: bool = False,
         applying: Iterable[Any] = (),
+        first: bool = False,
     ) -> list[Violation]:
         pair = self.pair(
             old, new, pointer, nested=nested, in_place=in_place, applying=applying
         )
         if isinstance(pair, list):
             return pair
-        if self.collecting:
-            return self.collect(*pair)
-        return self.solve(*pair)
+        if not self.collecting:
+            return self.solve(*pair)
+        if first:  # the rule needs the verdict and one reason, no more
+            return self.verdict(*pair)
+        return self.collect(*pair)
 
     def pair(
         self,
@@ -616,6 +619,20 @@ class Walk:
 
     # -- the report ----------------------------------------------------------
 
+    def verdict(self, key: tuple[Any, ...], args: tuple[Any, ...]) -> list[Violation]:
+        """The final verdict on the pair ``key`` (with its first violation),
+        judged now if no verdict was reached on it yet."""
+        found = self.done.get(key)
+        if found is not None:
+            return found
+        self.collecting = False
+        try:
+            found = self.solve(key, args)
+            self.drain()
+        finally:
+            self.collecting = True
+        return self.done.get(key, found)  # not remembered: too deep here
+
     def collect(self, key: tuple[Any, ...], args: tuple[Any, ...]) -> list[Violation]:
         """Every violation of the pair ``key``, its first one first: the
         rules run once more on each refused pair, with every verdict final,
@@ -625,19 +642,9 @@ class Walk:
             return found
         if key in self.reporting:
             return self.done[key]  # refused, and reported further up
-        verdict = self.done.get(key)
-        if verdict is None:
-            self.collecting = False
-            try:
-                verdict = self.solve(key, args)
-                self.drain()
-            finally:
-                self.collecting = True
-            if key not in self.done:
-                return verdict  # too deep to judge here
-            verdict = self.done[key]
-        if not verdict:
-            return []
+        verdict = self.verdict(key, args)
+        if not verdict or key not in self.done:  # compatible, or too deep
+            return verdict
         old, new, old_target, new_target, pointer, shared, scope = args
         self.reporting.add(key)
         self.report_depth += 1

@@ -42,11 +42,12 @@ produce gets 409 naming the problem without compiling it again.
 Registration, compatibility checks, compiling and costly validations run via
 :func:`narad.offload.run` (native threads with big stacks, off the event
 loop); validating a small payload against a schema that is not high-cost
-stays inline, where it takes microseconds and no thread hand-off. A dry run,
-and a check that compares more than :data:`LARGE_CHECK` bytes of documents (a
-transitive mode over a long history, say), also takes a slot of the node's
-validation capacity, as a costly validation does: its cost grows with the
-schemas and the history, and a dry run is open to any reader of the topic.
+stays inline, where it takes microseconds and no thread hand-off. A check
+that compares more than :data:`LARGE_CHECK` bytes of documents (a transitive
+mode over a long history, say), or schemas with references (recursive ones),
+also takes a slot of the node's validation capacity, as a costly validation
+does: its cost grows with the history and the recursion, and a dry run is
+open to any reader of the topic.
 Every check runs within :data:`CHECK_DEADLINE` seconds
 (:mod:`narad.schema.deadline`): past it the request gets 503 and nothing is
 decided, so no request holds a worker for minutes.
@@ -117,6 +118,9 @@ LARGE_CHECK = MIB
 # gives up with 503: its work is polynomial in the schemas compared, but no
 # request holds a worker for minutes.
 CHECK_DEADLINE = 10.0
+# What a stored schema holds where it refers to a part of itself (JSON
+# Schema's references; a string that merely contains one counts too).
+_REFERENCES = (b'"$ref"', b'"$dynamicRef"', b'"$recursiveRef"')
 CACHED_VALIDATORS = 2048
 VALIDATOR_MEMORY = 64 * MIB
 CHANGE_ATTEMPTS = 8
@@ -408,13 +412,18 @@ class SchemaService:
     ) -> tuple[bool, Report]:
         """:meth:`_judge` off the event loop within :attr:`check_deadline`
         seconds (past it, 503 and nothing decided), under a capacity slot
-        when it compares more than :data:`LARGE_CHECK` bytes or reports every
-        violation (a dry run: open to any reader of the topic, and it judges
-        every pair of subschemas where a refusal stops at the first)."""
+        when it compares more than :data:`LARGE_CHECK` bytes or schemas with
+        references: a recursive pair's work grows faster than its bytes (a
+        few KiB can take seconds), and a dry run is open to any reader."""
         size = len(new.stored)
         weight = len(mode.directions) * sum(len(v.document) + size for v in against)
         args = (self.check_deadline, self._judge, meta, latest, against, new, mode)
-        if weight <= LARGE_CHECK and first:
+        referring = any(
+            mark in document
+            for document in (new.stored, *(v.document for v in against))
+            for mark in _REFERENCES
+        )
+        if weight <= LARGE_CHECK and not referring:
             return offload.run(run_within, *args, first=first, shortcut=shortcut)
         with self.capacity.slot():
             return offload.run(run_within, *args, first=first, shortcut=shortcut)

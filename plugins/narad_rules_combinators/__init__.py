@@ -12,6 +12,10 @@ may also become ``true`` or ``{}`` ("a nested schema may always become true or
 {}"): that can only widen. ``not``, ``if`` and a ``oneOf`` branch may not:
 there it would refuse everything, or turn which branch applies.
 
+Each rule needs only whether a pair of branches is compatible, and one
+reason when it is not (``compare(first=True)``): a dry run's full report
+spends nothing on the other violations of branches tried and refused.
+
 Branches apply to the same instance value as the subschema holding them, so
 they are compared ``in_place``: a property a branch adds is then judged against
 everything the previous version said about that value, not only the branch.
@@ -52,7 +56,8 @@ def _covered(branch: Any, i: int, new: list[Any], ctx: RuleContext) -> tuple[boo
     # The branch at the same index is the likely cover: try it first.
     same_index: list[Violation] = []
     for j in sorted(range(len(new)), key=lambda j: j != i):
-        problems = ctx.compare(branch, new[j], ctx.at("anyOf", j), in_place=True)
+        at = ctx.at("anyOf", j)
+        problems = ctx.compare(branch, new[j], at, in_place=True, first=True)
         if not problems:
             return True, ""
         if j == i:
@@ -69,7 +74,7 @@ def all_of(old: Any, new: Any, ctx: RuleContext) -> Iterator[Violation]:
         if ctx.accepts_everything(branch, "new"):
             continue
         at = ctx.at("allOf", j)
-        if all(ctx.compare(b, branch, at, in_place=True) for b in before):
+        if all(ctx.compare(b, branch, at, in_place=True, first=True) for b in before):
             message = f"allOf branch {j} not implied by any previous branch"
             yield Violation(Change.product_type_extended, message)
 

@@ -198,3 +198,40 @@ def test_the_deadline_set_on_the_thread_applies():
         run_within(-1, full_report)
     assert current() is None  # reset afterwards
     assert len(run_within(60, full_report)) == 2
+
+
+def test_dropping_a_keyword_deep_in_mutual_recursion_is_a_widening():
+    # Five definitions referring to one another through items,
+    # additionalProperties, allOf and anyOf; the new version drops $defs/d0's
+    # items, which can only widen. The engine that forgot every success
+    # leaning on a refused pair (and judged them again from elsewhere)
+    # refused it: "allOf branch 0 not implied by any previous branch".
+    defs = {
+        "d0": {
+            "items": ref(0),
+            "additionalProperties": ref(0),
+            "allOf": [ref(2), ref(4)],
+        },
+        "d1": {
+            "items": ref(2),
+            "properties": {"q": ref(2), "w": ref(2)},
+            "allOf": [ref(0), ref(4)],
+        },
+        "d2": {
+            "items": ref(3),
+            "additionalProperties": ref(1),
+            "allOf": [ref(1), ref(4)],
+            "anyOf": [ref(1), ref(3)],
+        },
+        "d3": {
+            "items": ref(2),
+            "additionalProperties": ref(1),
+            "properties": {"w": ref(1)},
+        },
+        "d4": {"items": ref(0), "allOf": [ref(0), ref(2)]},
+    }
+    old = {"allOf": [ref(0), ref(1)], "$defs": defs}
+    new = json.loads(json.dumps(old))
+    del new["$defs"]["d0"]["items"]
+    assert counted(True, old, new)[1] == []
+    assert counted(False, old, new)[1] == []
