@@ -26,7 +26,7 @@ import fastavro
 from fastavro.validation import validate as fastavro_validate
 
 from narad.errors import InvalidPayload
-from narad.schema.jsontext import loads
+from narad.jsontext import loads
 from narad_avro import Mode
 from narad_avro import check
 from narad_avro import compile_validator

@@ -33,11 +33,11 @@ from typing import Any
 
 import falcon.testing
 
+from narad.jsontext import loads
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema import modes
-from narad.schema.compatibility import check
-from narad.schema.jsontext import loads
+from narad.schema.compatibility.engine import check
+from narad.schema.compatibility.versions import check as check_versions
 from narad.schema.modes import Mode
 
 PLUGINS = Plugins(get_plugin_manager(load_entry_points=False))
@@ -392,7 +392,7 @@ def transitive(count: int, size: int) -> None:
             )
             for v in latest_first
         )
-        return modes.check(
+        return check_versions(
             new, DRAFT, against, directions=mode.directions, rules=RULES, first=True
         )
 
@@ -442,7 +442,7 @@ def transitive_worst() -> None:
 
     def run(mode: Mode) -> Any:
         against = ((v, parsed[v - 1], DRAFT) for v in versions)
-        return modes.check(
+        return check_versions(
             new, DRAFT, against, directions=mode.directions, rules=RULES, first=True
         )
 

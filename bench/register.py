@@ -16,8 +16,8 @@ from collections.abc import Callable
 from narad.errors import InvalidSchema
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema.registration import MAX_SIZE
-from narad.schema.registration import register
+from narad.schema.registration.documents import MAX_SIZE
+from narad.schema.registration.documents import register
 from tests.cases.registration import recursive_properties_chain
 
 DRAFTS, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()

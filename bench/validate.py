@@ -18,10 +18,10 @@ import jsonschema
 import jsonschema_rs
 
 from narad.errors import InvalidPayload
+from narad.jsontext import loads
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema.jsontext import loads
-from narad.schema.validator import Validator
+from narad.schema.validation.validator import Validator
 
 ORDER_SCHEMA = {
     "type": "object",

@@ -51,9 +51,9 @@ from typing import TYPE_CHECKING
 from typing import Any
 from typing import Literal
 
+from narad.jsontext import json_equal
+from narad.jsontext import json_key
 from narad.quoting import cut_pointer
-from narad.schema.jsontext import json_equal
-from narad.schema.jsontext import json_key
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import regex_search
 from narad.schema.resolver import LIST_SUBSCHEMAS
@@ -61,7 +61,7 @@ from narad.schema.resolver import MAP_SUBSCHEMAS
 from narad.schema.resolver import escape
 
 if TYPE_CHECKING:
-    from narad.schema.compatibility import Walk
+    from narad.schema.compatibility.engine import Walk
     from narad.schema.drafts import Draft
 
 __all__ = (

@@ -83,7 +83,7 @@ class IncompatibleSchema(InvalidArgument):
 
     Attributes:
         findings: Every violation found (each ``str()``-able, as
-            :class:`narad.schema.modes.Finding` is: ``incompatible with
+            :class:`narad.schematypes.Finding` is: ``incompatible with
             version 3: at /properties/qty: type "integer" no longer
             allowed``); the message names the first :data:`LISTED_VIOLATIONS`.
     """

@@ -28,7 +28,7 @@ import pluggy
 if TYPE_CHECKING:
     from narad.config import Config
     from narad.config import Setting
-    from narad.schema.drafts import Draft
+    from narad.drafts import Draft
     from narad.schematypes import SchemaType
     from narad.storage import Storage
 
@@ -45,7 +45,7 @@ hookimpl = pluggy.HookimplMarker(NAME)
 def narad_json_schema_drafts() -> list[Draft]:
     """Return the JSON Schema drafts this plugin provides.
 
-    Each :class:`~narad.schema.drafts.Draft` names the ``$schema`` URIs that
+    Each :class:`~narad.drafts.Draft` names the ``$schema`` URIs that
     select it, carries its meta-schema and the set of keywords it defines.
     Keywords a draft does not define are annotations to the validator and to
     the compatibility checker. A ``$schema`` no plugin claims is refused.

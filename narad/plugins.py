@@ -485,7 +485,7 @@ def _drafts(plugin: str, answer: Any) -> Sequence[Draft]:
 
 def _draft_problem(draft: Any) -> str:
     if not isinstance(draft, Draft):
-        return f"{reprlib.repr(draft)} is not a narad.schema.drafts.Draft"
+        return f"{reprlib.repr(draft)} is not a narad.drafts.Draft"
     if not isinstance(draft.name, str) or not draft.name:
         return f"name {draft.name!r} is not a non-empty string"
     if (

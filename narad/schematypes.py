@@ -33,6 +33,10 @@ Refusals are Narad's errors: :class:`~narad.errors.InvalidSchema` for a
 schema, :class:`~narad.errors.InvalidPayload` for a payload (both 400), and
 :class:`UnusableVersion` for a stored version this node cannot use (409 on
 produce, cached per version).
+
+The rulebook's nesting bounds hold for every type's documents and payloads:
+:data:`SCHEMA_DEPTH` (a schema document nests at most 64 levels) and
+:data:`PAYLOAD_DEPTH` (a payload at most 256).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from narad.compatibility import Violation
+from narad.schema.limits import PAYLOAD_DEPTH
+from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.modes import MAX_REPORT_BYTES
 from narad.schema.modes import MAX_REPORTED
 from narad.schema.modes import Direction
@@ -57,6 +63,8 @@ if TYPE_CHECKING:
 __all__ = (
     "DEFAULT_TYPE",
     "ENCODINGS",
+    "PAYLOAD_DEPTH",
+    "SCHEMA_DEPTH",
     "Compiled",
     "Direction",
     "Finding",

@@ -169,7 +169,7 @@ class TopicMeta:
             an immediate child and for a topic with no parent.
         children: The topics attached to this one, in the order attached.
         compatibility: The compatibility mode schema changes are checked in
-            (a :class:`narad.schema.modes.Mode` name; the backend stores it
+            (a :class:`narad.schematypes.Mode` name; the backend stores it
             as given). A child's is its parent's while it is attached: the
             writes that link a child, or change a parent's mode, copy it.
         owner: The user who created the topic (empty when security was off).

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from narad.compatibility import Violation
+from narad.jsontext import loads
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema.compatibility import check
+from narad.schema.compatibility.engine import check
 from narad.schema.drafts import Draft
-from narad.schema.jsontext import loads
 
 PLUGINS = Plugins(get_plugin_manager(load_entry_points=False))
 DRAFTS, DEFAULT = PLUGINS.drafts()

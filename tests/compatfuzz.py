@@ -31,14 +31,14 @@ from typing import Protocol
 from narad.compatibility import show
 from narad.errors import InvalidPayload
 from narad.errors import InvalidSchema
-from narad.schema import compatibility
-from narad.schema.jsontext import loads
-from narad.schema.registration import RegisteredSchema
-from narad.schema.registration import register
+from narad.jsontext import loads
+from narad.schema.compatibility import engine
+from narad.schema.registration.documents import RegisteredSchema
+from narad.schema.registration.documents import register
 from narad.schema.resolver import LIST_SUBSCHEMAS
 from narad.schema.resolver import MAP_SUBSCHEMAS
 from narad.schema.resolver import SINGLE_SUBSCHEMA
-from narad.schema.validator import Validator
+from narad.schema.validation.validator import Validator
 from tests.compatcheck import DEFAULT
 from tests.compatcheck import DRAFTS
 from tests.compatcheck import PLUGINS
@@ -697,11 +697,11 @@ def trial(ch: Chooser, tally: Tally, per_pair: int = 40) -> None:
     except InvalidSchema:
         tally.unregistrable += 1
         return
-    if compatibility.no_change(old.document, new.document, draft=old.draft):
+    if engine.no_change(old.document, new.document, draft=old.draft):
         found = []
     else:
         found, first = (
-            compatibility.check(
+            engine.check(
                 old.document,
                 new.document,
                 old_draft=old.draft,

@@ -65,6 +65,7 @@ from narad.errors import SchemaUnusable
 from narad.errors import SchemaVersionNotFound
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
+from narad.jsontext import nesting_depth_exceeds
 from narad.metrics import ACKS_REPEATED
 from narad.metrics import FANOUT_COPIES
 from narad.metrics import IDEMPOTENCY_KEYS_EVICTED
@@ -74,7 +75,6 @@ from narad.metrics import MESSAGES_DEDUPLICATED
 from narad.metrics import MESSAGES_PRODUCED
 from narad.metrics import MESSAGES_REFUSED
 from narad.metrics import TALLY
-from narad.schema.jsontext import nesting_depth_exceeds
 from narad.schema.limits import PAYLOAD_DEPTH
 from narad.schema.service import SchemaService
 from narad.storage import DEFAULT_ENCODING

@@ -18,12 +18,12 @@ from urllib.parse import parse_qsl
 
 import falcon
 
+from narad import jsontext
 from narad.errors import InvalidArgument
 from narad.errors import NaradError
 from narad.errors import PayloadTooLarge
 from narad.quoting import QUOTE_LIMIT
 from narad.quoting import quote
-from narad.schema import jsontext
 
 MAX_BODY = 1024 * 1024
 # Deep enough for a schema at its 64-level limit inside a request; deeper
@@ -147,7 +147,7 @@ def _read(stream: IO[bytes], size: int, what: str, end: str) -> bytes:
 
 
 def parse_json(data: bytes, what: str = "request body") -> Any:
-    """``data`` read by the one strict JSON reader (``narad.schema.jsontext``).
+    """``data`` read by the one strict JSON reader (``narad.jsontext``).
 
     Raises:
         InvalidArgument: not one JSON text by those rules (invalid or wide

@@ -7,6 +7,7 @@ from typing import Any
 
 import falcon
 
+from narad import jsontext
 from narad.broker.topics import TopicService
 from narad.errors import InvalidArgument
 from narad.errors import NotFound
@@ -19,7 +20,6 @@ from narad.http.body import refuse_unknown
 from narad.http.topics import check_name
 from narad.http.topics import mode
 from narad.quoting import quote
-from narad.schema import jsontext
 from narad.schema.modes import Direction
 from narad.schema.modes import Finding
 from narad.schema.service import Against

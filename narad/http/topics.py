@@ -7,6 +7,7 @@ from typing import Any
 
 import falcon
 
+from narad import jsontext
 from narad.broker.children import MAX_DELAY_MS
 from narad.broker.topics import ALTERABLE
 from narad.broker.topics import TopicService
@@ -20,7 +21,6 @@ from narad.http.body import query_int
 from narad.http.body import read_object
 from narad.http.body import refuse_unknown
 from narad.quoting import quote
-from narad.schema import jsontext
 from narad.schema.modes import Mode
 from narad.schematypes import ENCODINGS
 from narad.security.access import authorize

@@ -126,8 +126,9 @@ class Draft:
             always counts them as integers (the rulebook's exact numbers).
         meta_validator: Callable that yields a message for a meta-schema
             violation of a document, nothing for a valid one (the check
-            registration runs; :class:`narad.schema.metaschema.MetaSchema`
-            builds one that is linear in the document).
+            registration runs;
+            :class:`narad.schema.registration.metaschema.MetaSchema` builds
+            one that is linear in the document).
         default: True for the draft used when ``$schema`` is absent.
     """
 

@@ -1,11 +1,13 @@
 """Compatibility modes: which stored versions a schema change is checked
 against, and in which direction.
 
-The rulebook's check (:func:`narad.schema.compatibility.check`: every message
-the previous version accepted stays valid) is one direction, *backward*: the
-proposed schema reads what the stored version wrote. The modes are composed
-from it, above the rules, the way karapace composes them (Confluent Schema
-Registry and Apicurio name them the same way):
+Shared by every schema type (the service stores and applies a topic's mode;
+a type's :meth:`~narad.schematypes.SchemaType.check` answers in a
+:class:`Report`). The rulebook's check (every message the previous version
+accepted stays valid) is one direction, *backward*: the proposed schema reads
+what the stored version wrote. The modes are composed from it, above the
+rules, the way karapace composes them (Confluent Schema Registry and Apicurio
+name them the same way):
 
 ========================  ==========================  =====================
 mode                      direction(s)                against
@@ -20,30 +22,8 @@ mode                      direction(s)                against
                           schema is accepted
 ========================  ==========================  =====================
 
-*Forward* is the same engine and the same rules with the two sides swapped:
-the proposed schema takes the place of the previous version and the stored
-version the place of the proposed one, so the check asks whether every message
-the proposed schema accepts is accepted by the stored version. Rules never
-know which direction they run in, so a third-party rule works in every mode.
-What that means, read through the swap:
-
-- Each side keeps its own draft: the proposed schema's draft is the "old"
-  draft of a forward check.
-- A violation's ``pointer`` points into the schema the check reads as the
-  newer one: the proposed schema in a backward check, the stored version in a
-  forward one. Its message describes the change from the older-read to the
-  newer-read schema, so a forward message reads as if the stored version were
-  the change (``type "string" no longer allowed`` at ``/properties/qty`` of
-  version 3: version 3 does not allow a string the proposed schema allows).
-  A :class:`Finding` carries the version and the direction, and its text says
-  both.
-- The rulebook's one deliberate exception (an optional property added under
-  an open content model is allowed) reads, forward, as: an optional property
-  *removed* under an open content model is allowed, though a message the new
-  version accepts with that key of another type is refused by the previous
-  one. And "never remove a property" reads, forward, as "never add one",
-  even under an open content model, where adding one could be safe: the check
-  fails closed there, where Apicurio's forward check accepts it.
+How JSON Schema runs a forward check, through the same engine with the
+sides swapped, is :mod:`narad.schema.compatibility.versions`.
 
 Transitive modes walk the history from the latest version down; a check that
 needs only a verdict (a PATCH) stops at the first violation, a report (the dry
@@ -53,17 +33,11 @@ one report may hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from enum import unique
-from typing import Any
 
-from narad.compatibility import Rule
 from narad.compatibility import Violation
-from narad.schema import compatibility
-from narad.schema.drafts import Draft
 
 __all__ = (
     "DEFAULT",
@@ -73,7 +47,6 @@ __all__ = (
     "Finding",
     "Mode",
     "Report",
-    "check",
 )
 
 #: The most violations one report lists, and the most bytes their pointers
@@ -186,68 +159,3 @@ class Report:
     def compatible(self) -> bool:
         """Whether the check found nothing (a cut report never is)."""
         return not self.findings
-
-
-def check(
-    new: Any,
-    new_draft: Draft,
-    against: Iterable[tuple[int, Any, Draft]],
-    *,
-    directions: tuple[Direction, ...],
-    rules: Mapping[str, Rule],
-    first: bool,
-) -> Report:
-    """Check the proposed schema ``new`` against stored versions.
-
-    Args:
-        new: The proposed schema, parsed.
-        new_draft: Its draft.
-        against: ``(version, document, draft)`` of the versions to check
-            against, parsed, in the order to check them (latest first); an
-            iterator is consumed only as far as the check goes, so it may
-            parse each one when its turn comes.
-        directions: The directions to check each version in (a
-            :attr:`Mode.directions`).
-        rules: Keyword to rule, as merged from ``narad_compatibility_rules``.
-        first: Stop at the first violation (a PATCH); else report every
-            violation of each version checked, within the report's bounds.
-
-    Returns:
-        The report.
-    """
-    if not directions:
-        return Report()
-    findings: list[Finding] = []
-    checked: list[int] = []
-    size = 0
-    for version, old, old_draft in against:
-        checked.append(version)
-        for direction in directions:
-            if direction is Direction.BACKWARD:
-                found = compatibility.check(
-                    old,
-                    new,
-                    old_draft=old_draft,
-                    new_draft=new_draft,
-                    rules=rules,
-                    first=first,
-                )
-            else:
-                found = compatibility.check(
-                    new,
-                    old,
-                    old_draft=new_draft,
-                    new_draft=old_draft,
-                    rules=rules,
-                    first=first,
-                )
-            for violation in found:
-                size += len(violation.pointer) + len(violation.message)
-                if findings and (
-                    len(findings) >= MAX_REPORTED or size > MAX_REPORT_BYTES
-                ):
-                    return Report(tuple(findings), tuple(checked), truncated=True)
-                findings.append(Finding(violation, version, direction))
-                if first:
-                    return Report(tuple(findings), tuple(checked))
-    return Report(tuple(findings), tuple(checked))

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from dataclasses import replace
 from typing import Any
 
+from narad import jsontext
 from narad import metrics
 from narad import offload
 from narad.broker.records import TopicRecords
@@ -87,7 +88,6 @@ from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
 from narad.plugins import Plugins
 from narad.quoting import quote
-from narad.schema import jsontext
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.deadline import run_within
 from narad.schema.limits import SCHEMA_DEPTH

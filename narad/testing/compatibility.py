@@ -27,8 +27,8 @@ from typing import Any
 
 from narad.compatibility import Violation
 from narad.plugins import Plugins
-from narad.schema import compatibility
-from narad.schema.registration import register
+from narad.schema.compatibility import engine
+from narad.schema.registration.documents import register
 from narad.testing import load_plugins
 
 __all__ = ("check_compatibility", "installed_plugins")
@@ -81,9 +81,9 @@ def check_compatibility(
     drafts, default = plugins.drafts()
     before = register(_text(old), drafts=drafts, default_draft=default)
     after = register(_text(new), drafts=drafts, default_draft=default)
-    if compatibility.no_change(before.document, after.document, draft=before.draft):
+    if engine.no_change(before.document, after.document, draft=before.draft):
         return []
-    return compatibility.check(
+    return engine.check(
         before.document,
         after.document,
         old_draft=before.draft,

@@ -1,6 +1,6 @@
 """Compatibility modes over Avro's resolution rules.
 
-The modes are Narad's (:class:`narad.schema.modes.Mode`, Confluent's and
+The modes are Narad's (:class:`narad.schematypes.Mode`, Confluent's and
 Apicurio's names), composed from :func:`~narad_avro.resolution.read_violations`:
 
 - ``BACKWARD``: the new schema reads what the latest version wrote (reader
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from narad.schema.modes import Direction
-from narad.schema.modes import Mode
+from narad.schematypes import Direction
+from narad.schematypes import Mode
 from narad_avro.parsing import AvroSchema
 from narad_avro.resolution import Violation
 from narad_avro.resolution import read_violations

@@ -41,9 +41,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from narad import jsontext
 from narad.errors import InvalidPayload
 from narad.quoting import quote
-from narad.schema import jsontext
 from narad_avro.limits import MESSAGE_LIMIT
 from narad_avro.limits import PAYLOAD_DEPTH
 from narad_avro.model import Array

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from narad.schema.limits import PAYLOAD_DEPTH
-from narad.schema.limits import SCHEMA_DEPTH
+from narad.schematypes import PAYLOAD_DEPTH
+from narad.schematypes import SCHEMA_DEPTH
 
 __all__ = ("MESSAGE_LIMIT", "PAYLOAD_DEPTH", "SCHEMA_DEPTH", "SCHEMA_SIZE")
 

@@ -43,10 +43,10 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
+from narad import jsontext
 from narad.errors import InvalidSchema
 from narad.quoting import cut_pointer
 from narad.quoting import quote
-from narad.schema import jsontext
 from narad_avro.limits import SCHEMA_DEPTH
 from narad_avro.limits import SCHEMA_SIZE
 from narad_avro.model import NO_DEFAULT

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from narad import hookimpl
-from narad.schema.drafts import DRAFT202012_KEYWORDS
-from narad.schema.drafts import Draft
-from narad.schema.metaschema import specification_draft
+from narad.drafts import DRAFT202012_KEYWORDS
+from narad.drafts import Draft
+from narad.drafts import specification_draft
 
 URI = "https://json-schema.org/draft/2020-12/schema"
 KEYWORDS = DRAFT202012_KEYWORDS

@@ -17,9 +17,9 @@ from unicodedata import normalize
 import idna
 
 from narad import hookimpl
-from narad.schema.patterns import PatternError
-from narad.schema.patterns import compile_pattern
-from narad.schema.patterns import regex_search
+from narad.formats import PatternError
+from narad.formats import compile_pattern
+from narad.formats import regex_search
 
 __all__ = ("CHECKERS", "narad_format_checkers")
 

@@ -1,9 +1,10 @@
 """JSON Schema: the built-in ``JSON`` schema type.
 
-The engine is Narad's own (``narad/schema/``: registration, the compiled
-validator, the structural compatibility check and its modes); this plugin
-only puts it behind the schema-type hook, exactly as the Avro and Protobuf
-types are, so built-ins are not privileged. Drafts, format checkers and
+The engine is Narad's own (registration, the compiled validator, the
+structural compatibility check and its modes), public as
+:mod:`narad.jsonschema`; this plugin only puts it behind the schema-type
+hook, exactly as the Avro and Protobuf types are, so built-ins are not
+privileged. Drafts, format checkers and
 compatibility rules still come from their own hooks: :meth:`JsonSchemaType.
 bind` reads them from the node's plugins.
 
@@ -25,18 +26,17 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from narad import hookimpl
+from narad import jsonschema
+from narad import jsontext
 from narad.errors import CapacityBusy
 from narad.errors import InvalidArgument
 from narad.errors import InvalidSchema
+from narad.jsonschema import SCHEMA_DEPTH
+from narad.jsonschema import Draft
+from narad.jsonschema import Validator
+from narad.jsonschema import check_stored
+from narad.jsonschema import register
 from narad.quoting import quote
-from narad.schema import compatibility
-from narad.schema import jsontext
-from narad.schema import modes
-from narad.schema.drafts import Draft
-from narad.schema.limits import SCHEMA_DEPTH
-from narad.schema.registration import check_stored
-from narad.schema.registration import register
-from narad.schema.validator import Validator
 from narad.schematypes import Compiled
 from narad.schematypes import Mode
 from narad.schematypes import ParsedSchema
@@ -124,7 +124,7 @@ class JsonSchemaType(SchemaType):
     def no_change(self, new: ParsedSchema, latest: ParsedSchema) -> bool:
         # The same JSON value, or annotations alone changed (the rulebook).
         document, draft = latest.value
-        return compatibility.no_change(document, new.value[0], draft=draft)
+        return jsonschema.no_change(document, new.value[0], draft=draft)
 
     # -- payloads --------------------------------------------------------------
 
@@ -167,7 +167,7 @@ class JsonSchemaType(SchemaType):
         first: bool,
     ) -> Report:
         document, draft = new.value
-        return modes.check(
+        return jsonschema.check(
             document,
             draft,
             ((version, *stored.value) for version, stored in against),

@@ -1,7 +1,7 @@
 """JSON payloads: one JSON text in the Protobuf JSON mapping of the message.
 
 The text must be what Narad reads as one JSON text (strict UTF-8, no
-byte-order mark, not empty: :func:`narad.schema.jsontext.decode`), with no
+byte-order mark, not empty: :func:`narad.jsontext.decode`), with no
 key written twice, no ``NaN``/``Infinity`` literals (the mapping spells them
 as strings) and at most :data:`MAX_DEPTH` levels of nesting, checked on the
 raw bytes before anything is built. The value is then parsed by the
@@ -26,9 +26,9 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.descriptor_pool import DescriptorPool
 
-from narad.schema.jsontext import JSONTextError
-from narad.schema.jsontext import decode
-from narad.schema.jsontext import nesting_depth_exceeds
+from narad.jsontext import JSONTextError
+from narad.jsontext import decode
+from narad.jsontext import nesting_depth_exceeds
 from narad_protobuf.errors import ProtobufPayloadError
 
 __all__ = ("LOCATE_BYTES", "MAX_DEPTH", "JsonValidator")

@@ -24,8 +24,8 @@ import json
 from collections.abc import Iterable
 from collections.abc import Iterator
 
+from narad import jsontext
 from narad.errors import InvalidSchema
-from narad.schema import jsontext
 from narad.schematypes import Compiled
 from narad.schematypes import Finding
 from narad.schematypes import Mode

@@ -4,8 +4,8 @@ Each case is ``(name, schema_json_text, accepted, words)``: the schema
 document's own JSON text, whether registration accepts it, and for a refusal a
 substring the error message must contain (the message follows
 ``invalid argument: ``). The unit tests run the table through
-:func:`narad.schema.registration.register`; the HTTP tests send each text as
-the ``schema`` of a topic create.
+:func:`narad.schema.registration.documents.register`; the HTTP tests send
+each text as the ``schema`` of a topic create.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Each case is ``(name, schema_json_text, payload_bytes, accepted, words)``:
 the topic's schema, the produced body, whether produce accepts it, and for a
 refusal a substring the error message must contain (None: any message). The
-unit tests run the table through :class:`narad.schema.validator.Validator`;
-the HTTP tests run it through produce.
+unit tests run the table through
+:class:`narad.schema.validation.validator.Validator`; the HTTP tests run it
+through produce.
 """
 
 from __future__ import annotations

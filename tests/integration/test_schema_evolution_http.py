@@ -9,8 +9,8 @@ import threading
 import pytest
 
 import narad_redis
+from narad import jsontext
 from narad.config import Config
-from narad.schema import jsontext
 from narad.storage import SchemaLimits
 from narad.storage import SchemaVersion
 from tests.nodes import Node
@@ -339,7 +339,7 @@ def test_concurrent_changes_on_two_nodes_give_a_gapless_checked_history(
 ):
     from narad.plugins import Plugins
     from narad.plugins import get_plugin_manager
-    from narad.schema import compatibility
+    from narad.schema.compatibility import engine
 
     other = Node(tmp_path, storage_url=storage_url).start()
     try:
@@ -377,7 +377,7 @@ def test_concurrent_changes_on_two_nodes_give_a_gapless_checked_history(
             for v in versions
         ]
         for old, new in itertools.pairwise(docs):
-            assert not compatibility.check(
+            assert not engine.check(
                 old,
                 new,
                 old_draft=draft,

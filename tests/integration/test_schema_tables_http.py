@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from narad.schema import jsontext
+from narad import jsontext
 from tests.cases import compatibility
 from tests.cases import registration
 from tests.cases import validation

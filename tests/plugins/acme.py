@@ -14,6 +14,7 @@ from typing import Any
 
 import narad_draft202012
 from narad import hookimpl
+from narad import jsontext
 from narad import schematypes
 from narad.compatibility import ABSENT
 from narad.compatibility import Change
@@ -24,7 +25,6 @@ from narad.config import integer
 from narad.config import text
 from narad.errors import InvalidPayload
 from narad.errors import InvalidSchema
-from narad.schema import jsontext
 from tests.contract import memory
 
 DRAFT_URI = "https://acme.example/draft/2020-12-copy"

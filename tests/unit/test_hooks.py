@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from narad import jsontext
 from narad import testing
 from narad.errors import InvalidConfiguration
-from narad.schema import jsontext
 from tests.plugins import acme
 
 PLUGINS = {"acme": acme}

@@ -6,7 +6,11 @@ is built from each module's syntax tree, imports inside functions and
 inside a function to dodge a cycle still runs, so it still counts. The graph
 must have no cycle, and no ``narad.*`` module may import a plugin package
 (``narad_*``): the core reaches plugins only through pluggy's hooks and the
-``narad`` entry-point group, like a third party's.
+``narad`` entry-point group, like a third party's. The other way round, a
+plugin imports only the core's public modules: nothing under
+``narad.schema``, the engine's internals (what plugins need is public in
+``narad.drafts``, ``narad.formats``, ``narad.compatibility``,
+``narad.jsontext``, ``narad.jsonschema`` and ``narad.schematypes``).
 """
 
 from __future__ import annotations
@@ -171,3 +175,70 @@ def test_the_core_does_not_import_plugin_packages() -> None:
         if target.split(".")[0].startswith("narad_")
     )
     assert offenders == []
+
+
+def plugin_files() -> dict[str, Path]:
+    """Every Python file under ``plugins/`` (the built-in plugin packages, the
+    example distribution and its tests), by path relative to ``plugins/``;
+    build output aside."""
+    skipped = {"build", ".venv", "__pycache__"}
+    return {
+        str(path.relative_to(PLUGINS)): path
+        for path in sorted(PLUGINS.rglob("*.py"))
+        if not skipped & set(path.relative_to(PLUGINS).parts)
+    }
+
+
+def _internal(name: str) -> bool:
+    return name == "narad.schema" or name.startswith("narad.schema.")
+
+
+def schema_imports(tree: ast.AST) -> list[str]:
+    """The ``narad.schema`` modules a syntax tree imports, at any depth (under
+    ``if TYPE_CHECKING:`` too: a type a plugin names is part of what it
+    relies on), ``from narad import schema`` included."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if _internal(alias.name)]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            module = node.module or ""
+            if _internal(module):
+                found.append(module)
+            elif module == "narad":
+                names = (f"narad.{alias.name}" for alias in node.names)
+                found += [name for name in names if _internal(name)]
+    return found
+
+
+def test_the_schema_import_check_sees_every_form() -> None:
+    sources = {
+        "import narad.schema.modes\n": ["narad.schema.modes"],
+        "from narad.schema.patterns import regex_search\n": ["narad.schema.patterns"],
+        "from narad.schema import modes\n": ["narad.schema"],
+        "from narad import hookimpl, schema\n": ["narad.schema"],
+        "if TYPE_CHECKING:\n    from narad.schema.drafts import Draft\n": [
+            "narad.schema.drafts"
+        ],
+        "def f():\n    import narad.schema\n": ["narad.schema"],
+        "from narad import schematypes\nfrom narad.drafts import Draft\n": [],
+        "from narad.schematypes import Mode\nfrom . import schema\n": [],
+    }
+    for source, expected in sources.items():
+        assert schema_imports(ast.parse(source)) == expected, source
+
+
+def test_plugins_do_not_import_the_schema_engine() -> None:
+    files = plugin_files()
+    # The walk reaches the built-in plugins and the example distribution.
+    assert "narad_jsonschema/__init__.py" in files
+    assert "narad-example/narad_example/__init__.py" in files
+    offenders = sorted(
+        f"plugins/{name} imports {module}"
+        for name, path in files.items()
+        for module in schema_imports(ast.parse(path.read_text(), str(path)))
+    )
+    assert offenders == [], (
+        "plugins import narad.schema internals; use the public modules "
+        "(docs/plugins.md): " + "; ".join(offenders)
+    )

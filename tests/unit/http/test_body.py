@@ -12,13 +12,13 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from narad import jsontext
 from narad.errors import InvalidArgument
 from narad.errors import PayloadTooLarge
 from narad.http import error_body
 from narad.http.body import MAX_BODY
 from narad.http.body import read_body
 from narad.quoting import quote
-from narad.schema import jsontext
 
 
 class Stream:

@@ -43,11 +43,11 @@ from hypothesis import strategies as st
 
 from narad.errors import InvalidPayload
 from narad.errors import InvalidSchema
+from narad.jsontext import json_key
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema.jsontext import json_key
-from narad.schema.registration import register
-from narad.schema.validator import Validator
+from narad.schema.registration.documents import register
+from narad.schema.validation.validator import Validator
 
 BY_URI, _ = Plugins(get_plugin_manager(load_entry_points=False)).drafts()
 DRAFTS = {draft.name: draft for draft in BY_URI.values()}

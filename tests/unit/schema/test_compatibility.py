@@ -9,9 +9,9 @@ from narad.compatibility import changes_freely
 from narad.compatibility import extension
 from narad.compatibility import json_equal
 from narad.compatibility import show
-from narad.schema.compatibility import MAX_DEPTH
-from narad.schema.compatibility import annotations_only_change
-from narad.schema.compatibility import no_change
+from narad.schema.compatibility.engine import MAX_DEPTH
+from narad.schema.compatibility.engine import annotations_only_change
+from narad.schema.compatibility.engine import no_change
 from tests.cases.compatibility import CASES
 from tests.compatcheck import DEFAULT
 from tests.compatcheck import RULES

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from narad.schema.compatibility import MAX_CONTEXTS
-from narad.schema.compatibility import check
+from narad.schema.compatibility.engine import MAX_CONTEXTS
+from narad.schema.compatibility.engine import check
 from narad.schema.deadline import CheckPastDeadline
 from narad.schema.deadline import current
 from narad.schema.deadline import run_within

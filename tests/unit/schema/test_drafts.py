@@ -6,12 +6,12 @@ import pytest
 
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema.compiler import HANDLERS
 from narad.schema.drafts import DRAFT4_KEYWORDS
 from narad.schema.drafts import DRAFT6_KEYWORDS
 from narad.schema.drafts import DRAFT7_KEYWORDS
 from narad.schema.drafts import DRAFT201909_KEYWORDS
 from narad.schema.drafts import DRAFT202012_KEYWORDS
+from narad.schema.validation.compiler import HANDLERS
 
 BY_URI, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()
 DRAFTS = {draft.name: draft for draft in BY_URI.values()}

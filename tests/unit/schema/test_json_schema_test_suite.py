@@ -1,11 +1,12 @@
 """The official JSON-Schema-Test-Suite, drafts 04 to 2020-12, run as a topic runs it.
 
-Each case's schema is registered (:func:`~narad.schema.registration.register`)
-and each test's data is produced against it through
-:meth:`~narad.schema.validator.Validator.validate`, with the built-in format
-checkers. Where Narad deliberately ends otherwise, the case or test is listed
-in :mod:`tests.unit.schema.suite_expectations`, and it must end exactly as
-listed: nothing is skipped.
+Each case's schema is registered
+(:func:`~narad.schema.registration.documents.register`) and each test's data
+is produced against it through
+:meth:`~narad.schema.validation.validator.Validator.validate`, with the
+built-in format checkers. Where Narad deliberately ends otherwise, the case
+or test is listed in :mod:`tests.unit.schema.suite_expectations`, and it must
+end exactly as listed: nothing is skipped.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from typing import Any
 
 import pytest
 
+from narad import jsontext
 from narad.errors import InvalidPayload
 from narad.errors import InvalidSchema
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema import jsontext
-from narad.schema.registration import register
-from narad.schema.validator import Validator
+from narad.schema.registration.documents import register
+from narad.schema.validation.validator import Validator
 from tests.unit.schema.suite_expectations import DIFFERS
 from tests.unit.schema.suite_expectations import REFUSED
 from tests.unit.schema.suite_expectations import Refused

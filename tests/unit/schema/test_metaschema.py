@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from narad import jsontext
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema import jsontext
 from narad.schema.drafts import Draft
-from narad.schema.metaschema import MetaSchema
+from narad.schema.registration.metaschema import MetaSchema
 from tests.cases.registration import CASES
 from tests.unit.schema.corpus import SCHEMAS
 from tests.unit.schema.corpus import SCHEMAS_FROM

@@ -6,7 +6,8 @@ import pytest
 
 from narad.compatibility import Violation
 from narad.compatibility import extension
-from narad.schema import modes
+from narad.schema.compatibility.versions import check as check_versions
+from narad.schema.modes import DEFAULT
 from narad.schema.modes import MAX_REPORT_BYTES
 from narad.schema.modes import MAX_REPORTED
 from narad.schema.modes import Direction
@@ -44,7 +45,7 @@ def run(
     if not (mode.transitive if every is None else every):
         versions = versions[:1]
     proposed = parse(new)
-    return modes.check(
+    return check_versions(
         proposed,
         draft_of(proposed),
         ((v, docs[v - 1], draft_of(docs[v - 1])) for v in versions),
@@ -73,7 +74,7 @@ def test_modes_name_their_directions_and_depth():
         Mode.NONE: ((), False),
     }
     assert tuple(Mode) == MODES
-    assert modes.DEFAULT is Mode.BACKWARD
+    assert DEFAULT is Mode.BACKWARD
 
 
 # -- the rulebook's case table in every mode where its answer is defined ------

@@ -97,7 +97,7 @@ def test_search_matches_a_lone_surrogate_as_one_character():
 
 
 def test_validators_share_one_compiled_pattern():
-    from narad.schema.validator import Validator
+    from narad.schema.validation.validator import Validator
     from narad.testing import load_plugins
 
     drafts, draft = load_plugins().drafts()

@@ -7,7 +7,7 @@ import pytest
 from narad.errors import InvalidSchema
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema.registration import register
+from narad.schema.registration.documents import register
 from tests.cases.registration import CASES
 from tests.cases.registration import union
 from tests.cases.validation import UNEVALUATED_ANY_OF_ITEMS

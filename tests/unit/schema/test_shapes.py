@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from narad.errors import InvalidSchema
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema import shapes
-from narad.schema.registration import register
+from narad.schema.registration import shapes
+from narad.schema.registration.documents import register
+from narad.schema.registration.shapes import ShapeError
+from narad.schema.registration.shapes import analyse
 from narad.schema.resolver import SchemaIndex
-from narad.schema.shapes import ShapeError
-from narad.schema.shapes import analyse
 from tests.cases.registration import recursive_properties_chain
 
 BY_URI, DEFAULT = Plugins(get_plugin_manager(load_entry_points=False)).drafts()

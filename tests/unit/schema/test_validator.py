@@ -9,10 +9,10 @@ import pytest
 
 from narad.errors import InvalidPayload
 from narad.errors import InvalidSchema
+from narad.jsontext import loads
 from narad.plugins import Plugins
 from narad.plugins import get_plugin_manager
-from narad.schema.jsontext import loads
-from narad.schema.validator import Validator
+from narad.schema.validation.validator import Validator
 from tests.cases.validation import CASES
 from tests.cases.validation import UNEVALUATED_ANY_OF_ITEMS
 from tests.cases.validation import UNEVALUATED_ANY_OF_PROPERTIES

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from narad.schema.validator import Validator
+from narad.schema.validation.validator import Validator
 from tests.unit.schema.corpus import INSTANCES
 from tests.unit.schema.corpus import SCHEMAS
 from tests.unit.schema.corpus import SCHEMAS_FROM

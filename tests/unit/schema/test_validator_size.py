@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from narad.schema.validator import Validator
+from narad.schema.validation.validator import Validator
 from narad.testing import load_plugins
 
 SCHEMAS = {

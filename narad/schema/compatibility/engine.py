@@ -51,11 +51,11 @@ from narad.compatibility import RuleContext
 from narad.compatibility import Side
 from narad.compatibility import Violation
 from narad.compatibility import identical_or_removed
+from narad.jsontext import json_equal
 from narad.schema.deadline import CheckPastDeadline
 from narad.schema.deadline import current
 from narad.schema.deadline import passed
 from narad.schema.drafts import Draft
-from narad.schema.jsontext import json_equal
 from narad.schema.resolver import LIST_SUBSCHEMAS
 from narad.schema.resolver import MAP_SUBSCHEMAS
 from narad.schema.resolver import REFERENCE_KEYWORDS
@@ -105,7 +105,7 @@ def check(
     """Every way ``new`` can refuse a message ``old`` accepted; empty if none.
 
     Args:
-        old: The current version, parsed by :func:`narad.schema.jsontext.loads`.
+        old: The current version, parsed by :func:`narad.jsontext.loads`.
         new: The proposed version, parsed the same way.
         old_draft: The draft ``old`` is written in.
         new_draft: The draft ``new`` is written in.
@@ -146,7 +146,7 @@ def no_change(old: Any, new: Any, *, draft: Draft) -> bool:
     a difference only in annotations (:func:`annotations_only_change`).
 
     "The same JSON value" is JSON Schema's equality, the one a child's
-    history is matched with on attach (:func:`~narad.schema.jsontext.
+    history is matched with on attach (:func:`~narad.jsontext.
     json_equal`): key order, whitespace and the spelling of a number (``10``,
     ``1e1``, ``10.0``) do not matter; a type does (``true`` is not ``{}``,
     ``1`` is not ``true``)."""

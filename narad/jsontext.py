@@ -1,4 +1,8 @@
-"""Exact JSON text handling shared by registration and validation.
+"""Narad's strict JSON reader: exact JSON text handling (public).
+
+Shared by the HTTP layer, schema registration and validation, and the
+schema types (Avro's and Protobuf's JSON encodings); public for plugins
+under the compatibility promise (docs/plugins.md).
 
 Numbers are never rounded: an integer literal becomes an ``int`` and any
 literal with a fraction or an exponent becomes a :class:`~decimal.Decimal`
@@ -39,6 +43,21 @@ from itertools import accumulate
 from typing import Any
 
 from narad.quoting import quote
+
+__all__ = (
+    "MAX_DIGITS",
+    "MAX_EXPONENT",
+    "DuplicateKey",
+    "JSONTextError",
+    "TooDeep",
+    "compact",
+    "decode",
+    "json_equal",
+    "json_key",
+    "loads",
+    "nesting_depth_exceeds",
+    "raw_members",
+)
 
 MAX_EXPONENT = 1000
 MAX_DIGITS = 4300

@@ -16,14 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from narad import jsontext
 from narad.collector import collector_paused
 from narad.errors import InvalidSchema
 from narad.quoting import quote_pointer
-from narad.schema import jsontext
 from narad.schema.drafts import Draft
 from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.patterns import PatternError
 from narad.schema.patterns import check_pattern
+from narad.schema.registration.shapes import ShapeError
+from narad.schema.registration.shapes import analyse
+from narad.schema.registration.shapes import reach
 from narad.schema.resolver import BASE_URI
 from narad.schema.resolver import LIST_SUBSCHEMAS
 from narad.schema.resolver import MAP_SUBSCHEMAS
@@ -33,9 +36,6 @@ from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import join_pointer
 from narad.schema.resolver import lookup
 from narad.schema.resolver import unescape
-from narad.schema.shapes import ShapeError
-from narad.schema.shapes import analyse
-from narad.schema.shapes import reach
 
 __all__ = (
     "BASE_URI",

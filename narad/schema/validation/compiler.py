@@ -1,7 +1,7 @@
 """Compiling a schema document into nodes of keyword checks.
 
 Every subschema of a document becomes a :class:`Node` holding its compiled
-keywords (:mod:`narad.schema.keywords`), grouped by the Python type of
+keywords (:mod:`narad.schema.validation.keywords`), grouped by the Python type of
 instance each looks at, so validating a value runs only the checks that apply
 to it. Compiling walks a work list, never the call stack, so a long chain of
 references cannot exhaust it.
@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from narad.errors import InvalidSchema
-from narad.schema import keywords as kw
 from narad.schema.graphs import strongly_connected_components
 from narad.schema.patterns import PatternError
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import Target
 from narad.schema.resolver import UnresolvableRef
 from narad.schema.resolver import join_pointer
+from narad.schema.validation import keywords as kw
 
 if TYPE_CHECKING:
-    from narad.schema.validator import Path
-    from narad.schema.validator import Report
+    from narad.schema.validation.validator import Path
+    from narad.schema.validation.validator import Report
 
 __all__ = ("HANDLERS", "Compiler", "Node", "steps_per_level")
 

@@ -18,7 +18,7 @@ Keywords mean what python-jsonschema makes of them, for the keywords
 meta-schemas use: ``format`` is an annotation, ``pattern`` a Python regular
 expression, and ``1.0`` an integer only when the draft's ``fraction_integers``
 says so (draft-06 on). One deliberate difference: ``uniqueItems`` compares
-JSON values by hashing (:func:`~narad.schema.jsontext.json_key`), where
+JSON values by hashing (:func:`~narad.jsontext.json_key`), where
 python-jsonschema sorts and compares neighbours, which is quadratic on items
 that do not sort and misses a duplicate that sorts apart
 (``[[1], [true], [1]]``). A meta-schema using any other keyword is refused
@@ -38,9 +38,9 @@ from typing import Any
 
 import jsonschema_specifications
 
+from narad.jsontext import json_key
 from narad.quoting import quote_pointer
 from narad.schema.drafts import Draft
-from narad.schema.jsontext import json_key
 from narad.schema.resolver import REFERENCE_KEYWORDS
 from narad.schema.resolver import escape
 from narad.schema.resolver import lookup

@@ -1,16 +1,16 @@
 """Narad's JSON Schema validator: a schema compiled once into small checks.
 
-:mod:`narad.schema.compiler` turns the document into nodes of keyword checks.
-Validation answers with a boolean fast path first: that is the verdict. Only a
-refused payload is walked again to explain it, and that walk stops once the
-report would be larger than anyone can use (see :class:`Report`): the verdict
-is the same either way.
+:mod:`narad.schema.validation.compiler` turns the document into nodes of
+keyword checks. Validation answers with a boolean fast path first: that is
+the verdict. Only a refused payload is walked again to explain it, and that
+walk stops once the report would be larger than anyone can use (see
+:class:`Report`): the verdict is the same either way.
 
 Validation time is polynomial in the payload: every keyword applies each of
 its subschemas once per value, the annotations ``unevaluated*`` need
-included (see :mod:`narad.schema.keywords`), and registration refuses the
+included (see :mod:`narad.schema.validation.keywords`), and registration refuses the
 shapes that would reach one value through many paths
-(:mod:`narad.schema.shapes`).
+(:mod:`narad.schema.registration.shapes`).
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from narad.errors import InvalidPayload
+from narad.jsontext import JSONTextError
+from narad.jsontext import TooDeep
+from narad.jsontext import loads
+from narad.jsontext import nesting_depth_exceeds
 from narad.quoting import cut_pointer
-from narad.schema.compiler import Compiler
-from narad.schema.compiler import Node
-from narad.schema.compiler import steps_per_level
 from narad.schema.drafts import Draft
-from narad.schema.jsontext import JSONTextError
-from narad.schema.jsontext import TooDeep
-from narad.schema.jsontext import loads
-from narad.schema.jsontext import nesting_depth_exceeds
 from narad.schema.limits import PAYLOAD_DEPTH
 from narad.schema.resolver import BASE_URI
 from narad.schema.resolver import SchemaIndex
 from narad.schema.resolver import escape
+from narad.schema.validation.compiler import Compiler
+from narad.schema.validation.compiler import Node
+from narad.schema.validation.compiler import steps_per_level
 
 __all__ = ("MAX_DEPTH", "MESSAGE_LIMIT", "Node", "Report", "Validator")
 

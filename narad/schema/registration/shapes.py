@@ -13,10 +13,11 @@ and whose edges say how the validator moves between them:
 
 ``unevaluatedProperties`` and ``unevaluatedItems`` are child edges too ("other
 properties", every item). The annotations they read come from the same single
-pass that gives the verdict (:meth:`narad.schema.keywords.Keyword.evaluate`),
-so no keyword re-applies a subschema to the same value beyond the in-place
-edges above, and those are all counted, as if every branch of a union ran
-(they do, where annotations are collected).
+pass that gives the verdict
+(:meth:`narad.schema.validation.keywords.Keyword.evaluate`), so no keyword
+re-applies a subschema to the same value beyond the in-place edges above,
+and those are all counted, as if every branch of a union ran (they do, where
+annotations are collected).
 
 Two child edges can reach the same value only if their labels can name one
 child: ``properties/a`` and ``properties/b`` cannot, ``properties/a`` and a

@@ -3,7 +3,7 @@
 A keyword is compiled once from its value in the schema. At validation time
 :meth:`Keyword.valid` answers for one instance (the fast path, no allocation
 beyond what the check needs) and :meth:`Keyword.report` explains a failure,
-walking only as far as a :class:`~narad.schema.validator.Report` allows.
+walking only as far as a :class:`~narad.schema.validation.validator.Report` allows.
 ``types`` lists the Python types of instances the keyword looks at; a node
 skips the others, the way python-jsonschema's keyword functions return early.
 
@@ -35,14 +35,14 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 from typing import Any
 
+from narad.jsontext import json_key
 from narad.quoting import QUOTE_LIMIT
-from narad.schema.jsontext import json_key
 from narad.schema.patterns import regex_search
 
 if TYPE_CHECKING:
-    from narad.schema.compiler import Node
-    from narad.schema.validator import Path
-    from narad.schema.validator import Report
+    from narad.schema.validation.compiler import Node
+    from narad.schema.validation.validator import Path
+    from narad.schema.validation.validator import Report
 
 NUMBER_TYPES = frozenset({int, Decimal, float})
 OBJECT = frozenset({dict})
