@@ -1,8 +1,8 @@
 """The deadline of costly schema work: past it, the work gives up with 503.
 
-A compatibility check runs on a pool thread (:mod:`narad.offload`) and its
-cost grows with the schemas compared; however bounded, one request must
-never hold a worker for minutes. The caller sets a deadline around the work
+A compatibility check runs on a pool thread (:mod:`narad.serve.offload`)
+and its cost grows with the schemas compared; however bounded, one request
+must never hold a worker for minutes. The caller sets a deadline around the work
 on the thread that runs it (:func:`run_within`), and the engine looks at the
 clock every few dozen steps (:func:`passed`) and raises
 :class:`CheckPastDeadline`, whatever schema type's checker is running, so a
@@ -49,7 +49,7 @@ def passed(deadline: float | None) -> bool:
 
 def run_within(seconds: float, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` with a deadline ``seconds`` from now, on this
-    thread (pass it to :func:`narad.offload.run` to set it on the pool
+    thread (pass it to :func:`narad.serve.offload.run` to set it on the pool
     thread that does the work)."""
     token = _DEADLINE.set(time.monotonic() + seconds)
     try:

@@ -40,7 +40,7 @@ naming a draft no plugin of the node provides) is cached as such: each
 produce gets 409 naming the problem without compiling it again.
 
 Registration, compatibility checks, compiling and costly validations run via
-:func:`narad.offload.run` (native threads with big stacks, off the event
+:func:`narad.serve.offload.run` (native threads with big stacks, off the event
 loop); validating a small payload against a schema that is not high-cost
 stays inline, where it takes microseconds and no thread hand-off. A check
 that compares more than :data:`LARGE_CHECK` bytes of documents (a transitive
@@ -63,7 +63,6 @@ from typing import Any
 
 from narad import jsontext
 from narad import metrics
-from narad import offload
 from narad.broker.records import TopicRecords
 from narad.caches import BoundedCache
 from narad.errors import CapacityBusy
@@ -98,6 +97,7 @@ from narad.schematypes import ParsedSchema
 from narad.schematypes import SchemaOptions
 from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
+from narad.serve import offload
 from narad.storage import SchemaLimits
 from narad.storage import SchemaSize
 from narad.storage import SchemaVersion
