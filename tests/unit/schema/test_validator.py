@@ -279,17 +279,33 @@ def test_lone_surrogates_are_reported_not_crashed_on(schema, payload, line):
 
 
 @pytest.mark.parametrize(
-    ("schema", "payload"),
+    ("schema", "accepted", "refused"),
     [
-        ('{"enum": ["\\ud800"]}', b'"\\ud800"'),
-        ('{"pattern": "^.$"}', b'"\\ud800"'),
-        ('{"maxLength": 1}', b'"\\ud800"'),
-        ('{"patternProperties": {"^a": false}}', b'{"\\ud800": 1}'),
-        ('{"uniqueItems": true}', b'["\\ud800", "\\udc00"]'),
+        # equal to itself, and not to another surrogate
+        ('{"enum": ["\\ud800"]}', b'"\\ud800"', b'"\\udc00"'),
+        # one character to a pattern and to maxLength, two are two
+        ('{"pattern": "^.$"}', b'"\\ud800"', b'"\\ud800\\ud800"'),
+        ('{"maxLength": 1}', b'"\\ud800"', b'"\\ud800\\ud800"'),
+        # a property name matched like any other
+        (
+            '{"patternProperties": {"^a": false}}',
+            b'{"\\ud800": 1}',
+            b'{"a\\ud800": 1}',
+        ),
+        # distinct surrogates are distinct items, the same one twice is not
+        (
+            '{"uniqueItems": true}',
+            b'["\\ud800", "\\udc00"]',
+            b'["\\ud800", "\\ud800"]',
+        ),
     ],
 )
-def test_lone_surrogates_are_values_like_any_other(schema, payload):
-    compile_schema(schema).validate(payload)
+def test_lone_surrogates_are_values_like_any_other(schema, accepted, refused):
+    validator = compile_schema(schema)
+    # validate() answers the value it accepted, the lone surrogate kept.
+    assert validator.validate(accepted) == json.loads(accepted)
+    with pytest.raises(InvalidPayload):
+        validator.validate(refused)
 
 
 # -- "When an object repeats a key, the last value wins" (issue 50) -------------
