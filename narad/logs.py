@@ -111,9 +111,8 @@ class AccessLines(logging.StreamHandler):
     says how to run the writes at the end of an event loop's turn (a gevent
     worker): the lines of a turn then go out together, in pieces of whole
     lines of at most :data:`ATOMIC_WRITE` bytes, which a pipe takes whole
-    however many workers write to it. Under 3,000 polls a second on two
-    workers sharing a log file, a long poll's worker CPU fell from 424 to
-    410 us with this.
+    however many workers write to it, and a long poll costs its worker less
+    CPU (bench/ab.py, waiters phase).
     """
 
     def __init__(self, stream: Any = None) -> None:

@@ -35,8 +35,8 @@ from narad.errors import StorageUncertain
 #: few concurrent callers keep their round trips overlapping, as without
 #: grouping (with one, two producers on a worker ran a quarter slower). With
 #: two, eight producers per worker left the worker idle while its calls were
-#: out: three served them 2-3% faster in two A/Bs (1.7 against 2.3 produces
-#: per append).
+#: out: three served them faster, with more produces per append
+#: (bench/ab.py, produce phase).
 IN_FLIGHT = 3
 #: Most messages and payload bytes one grouped call carries.
 MAX_GROUP_MESSAGES = 1000

@@ -148,9 +148,9 @@ def regex_search(pattern: str) -> Callable[[str], bool]:
     Shared: the same pattern gets the same function (see :data:`SEARCHES`).
 
     The public ``search`` maps byte offsets back to characters and builds a
-    match object on every call (about 4 us for a short string); asking the
-    compiled RE2 object directly for a match in the UTF-8 bytes costs about
-    0.5 us, and a yes/no is all validation needs. A lone surrogate in the
+    match object on every call; asking the compiled RE2 object directly for
+    a match in the UTF-8 bytes costs a fraction of that (bench/validate.py's
+    pattern rows), and a yes/no is all validation needs. A lone surrogate in the
     string (JSON's ``"\\ud800"``) goes in as its three bytes, which RE2 reads
     as the one character it is (``.`` and ``\\p{Cs}`` match it).
 

@@ -631,11 +631,11 @@ class SchemaService:
                 if high_cost or len(payload) > LARGE_PAYLOAD:
                     self._bounded(compiled, payload)
                 else:
-                    # Inline: a 1 KiB payload takes ~6 us here against ~40 us
-                    # of CPU handed to a pool thread and back; with Python
-                    # 3.11's inlined calls even 256 levels of a 63-step schema
-                    # need well under a 64 KiB C stack (measured), so no big
-                    # stack either.
+                    # Inline: a small payload validates in less CPU than the
+                    # hand-off to a pool thread and back costs (bench/cost.py);
+                    # with Python 3.11's inlined calls even 256 levels of a
+                    # 63-step schema need well under a 64 KiB C stack, so no
+                    # big stack either.
                     compiled.validate(payload)
             except InvalidArgument:
                 _count("invalid")

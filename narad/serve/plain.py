@@ -7,11 +7,12 @@ parser, WSGI environ and response writer handle every request the protocol
 allows (folded lines, forwarding headers, chunked bodies, trailers), at a
 cost an idle long poll feels most: 10,000 ``wait=10s`` consumers ask again
 1,000 times a second, and what answering them takes, produces from other
-clients lose. Side by side on one machine, a long poll took 368 us of worker
-CPU through gunicorn's path and 307 us through this one (-17%); a head
-taken apart here without gunicorn's parse, then answered in one call of the
-worker's (:meth:`narad.serve.workers.NaradWorker._respond`), took 275 -> 258 and
-259 -> 242 us.
+clients lose. A long poll costs a worker markedly less CPU through this
+path than through gunicorn's, and a head taken apart here without
+gunicorn's parse, then answered in one call of the worker's
+(:meth:`narad.serve.workers.NaradWorker._respond`), less again:
+``bench/ab.py --variant`` measures it against gunicorn's parsers
+(``server.plain_requests``, ``server.http_parser``; the benchmarks page).
 
 So a worker (:mod:`narad.serve.workers`) takes a plain request's head apart here
 and builds its environ and its response head directly, and hands anything

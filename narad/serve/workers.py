@@ -934,8 +934,8 @@ class HttpDate:
     """``gunicorn.util.http_date``, formatted once a second.
 
     gunicorn formats each response's ``Date`` header through
-    ``email.utils.formatdate`` (4.8 us against 0.4 us from here on this
-    machine, timeit); the header has a second's resolution (RFC 9110
+    ``email.utils.formatdate``, an order of magnitude dearer than a cached
+    string (timeit it); the header has a second's resolution (RFC 9110
     5.6.7), so a worker formats it when the second changes. gunicorn's
     responses call it without a timestamp; one given a timestamp is
     formatted as gunicorn's.

@@ -102,7 +102,7 @@ _poll, _POLLIN = get_original("select", ["poll", "POLLIN"])
 # What each connection reports in CLIENT SETINFO (redis-py(narad_v0.1.0) in
 # CLIENT LIST), made once: left to itself, redis-py looks its own version up
 # in the installed distributions' metadata for every connection it makes,
-# ~0.6 ms each, paid at once by every caller when a crowd of requests grows
+# a slow scan paid at once by every caller when a crowd of requests grows
 # the pool.
 DRIVER_INFO = redis.DriverInfo().add_upstream_driver("narad", __version__)
 
