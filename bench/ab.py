@@ -130,6 +130,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="per turn")
     parser.add_argument("--phases", default=",".join(DEFAULT_PHASES))
     parser.add_argument("--workers", type=int, default=default_workers())
+    parser.add_argument(
+        "--section",
+        help="the benchmarks page's section to write (default: ab, or "
+        "ab-settings with --variant)",
+    )
     args = parser.parse_args()
     stop_nodes_on_sigterm()
     phases = args.phases.split(",")
@@ -373,5 +378,10 @@ def summarise(
 if __name__ == "__main__":
     import report
 
-    # Settings compared on one checkout have a section of their own.
-    report.run("ab-settings" if "--variant" in sys.argv else "ab", main)
+    # Settings compared on one checkout have a section of their own, unless
+    # --section names another (a revision run from a worktree of its own).
+    default = "ab-settings" if "--variant" in sys.argv else "ab"
+    named = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--section=")]
+    if "--section" in sys.argv[:-1]:
+        named.append(sys.argv[sys.argv.index("--section") + 1])
+    report.run(named[-1] if named else default, main)
