@@ -5,7 +5,13 @@ polls or slow clients.
 Run from a checkout: ``PYTHONPATH=.:plugins python bench/messaging.py``
 (``--seconds N`` per phase, default 6; ``--workers N``, default the node's,
 one per core and at least two; ``--waiters N``, default 10,000;
-``--slowloris N``, default 2,000).
+``--slowloris N``, default 2,000). ``--cost`` runs only the per-message
+cost phases instead, in a few minutes, into the page's ``consume-cost``
+section: per-message CPU in the workers and in Valkey, Valkey's write system
+calls, the entries and bytes each phase writes and its replies' sizes, for
+produce, consume, ack and the full flow, beside the floor's
+(``bench/msgcost.py``; ``--messages``, ``--singles``, ``--rounds``,
+``--profile`` to sample the workers with py-spy).
 
 Starts ``narad serve`` as a user would (gunicorn with Narad's gevent worker
 class, the embedded Valkey: append-only, fsync always) and, for the floor,
@@ -747,6 +753,21 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--waiters", type=int, default=10_000)
     parser.add_argument("--slowloris", type=int, default=2_000)
+    parser.add_argument(
+        "--cost",
+        action="store_true",
+        help="only the per-message cost phases (bench/msgcost.py), a few minutes",
+    )
+    parser.add_argument(
+        "--messages", type=int, default=50_000, help="--cost: per batch phase"
+    )
+    parser.add_argument(
+        "--singles", type=int, default=5_000, help="--cost: per single phase"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="--cost: turns a side")
+    parser.add_argument(
+        "--profile", action="store_true", help="--cost: sample the workers (py-spy)"
+    )
     args = parser.parse_args()
     stop_nodes_on_sigterm()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -755,7 +776,10 @@ def main() -> None:
     servers = Servers(tmp, args.workers)
     try:
         servers.start()
-        report(servers, args.seconds, args.waiters, args.slowloris)
+        if args.cost:
+            cost_report(servers, args)
+        else:
+            report(servers, args.seconds, args.waiters, args.slowloris)
     finally:
         servers.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -1297,6 +1321,236 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     )
 
 
+def cost_report(servers: Servers, args: argparse.Namespace) -> None:
+    """Per-message CPU, write syscalls, storage writes and reply sizes of
+    produce, consume, ack and the full flow, beside the floor's
+    (``bench/msgcost.py``)."""
+    import msgcost
+
+    n = args.messages // BATCH * BATCH
+    batch = batch_body()
+
+    def topic_path(topic: str) -> str:
+        return f"/v1/topics/{topic}"
+
+    narad = msgcost.Side(
+        "narad",
+        servers.port,
+        servers.narad_workers,
+        produce_batch=lambda t: request(
+            "POST", f"{topic_path(t)}/produce/batch", batch
+        ),
+        consume_batch=lambda t: request(
+            "GET", f"{topic_path(t)}/consume/batch?max={BATCH}"
+        ),
+        ack_batch=lambda t, hs: request(
+            "POST",
+            f"{topic_path(t)}/ack/batch",
+            b'{"receipt_handles":["' + b'","'.join(hs) + b'"]}',
+        ),
+        produce=lambda t: request("POST", f"{topic_path(t)}/produce", BODY),
+        consume=lambda t: request("GET", f"{topic_path(t)}/consume"),
+        ack=lambda t, h: request(
+            "POST", f"{topic_path(t)}/ack?receipt_handle={h.decode()}"
+        ),
+    )
+    floor = msgcost.Side(
+        "floor",
+        servers.floor_port,
+        servers.floor_workers,
+        produce_batch=lambda t: request("POST", "/floor/produce/batch", batch),
+        consume_batch=lambda t: request("GET", f"/floor/consume/batch?max={BATCH}"),
+        ack_batch=lambda t, hs: request(
+            "POST",
+            "/floor/ack/batch",
+            b'{"receipt_handles":["' + b'","'.join(hs) + b'"]}',
+        ),
+        produce=lambda t: request("POST", "/floor", BODY),
+        consume=None,
+        ack=None,
+    )
+    (valkey,) = servers.valkey
+    counters = msgcost.Counters(servers.storage_url, valkey)
+    rewrites = Rewrites()
+    costs: dict[tuple[str, str], msgcost.Cost] = {}
+
+    def measured(phase: str, side: msgcost.Side, fn) -> object:
+        before = counters.snapshot(side.workers)
+        run = fn()
+        after = counters.snapshot(side.workers)
+        if run is not None:
+            cost = costs.setdefault((phase, side.name), msgcost.Cost())
+            cost.add(before, after, run, counters.writes)
+            if set(run.statuses) - {200, 202, 204}:
+                print(f"  {phase} on {side.name}: statuses {dict(run.statuses)}")
+        return run
+
+    print(
+        f"narad serve: {servers.workers} workers, security on, embedded Valkey "
+        f"(appendonly, fsync always); floor: bench/floor_app.py on the same "
+        f"Valkey; {os.cpu_count()} cores shared"
+    )
+    print(
+        f"batch phases: {n:,} messages of 1 KiB a round, {BATCH} a request, "
+        f"{msgcost.CONNECTIONS} connections; {args.rounds} rounds alternating "
+        f"sides; flow: {FLOW_PRODUCERS} producing + {FLOW_CONSUMERS} "
+        f"consuming/acking connections, {args.seconds / 2:g} s a turn; singles: "
+        f"{args.singles:,} messages, {2 * msgcost.CONNECTIONS} connections"
+    )
+    # Unmeasured: each worker's first check of the credentials (a scrypt
+    # hash), its scripts' first load, its connections to Valkey.
+    create_topic(servers.port, "cost-warmup")
+    for side in (narad, floor):
+        msgcost.produce_phase(side, "cost-warmup", BODY, 20 * BATCH)
+        msgcost.single_produce(side, "cost-warmup", 200)
+    handles_w: list[bytes] = []
+    msgcost.single_consume(narad, "cost-warmup", 100, handles_w)
+    msgcost.single_ack(narad, "cost-warmup", handles_w)
+    for turn in range(args.rounds):
+        sides = (narad, floor) if turn % 2 == 0 else (floor, narad)
+        for side in sides:
+            topic = f"cost-batch-{turn}"
+            if side is narad:
+                create_topic(servers.port, topic, **msgcost.LONG_LEASES)
+            handles: list[bytes] = []
+            rewrites.make_room(servers.storage_url, 4.0, Rewrites.BATCH_BYTES_PER_S)
+            measured(
+                "batch produce",
+                side,
+                lambda s=side, t=topic: msgcost.produce_phase(s, t, BODY, n),
+            )
+            measured(
+                "batch consume",
+                side,
+                lambda s=side, t=topic, h=handles: msgcost.consume_phase(s, t, n, h),
+            )
+            measured(
+                "batch ack",
+                side,
+                lambda s=side, t=topic, h=handles: msgcost.ack_phase(s, t, h),
+            )
+    connections = FLOW_PRODUCERS + FLOW_CONSUMERS
+    for turn in range(args.rounds):
+        sides = (floor, narad) if turn % 2 == 0 else (narad, floor)
+        for side in sides:
+            base = "/floor"
+            if side is narad:
+                base = topic_path(f"cost-flow-{turn}")
+                create_topic(servers.port, f"cost-flow-{turn}")
+            rewrites.make_room(
+                servers.storage_url, args.seconds / 2, Rewrites.BATCH_BYTES_PER_S
+            )
+            measured(
+                "flow (per ack)",
+                side,
+                lambda s=side, b=base: msgcost.run_drivers(
+                    s.port, connections, args.seconds / 2, batch_flow(b, FLOW_PRODUCERS)
+                ),
+            )
+    for turn in range(args.rounds):
+        sides = (narad, floor) if turn % 2 == 0 else (floor, narad)
+        for side in sides:
+            topic = f"cost-single-{turn}"
+            if side is narad:
+                create_topic(servers.port, topic, **msgcost.LONG_LEASES)
+            rewrites.make_room(servers.storage_url, 4.0)
+            measured(
+                "single produce",
+                side,
+                lambda s=side, t=topic: msgcost.single_produce(s, t, args.singles),
+            )
+            if side.consume is None:
+                continue
+            handles = []
+            measured(
+                "single consume",
+                side,
+                lambda s=side, t=topic, h=handles: msgcost.single_consume(
+                    s, t, args.singles, h
+                ),
+            )
+            measured(
+                "single ack",
+                side,
+                lambda s=side, t=topic, h=handles: msgcost.single_ack(s, t, h),
+            )
+    print()
+    print(
+        "per message (batch ack, single ack: per message acked; flow: per message "
+        "acked, its produce and lease included): wrk us / vk us = CPU "
+        "microseconds in the side's gunicorn workers / in valkey-server; syscw = "
+        "Valkey's write system calls; aof B = bytes appended to the AOF; mem B = "
+        "Valkey's used_memory change; vk out = Valkey's reply bytes; http B = "
+        "HTTP response bytes; evals = scripts run; AOF = entries written (hash "
+        "fields, sorted-set members, list values) by command, (commands)"
+    )
+    for line in msgcost.cost_table(
+        costs,
+        [
+            "batch produce",
+            "batch consume",
+            "batch ack",
+            "flow (per ack)",
+            "single produce",
+            "single consume",
+            "single ack",
+        ],
+    ):
+        print(line)
+    lease = costs[("batch consume", "narad")]
+    ack = costs[("batch ack", "narad")]
+    print()
+    print(
+        f"narad: a batch lease leaves {lease.per(lease.memory):,.0f} B of Valkey "
+        f"memory per message until acked (keys {lease.keys:+d} in all), and its ack "
+        f"gives {-ack.per(ack.memory):,.0f} B back (keys {ack.keys:+d}); "
+        f"{lease.per(lease.entries.total()):.2f} and "
+        f"{ack.per(ack.entries.total()):.2f} storage entries written per message"
+    )
+    if args.profile:
+        print()
+        create_topic(servers.port, "cost-profile")
+        msgcost.produce_phase(narad, "cost-profile", BODY, 2 * n)
+        print(
+            f"where a Narad worker's time goes: batch consume+ack from a backlog, "
+            f"{connections} connections, {args.seconds:g} s"
+        )
+        stacks = msgcost.profile(
+            servers.narad_workers,
+            args.seconds,
+            lambda: msgcost.run_drivers(
+                servers.port,
+                connections,
+                args.seconds,
+                batch_flow(topic_path("cost-profile"), 0),
+            ),
+        )
+        for line in msgcost.profile_lines(stacks):
+            print(line)
+        print()
+        print(
+            f"single consume+ack from the same backlog, {CLIENTS} connections, "
+            f"{args.seconds:g} s"
+        )
+        unacked: set[str] = set()
+        stacks = msgcost.profile(
+            servers.narad_workers,
+            args.seconds,
+            lambda: msgcost.run_drivers(
+                servers.port,
+                CLIENTS,
+                args.seconds,
+                consume_and_ack("cost-profile", unacked),
+            ),
+        )
+        for line in msgcost.profile_lines(stacks):
+            print(line)
+    print(
+        f"Valkey's AOF rewritten {rewrites.count} times between phases, when one "
+        "could have started within them"
+    )
+
+
 @dataclass(frozen=True)
 class CrowdRound:
     """Single produce beside one crowd of waiters, and alone around it."""
@@ -1347,4 +1601,4 @@ def check(statuses: Counter, allowed: set[int]) -> None:
 if __name__ == "__main__":
     import report
 
-    report.run("messaging", main)
+    report.run("consume-cost" if "--cost" in sys.argv else "messaging", main)
