@@ -1374,7 +1374,10 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
     rewrites = Rewrites()
     costs: dict[tuple[str, str], msgcost.Cost] = {}
 
-    def measured(phase: str, side: msgcost.Side, fn) -> object:
+    def measured(phase: str, side: msgcost.Side, fn, expected: int = 0) -> object:
+        """``fn()``'s counters' deltas, once Valkey has rewritten its AOF if
+        ``expected`` more bytes (twice the phase's) could set it off."""
+        rewrites.make_room(servers.storage_url, 1.0, 2 * expected)
         before = counters.snapshot(side.workers)
         run = fn()
         after = counters.snapshot(side.workers)
@@ -1413,21 +1416,23 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
             if side is narad:
                 create_topic(servers.port, topic, **msgcost.LONG_LEASES)
             handles: list[bytes] = []
-            rewrites.make_room(servers.storage_url, 4.0, Rewrites.BATCH_BYTES_PER_S)
             measured(
                 "batch produce",
                 side,
                 lambda s=side, t=topic: msgcost.produce_phase(s, t, BODY, n),
+                1200 * n,
             )
             measured(
                 "batch consume",
                 side,
                 lambda s=side, t=topic, h=handles: msgcost.consume_phase(s, t, n, h),
+                1100 * n,
             )
             measured(
                 "batch ack",
                 side,
                 lambda s=side, t=topic, h=handles: msgcost.ack_phase(s, t, h),
+                100 * n,
             )
     connections = FLOW_PRODUCERS + FLOW_CONSUMERS
     for turn in range(args.rounds):
@@ -1437,15 +1442,13 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
             if side is narad:
                 base = topic_path(f"cost-flow-{turn}")
                 create_topic(servers.port, f"cost-flow-{turn}")
-            rewrites.make_room(
-                servers.storage_url, args.seconds / 2, Rewrites.BATCH_BYTES_PER_S
-            )
             measured(
                 "flow (per ack)",
                 side,
                 lambda s=side, b=base: msgcost.run_drivers(
                     s.port, connections, args.seconds / 2, batch_flow(b, FLOW_PRODUCERS)
                 ),
+                int(args.seconds / 2 * Rewrites.BATCH_BYTES_PER_S),
             )
     for turn in range(args.rounds):
         sides = (narad, floor) if turn % 2 == 0 else (floor, narad)
@@ -1453,11 +1456,11 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
             topic = f"cost-single-{turn}"
             if side is narad:
                 create_topic(servers.port, topic, **msgcost.LONG_LEASES)
-            rewrites.make_room(servers.storage_url, 4.0)
             measured(
                 "single produce",
                 side,
                 lambda s=side, t=topic: msgcost.single_produce(s, t, args.singles),
+                1300 * args.singles,
             )
             if side.consume is None:
                 continue
@@ -1468,11 +1471,13 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
                 lambda s=side, t=topic, h=handles: msgcost.single_consume(
                     s, t, args.singles, h
                 ),
+                400 * args.singles,
             )
             measured(
                 "single ack",
                 side,
                 lambda s=side, t=topic, h=handles: msgcost.single_ack(s, t, h),
+                200 * args.singles,
             )
     print()
     print(

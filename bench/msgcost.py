@@ -166,6 +166,8 @@ class Cost:
     http_bytes: int = 0
     requests: int = 0
     scripts: int = 0
+    aof_messages: int = 0
+    rewritten: int = 0
     calls: Counter = field(default_factory=Counter)
     # From the AOF's new bytes: commands logged, and entries they write.
     logged: Counter = field(default_factory=Counter)
@@ -177,7 +179,6 @@ class Cost:
         self.worker_cpu += b.worker_cpu - a.worker_cpu
         self.valkey_cpu += b.valkey_cpu - a.valkey_cpu
         self.syscw += b.syscw - a.syscw
-        self.aof += b.aof - a.aof
         self.net_out += b.net_out - a.net_out
         self.memory += b.memory - a.memory
         self.keys += b.keys - a.keys
@@ -189,15 +190,25 @@ class Cost:
             if name in writes and n > a.calls.get(name, 0):
                 self.calls[name] += n - a.calls.get(name, 0)
         (path, start), (path_b, end) = a.aof_file, b.aof_file
-        if path is not None and path == path_b and end > start:
-            with path.open("rb") as f:
-                f.seek(start)
-                logged, entries = aof_commands(f.read(end - start))
-            self.logged.update(logged)
-            self.entries.update(entries)
+        if path is None or path != path_b:
+            # Rewritten meanwhile (a new file): the round is left out of the
+            # AOF's figures.
+            self.rewritten += 1
+            return
+        with path.open("rb") as f:
+            f.seek(start)
+            logged, entries = aof_commands(f.read(end - start))
+        self.aof += end - start
+        self.aof_messages += run.messages
+        self.logged.update(logged)
+        self.entries.update(entries)
 
     def per(self, value: float) -> float:
         return value / max(self.messages, 1)
+
+    def per_logged(self, value: float) -> float:
+        """Per message of the rounds whose AOF was read."""
+        return value / max(self.aof_messages, 1)
 
 
 # Entries a logged command writes, from its argument count (name and key
@@ -567,7 +578,7 @@ def cost_table(costs: dict[tuple[str, str], Cost], order: list[str]) -> list[str
             if c is None or not c.messages:
                 continue
             writes = ", ".join(
-                f"{name} {c.per(n):.2f} ({c.per(c.logged[name]):.2f})"
+                f"{name} {c.per_logged(n):.2f} ({c.per_logged(c.logged[name]):.2f})"
                 for name, n in c.entries.most_common(6)
             )
             lines.append(
@@ -575,9 +586,10 @@ def cost_table(costs: dict[tuple[str, str], Cost], order: list[str]) -> list[str
                 f"{c.messages / max(c.seconds, 1e-9):>7,.0f} "
                 f"{us(c.per(c.worker_cpu))} {us(c.per(c.valkey_cpu))} "
                 f"{us(c.per(c.worker_cpu + c.valkey_cpu))} {c.per(c.syscw):>5.2f} "
-                f"{c.per(c.aof):>6.0f} {c.per(c.memory):>6.0f} "
+                f"{c.per_logged(c.aof):>6.0f} {c.per(c.memory):>6.0f} "
                 f"{c.per(c.net_out):>6.0f} {c.per(c.http_bytes):>6.0f} "
                 f"{c.per(c.scripts):>5.2f} {writes}"
+                + (f" [AOF rewritten in {c.rewritten} rounds]" if c.rewritten else "")
             )
         narad, floor = costs.get((phase, "narad")), costs.get((phase, "floor"))
         if narad and floor and narad.messages and floor.messages:
