@@ -41,6 +41,8 @@ The rulebook's nesting bounds hold for every type's documents and payloads:
 
 from __future__ import annotations
 
+from abc import ABC
+from abc import abstractmethod
 from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -75,6 +77,7 @@ __all__ = (
     "SchemaType",
     "UnusableVersion",
     "Violation",
+    "check_versions",
     "collect",
 )
 
@@ -154,7 +157,7 @@ class UnusableVersion(Exception):
         self.reason = reason
 
 
-class SchemaType:
+class SchemaType(ABC):
     """A schema type: subclass it (or provide the same attributes and methods).
 
     Attributes:
@@ -183,6 +186,7 @@ class SchemaType:
         per process. The default is the type itself."""
         return self
 
+    @abstractmethod
     def parse(self, raw: bytes, options: SchemaOptions) -> ParsedSchema:
         """Check a proposed schema: ``raw`` is the JSON text of the request's
         ``schema`` member.
@@ -190,7 +194,6 @@ class SchemaType:
         Raises:
             InvalidSchema: naming the rule broken and where.
         """
-        raise NotImplementedError
 
     def load(self, stored: bytes, options: SchemaOptions) -> ParsedSchema:
         """Read a stored version back (it passed :meth:`parse` when stored).
@@ -205,6 +208,7 @@ class SchemaType:
         ``latest`` (a PATCH answers 200 with the current version)."""
         return new.identity == latest.identity
 
+    @abstractmethod
     def compile(
         self, schema: ParsedSchema, options: SchemaOptions, uri: str
     ) -> Compiled:
@@ -214,8 +218,8 @@ class SchemaType:
         Raises:
             UnusableVersion: this node cannot use the version.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def check(
         self,
         new: ParsedSchema,
@@ -238,7 +242,23 @@ class SchemaType:
             first: Stop at the first violation (a PATCH); else report every
                 one, within :func:`collect`'s bounds (a dry run).
         """
-        raise NotImplementedError
+
+
+def check_versions(
+    against: Iterable[tuple[int, ParsedSchema]],
+    mode: Mode,
+    findings: Callable[[ParsedSchema, int], Iterable[Finding]],
+    *,
+    first: bool,
+) -> Report:
+    """:meth:`SchemaType.check` for a type that compares two schemas at a
+    time: ``findings(stored, version)`` against each version ``against``
+    gives, in order, :func:`collect`-ed; nothing in a mode with no direction
+    (``NONE``)."""
+    if not mode.directions:
+        return Report()
+    per_version = ((v, findings(stored, v)) for v, stored in against)
+    return collect(per_version, first=first)
 
 
 def collect(

@@ -32,7 +32,7 @@ from narad.schematypes import SchemaOptions
 from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
 from narad.schematypes import Violation
-from narad.schematypes import collect
+from narad.schematypes import check_versions
 from narad_avro.compatibility import violations
 from narad_avro.parsing import AvroSchema
 from narad_avro.parsing import parse_text
@@ -77,15 +77,12 @@ class AvroType(SchemaType):
         *,
         first: bool,
     ) -> Report:
-        def per_version() -> Iterator[tuple[int, Iterator[Finding]]]:
-            for version, stored in against:
-                yield version, _findings(new.value, stored.value, version, mode)
-                if not mode.transitive:
-                    return
-
-        if not mode.directions:
-            return Report()
-        return collect(per_version(), first=first)
+        return check_versions(
+            against,
+            mode,
+            lambda stored, version: _findings(new.value, stored.value, version, mode),
+            first=first,
+        )
 
 
 def _parsed(schema: AvroSchema) -> ParsedSchema:

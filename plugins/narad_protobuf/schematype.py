@@ -35,7 +35,7 @@ from narad.schematypes import SchemaOptions
 from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
 from narad.schematypes import Violation
-from narad.schematypes import collect
+from narad.schematypes import check_versions
 from narad_protobuf.compatibility import Direction
 from narad_protobuf.compatibility import check
 from narad_protobuf.errors import ProtobufSchemaError
@@ -107,16 +107,14 @@ class ProtobufType(SchemaType):
         *,
         first: bool,
     ) -> Report:
-        def per_version() -> Iterator[tuple[int, Iterator[Finding]]]:
-            for version, stored in against:
-                found = _findings(new.value, stored.value, version, mode, options)
-                yield version, found
-                if not mode.transitive:
-                    return
-
-        if not mode.directions:
-            return Report()
-        return collect(per_version(), first=first)
+        return check_versions(
+            against,
+            mode,
+            lambda stored, version: _findings(
+                new.value, stored.value, version, mode, options
+            ),
+            first=first,
+        )
 
 
 def _parsed(schema: ProtobufSchema) -> ParsedSchema:
