@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable
 
 from narad.errors import InvalidPayload
+from narad_avro.compiling import TypeCompiler
 from narad_avro.jsonvalues import cut
 from narad_avro.limits import PAYLOAD_DEPTH
 from narad_avro.model import Array
@@ -113,7 +114,7 @@ def _truncated() -> Malformed:
 
 def compile_skip(root: AvroType) -> Skip:
     """The skipper of ``root`` (see the module's rules)."""
-    return _Compiler().skip(root)
+    return _Compiler().build(root)
 
 
 # -- varints ------------------------------------------------------------------
@@ -247,9 +248,9 @@ _PRIMITIVES: dict[str, Skip] = {
 # -- compiled types -----------------------------------------------------------
 
 
-class _Compiler:
+class _Compiler(TypeCompiler[Skip]):
     def __init__(self) -> None:
-        self.named: dict[int, Skip] = {}
+        super().__init__()
         self.empty: dict[int, bool] = {}
 
     def zero_width(self, t: AvroType) -> bool:
@@ -269,30 +270,15 @@ class _Compiler:
             self.empty[id(t)] = known
         return known
 
-    def skip(self, t: AvroType) -> Skip:
-        if isinstance(t, Primitive):
-            logical = t.logical.name if t.logical is not None else None
-            if logical == "uuid":
-                return _skip_uuid
-            if logical == "time-millis":
-                return _day(1, 32)
-            if logical == "time-micros":
-                return _day(1000, 64)
-            return _PRIMITIVES[t.name]
-        if isinstance(t, Record | Enum | Fixed):
-            done = self.named.get(id(t))
-            if done is not None:
-                return done
-            if isinstance(t, Record):
-                return self.record(t)
-            built = self.enum(t) if isinstance(t, Enum) else self.fixed(t)
-            self.named[id(t)] = built
-            return built
-        if isinstance(t, Array):
-            return self.array(t)
-        if isinstance(t, Map):
-            return self.map(t)
-        return self.union(t)
+    def primitive(self, t: Primitive) -> Skip:
+        logical = t.logical.name if t.logical is not None else None
+        if logical == "uuid":
+            return _skip_uuid
+        if logical == "time-millis":
+            return _day(1, 32)
+        if logical == "time-micros":
+            return _day(1000, 64)
+        return _PRIMITIVES[t.name]
 
     def record(self, t: Record) -> Skip:
         cell: list[Skip] = []
@@ -303,7 +289,9 @@ class _Compiler:
         self.named[id(t)] = forward
         # Fields that take no bytes cannot fail: leave them out of the walk.
         fields = [
-            (f.name, self.skip(f.type)) for f in t.fields if not self.zero_width(f.type)
+            (f.name, self.build(f.type))
+            for f in t.fields
+            if not self.zero_width(f.type)
         ]
 
         def record(buf: bytes, pos: int, depth: int) -> int:
@@ -353,7 +341,7 @@ class _Compiler:
         return fixed
 
     def union(self, t: Union) -> Skip:
-        branches = [self.skip(b) for b in t.branches]
+        branches = [self.build(b) for b in t.branches]
         count = len(branches)
 
         def union(buf: bytes, pos: int, depth: int) -> int:
@@ -371,11 +359,11 @@ class _Compiler:
         return union
 
     def array(self, t: Array) -> Skip:
-        item = self.skip(t.items)
+        item = self.build(t.items)
         return _blocks(None, item, self.zero_width(t.items), "an array")
 
     def map(self, t: Map) -> Skip:
-        return _blocks(_skip_string, self.skip(t.values), False, "a map")
+        return _blocks(_skip_string, self.build(t.values), False, "a map")
 
 
 def _blocks(key: Skip | None, item: Skip, empty: bool, what: str) -> Skip:

@@ -44,6 +44,7 @@ from typing import Any
 from narad import jsontext
 from narad.errors import InvalidPayload
 from narad.quoting import quote
+from narad_avro.compiling import TypeCompiler
 from narad_avro.limits import MESSAGE_LIMIT
 from narad_avro.limits import PAYLOAD_DEPTH
 from narad_avro.model import Array
@@ -146,7 +147,7 @@ def cut(message: str) -> str:
 
 def compile_check(root: AvroType) -> Check:
     """The check of ``root``: ``None`` when a value fits, else a refusal."""
-    return _Compiler().check(root)
+    return _Compiler().build(root)
 
 
 def _expected(what: str, value: Any) -> Refusal:
@@ -175,31 +176,13 @@ def _is_number(value: Any) -> bool:
     return kind is int or kind is Decimal
 
 
-class _Compiler:
-    def __init__(self) -> None:
-        self.named: dict[int, Check] = {}
-
-    def check(self, t: AvroType) -> Check:
-        if isinstance(t, Primitive):
-            return self.primitive(t.name, t.logical)
-        if isinstance(t, Record | Enum | Fixed):
-            done = self.named.get(id(t))
-            if done is not None:
-                return done
-            if isinstance(t, Record):
-                return self.record(t)
-            built = self.enum(t) if isinstance(t, Enum) else self.fixed(t)
-            self.named[id(t)] = built
-            return built
-        if isinstance(t, Array):
-            return self.array(t)
-        if isinstance(t, Map):
-            return self.map(t)
-        return self.union(t)
-
+class _Compiler(TypeCompiler[Check]):
     # -- primitives ----------------------------------------------------------
 
-    def primitive(self, name: str, logical: Logical | None) -> Check:
+    def primitive(self, t: Primitive) -> Check:
+        return self.scalar(t.name, t.logical)
+
+    def scalar(self, name: str, logical: Logical | None) -> Check:
         if logical is not None:
             special = self.logical(name, logical)
             if special is not None:
@@ -257,7 +240,7 @@ class _Compiler:
         # forwarder; every other use gets the check itself.
         cell: list[Check] = []
         self.named[id(t)] = lambda value: cell[0](value)
-        checks = {f.name: self.check(f.type) for f in t.fields}
+        checks = {f.name: self.build(f.type) for f in t.fields}
         required = frozenset(f.name for f in t.fields if not f.has_default)
         order = [f.name for f in t.fields if not f.has_default]
         label = f"record {quote(t.fullname)}"
@@ -321,7 +304,7 @@ class _Compiler:
     # -- containers ----------------------------------------------------------
 
     def array(self, t: Array) -> Check:
-        item_check = self.check(t.items)
+        item_check = self.build(t.items)
 
         def array(value: Any) -> Refusal | None:
             if type(value) is not list:
@@ -336,7 +319,7 @@ class _Compiler:
         return array
 
     def map(self, t: Map) -> Check:
-        value_check = self.check(t.values)
+        value_check = self.build(t.values)
 
         def map_(value: Any) -> Refusal | None:
             if type(value) is not dict:
@@ -351,7 +334,7 @@ class _Compiler:
         return map_
 
     def union(self, t: Union) -> Check:
-        checks = [self.check(b) for b in t.branches]
+        checks = [self.build(b) for b in t.branches]
         kinds = [_json_kinds(b) for b in t.branches]
         labels = ", ".join(_label(b) for b in t.branches)
         if len(labels) > 200:
