@@ -67,6 +67,7 @@ from typing import Protocol
 __all__ = (
     "DEFAULT_COMPATIBILITY",
     "DEFAULT_ENCODING",
+    "DEFAULT_FRAMING",
     "DEFAULT_IDEMPOTENCY",
     "DEFAULT_SCHEMA_TYPE",
     "FAMILY_FIELDS",
@@ -87,6 +88,7 @@ __all__ = (
     "PartitionStats",
     "PayloadKind",
     "ReserveResult",
+    "SchemaIdentity",
     "SchemaLimits",
     "SchemaSize",
     "SchemaVersion",
@@ -95,6 +97,8 @@ __all__ = (
     "Settle",
     "Status",
     "Storage",
+    "StoredSchema",
+    "Subject",
     "TopicChanges",
     "TopicMeta",
     "TopicStats",
@@ -114,6 +118,8 @@ DEFAULT_COMPATIBILITY = "BACKWARD"
 #: stored before schema types existed): JSON Schema over JSON texts.
 DEFAULT_SCHEMA_TYPE = "JSON"
 DEFAULT_ENCODING = "json"
+#: The framing of a record that names none (one stored before framing).
+DEFAULT_FRAMING = "none"
 
 #: The record fields a child copies from its parent while attached (the
 #: writes that link a child, or change a parent's, copy them).
@@ -183,6 +189,12 @@ class TopicMeta:
             current version validates against; ``""`` otherwise.
             ``schema_type``, ``encoding`` and ``proto_message`` are, like
             ``compatibility``, a child's parent's while it is attached.
+        framing: How produced messages are framed: ``"none"``, or
+            ``"confluent"`` (magic byte 0, the 4-byte big-endian global
+            schema id of a version of the topic's history, then the
+            payload). Checked on produce to the topic itself only (a child's
+            copies are the parent's accepted messages); not copied to
+            children.
     """
 
     name: str
@@ -204,6 +216,7 @@ class TopicMeta:
     schema_type: str = DEFAULT_SCHEMA_TYPE
     encoding: str = DEFAULT_ENCODING
     proto_message: str = ""
+    framing: str = DEFAULT_FRAMING
 
     def min_retention_ms(self) -> int:
         """The lowest non-zero ``retention_ms`` this topic's children allow
@@ -268,6 +281,7 @@ class TopicChanges:
     schema_type: str | None = None
     encoding: str | None = None
     proto_message: str | None = None
+    framing: str | None = None
 
     def items(self) -> list[tuple[str, int | str]]:
         """The settings that change, as ``(TopicMeta field, new value)``."""
@@ -435,11 +449,94 @@ class Message:
 
 @dataclass(frozen=True)
 class SchemaVersion:
-    """One version of a topic's schema history: the compact document bytes."""
+    """One version of a schema history (a topic's or a registry subject's).
+
+    Attributes:
+        version: Its number in the history, from 1.
+        document: The compact document bytes, as the schema type stores them.
+        high_cost: Validating against it always takes the validation capacity.
+        schema_id: Its global schema id (:class:`SchemaIdentity`); 0 in a
+            write (the storage assigns it) and for a version stored before
+            global ids, until :meth:`Storage.assign_schema_ids` gives it one.
+        identity: What makes two versions one global id; required in every
+            write that stores a version, empty in reads.
+        references: The versions's references, compact JSON (an array of
+            ``{"name", "subject", "version"}``), or empty for none.
+        deleted: A registry subject's version soft-deleted (never for a
+            topic's history, which is append-only).
+    """
 
     version: int
     document: bytes
     high_cost: bool
+    schema_id: int = 0
+    identity: SchemaIdentity | None = None
+    references: bytes = b""
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class SchemaIdentity:
+    """What one global schema id stands for: a type and a fingerprint.
+
+    Global schema ids (Confluent's wire format carries them) number every
+    distinct schema of the cluster from 1; the same schema registered under
+    another topic or subject gets the same id, and an id is never reused.
+    The storage assigns them in the same step as the version append.
+
+    Attributes:
+        schema_type: The type's name (``JSON``, ``AVRO``, ``PROTOBUF``).
+        fingerprint: Hex SHA-256 over the type's identity of the document
+            and the references: equal exactly when the schemas are the same.
+    """
+
+    schema_type: str
+    fingerprint: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.schema_type}:{self.fingerprint}"
+
+
+@dataclass(frozen=True)
+class StoredSchema:
+    """A global schema id's schema, as :meth:`Storage.schema_by_id` reads it.
+
+    Attributes:
+        schema_id: The id.
+        schema_type: The type's name.
+        document: The compact document bytes, as first registered.
+        references: Compact JSON array of references, or empty.
+        uses: Every (subject, version) holding it, soft-deleted versions of
+            registry subjects included; a topic's history is the subject
+            ``<topic>-value``. Empty once every holder was deleted.
+    """
+
+    schema_id: int
+    schema_type: str
+    document: bytes
+    references: bytes
+    uses: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A standalone registry subject (one that is not a topic's history).
+
+    Attributes:
+        name: The subject's name.
+        compatibility: Its own compatibility mode, or ``""`` to follow the
+            registry's default (:meth:`Storage.registry_config`).
+        versions: Every stored version, ascending, soft-deleted ones
+            included (``deleted``).
+        latest: The highest version number it ever had: numbering goes on
+            after soft deletes (0 for a subject with no versions).
+    """
+
+    name: str
+    compatibility: str
+    versions: tuple[SchemaVersion, ...]
+    latest: int
 
 
 @dataclass(frozen=True)
@@ -500,6 +597,8 @@ class Status(Enum):
     NOT_CHILD = "not_child"  # not attached to that parent
     REPEATED = "repeated"  # an ack already applied under the same nonce: no change
     KEY_REUSED = "key_reused"  # an idempotency key remembered for other entries
+    NO_SUBJECT = "no_subject"  # no registry subject (or version) of that name
+    NOT_DELETED = "not_deleted"  # a permanent delete of a version not soft-deleted
 
 
 @dataclass(frozen=True)
@@ -587,6 +686,8 @@ class SchemaWriteResult:
             one (a parent and its children): the missing one with NO_TOPIC,
             the one whose budget would be passed with TOPIC_BUDGET, a
             child's present parent with ATTACHED.
+        schema_id: With OK, the global id of the version written (0 when
+            the write stored none).
     """
 
     status: Status
@@ -594,6 +695,7 @@ class SchemaWriteResult:
     stored_bytes: int = 0
     cluster_bytes: int = 0
     topic: str = ""
+    schema_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -1002,7 +1104,113 @@ class Storage(Protocol):
 
     def get_schemas(self, name: str) -> list[SchemaVersion]:
         """Every stored version of the topic's history, ascending, in one
-        round trip (empty for a topic without one, or no topic)."""
+        round trip (empty for a topic without one, or no topic), each with
+        its ``schema_id`` and ``references``."""
+        ...
+
+    # -- global schema ids and registry subjects ------------------------------
+    #
+    # Every write below that stores a version is given the version's
+    # ``identity`` and gives it its global id in the same step (as do
+    # create_topic, create_child, attach_child and append_schema): the id
+    # of an identity stored before, or the next unused one. A topic's history
+    # is the registry subject ``<topic>-value``; the subjects below are the
+    # others (standalone).
+
+    def assign_schema_ids(
+        self, meta: TopicMeta, versions: Sequence[SchemaVersion]
+    ) -> Status:
+        """Give each of ``versions`` (with ``identity``) of the topic's
+        history that has no global id yet (one stored before ids) its id.
+
+        Returns:
+            OK, or NO_TOPIC (``meta.epoch`` is not the topic's).
+        """
+        ...
+
+    def schema_by_id(self, schema_id: int) -> StoredSchema | None:
+        """The schema a global id stands for, or ``None`` for an id never
+        assigned."""
+        ...
+
+    def schema_id_of(self, identity: SchemaIdentity) -> int:
+        """The global id of ``identity``, or 0 when none was assigned."""
+        ...
+
+    def get_subject(self, name: str) -> Subject | None:
+        """A standalone subject, or ``None`` when none of that name has a
+        version or a compatibility of its own."""
+        ...
+
+    def list_subjects(self, *, prefix: str = "") -> list[str]:
+        """Every standalone subject holding a version (soft-deleted ones
+        count) whose name starts with ``prefix``, ascending."""
+        ...
+
+    def register_subject_version(
+        self,
+        name: str,
+        version: SchemaVersion,
+        *,
+        expected_latest: int,
+        topic: str,
+        limits: SchemaLimits,
+    ) -> SchemaWriteResult:
+        """Append the next version to a standalone subject (creating it).
+
+        ``version.version`` is ignored: the new version is the subject's
+        ``latest`` plus one. Checks, in order: no topic named ``topic``
+        exists (EXISTS; ``topic`` is ``<t>`` for a subject ``<t>-value``,
+        else empty); the subject's ``latest`` is ``expected_latest``
+        (BASE_MISMATCH, with ``version`` the current latest); it holds
+        fewer than ``limits.max_versions`` versions (TOO_MANY_VERSIONS);
+        its documents plus this one fit ``limits.topic_bytes``
+        (TOPIC_BUDGET); every history fits ``limits.cluster_bytes``
+        (CLUSTER_BUDGET).
+
+        Changes, in one step: stores the version with its global id, adds
+        its bytes to the subject's and the cluster's totals.
+
+        Returns:
+            OK (with ``version`` and ``schema_id``), EXISTS, BASE_MISMATCH,
+            TOO_MANY_VERSIONS, TOPIC_BUDGET or CLUSTER_BUDGET.
+        """
+        ...
+
+    def delete_subject_versions(
+        self, name: str, versions: Sequence[int], *, permanent: bool
+    ) -> Status:
+        """Delete versions of a standalone subject, all or none.
+
+        Soft (``permanent`` false): marks each ``deleted``; a version
+        soft-deleted already stays so. Permanent: each must be soft-deleted
+        already (NOT_DELETED otherwise); removes it, its bytes from the
+        subject's and the cluster's totals, and its use of its global id
+        (the id itself is never reused). A subject left without versions
+        is removed, its compatibility included.
+
+        Returns:
+            OK, NO_SUBJECT (no such subject, or a version it lacks), or
+            NOT_DELETED.
+        """
+        ...
+
+    def set_subject_compatibility(self, name: str, mode: str) -> Status:
+        """Set a standalone subject's own mode (``""``: follow the registry
+        default), creating the subject without versions if it has none.
+
+        Returns:
+            OK.
+        """
+        ...
+
+    def registry_config(self) -> str:
+        """The registry's default mode for standalone subjects, ``""`` when
+        never set."""
+        ...
+
+    def set_registry_config(self, mode: str) -> Status:
+        """Set the registry's default mode (``""`` clears it). Returns OK."""
         ...
 
     # -- messages ------------------------------------------------------------

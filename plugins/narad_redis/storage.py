@@ -81,6 +81,7 @@ from narad import metrics
 from narad.errors import StorageError
 from narad.storage import DEFAULT_COMPATIBILITY
 from narad.storage import DEFAULT_ENCODING
+from narad.storage import DEFAULT_FRAMING
 from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import DEFAULT_SCHEMA_TYPE
 from narad.storage import RETENTION_MARGIN_MS
@@ -1110,7 +1111,7 @@ def _record_fields(meta: TopicMeta) -> list[Any]:
     fields: list[Any] = ["name", meta.name, "epoch", meta.epoch]
     fields += ["compatibility", meta.compatibility]
     fields += ["schema_type", meta.schema_type, "encoding", meta.encoding]
-    fields += ["proto_message", meta.proto_message]
+    fields += ["proto_message", meta.proto_message, "framing", meta.framing]
     for name in _SETTINGS:
         fields += [name, getattr(meta, name)]
     return [*fields, "owner", meta.owner]
@@ -1131,6 +1132,7 @@ def _topic_meta(raw: dict[bytes, bytes]) -> TopicMeta | None:
         schema_type=f.get("schema_type", DEFAULT_SCHEMA_TYPE),
         encoding=f.get("encoding", DEFAULT_ENCODING),
         proto_message=f.get("proto_message", ""),
+        framing=f.get("framing", DEFAULT_FRAMING),
         **{k: int(f.get(k, 0)) for k in _INT_FIELDS},
     )
 
