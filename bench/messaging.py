@@ -1604,6 +1604,7 @@ def check(statuses: Counter, allowed: set[int]) -> None:
 
 
 if __name__ == "__main__":
-    import report
+    # Not under its own name: this module's report() would be shadowed.
+    import report as page
 
-    report.run("consume-cost" if "--cost" in sys.argv else "messaging", main)
+    page.run("consume-cost" if "--cost" in sys.argv else "messaging", main)
