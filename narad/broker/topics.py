@@ -213,7 +213,9 @@ class TopicService:
         _check_retention(meta, changes)
         added = False
         if schema_raw is not None:
-            added = self.schemas.change(meta, schema_raw, base_version, changes)
+            added = (
+                self.schemas.change(meta, schema_raw, base_version, changes) is not None
+            )
         elif base_version is not None:
             raise BaseVersionWithoutSchema()
         else:

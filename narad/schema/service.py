@@ -55,6 +55,7 @@ decided, so no request holds a worker for minutes.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -98,6 +99,7 @@ from narad.schematypes import SchemaOptions
 from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
 from narad.serve import offload
+from narad.storage import SchemaIdentity
 from narad.storage import SchemaLimits
 from narad.storage import SchemaSize
 from narad.storage import SchemaVersion
@@ -146,6 +148,39 @@ class DryRun:
     mode: Mode
     no_change: bool
     report: Report
+
+
+@dataclass(frozen=True)
+class History:
+    """What a check reads of the history it checks: a topic's, or a registry
+    subject's (:mod:`narad.registry`).
+
+    Attributes:
+        name: The topic or subject, for error messages.
+        schema_type: Its type's name.
+        options: Its settings a type reads.
+    """
+
+    name: str
+    schema_type: str
+    options: SchemaOptions
+
+
+def history_of(meta: TopicMeta) -> History:
+    """The history of the topic ``meta``."""
+    return History(meta.name, meta.schema_type, options_of(meta))
+
+
+def fingerprint(
+    schema_type: str, parsed: ParsedSchema, references: bytes = b""
+) -> SchemaIdentity:
+    """The identity a global schema id stands for: the type, and a digest of
+    the type's identity of the schema and of its references."""
+    digest = hashlib.sha256(schema_type.encode())
+    for part in (parsed.identity, references):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return SchemaIdentity(schema_type, digest.hexdigest())
 
 
 def _topic_of(key: ValidatorKey) -> str:
@@ -209,12 +244,18 @@ class SchemaService:
 
     def register(self, meta: TopicMeta, raw: bytes) -> ParsedSchema:
         """``raw`` parsed as a schema of ``meta``'s type and settings."""
-        return self._parse(self.schema_type(meta.schema_type), raw, options_of(meta))
+        return self.parse(self.schema_type(meta.schema_type), raw, options_of(meta))
 
     @staticmethod
-    def _parse(
+    def parse(
         schema_type: SchemaType, raw: bytes, options: SchemaOptions
     ) -> ParsedSchema:
+        """``raw`` parsed by ``schema_type`` (off the event loop where the
+        type asks for it).
+
+        Raises:
+            InvalidSchema: naming the rule broken and where.
+        """
         if schema_type.offload_parse:
             return offload.run(schema_type.parse, raw, options)
         return schema_type.parse(raw, options)
@@ -247,7 +288,12 @@ class SchemaService:
         registered = self.register(meta, raw)
         message = registered.message_name or meta.proto_message
         meta = replace(meta, proto_message=message)
-        first = SchemaVersion(1, registered.stored, registered.high_cost)
+        first = SchemaVersion(
+            1,
+            registered.stored,
+            registered.high_cost,
+            identity=fingerprint(meta.schema_type, registered),
+        )
         result = self.storage.create_topic(meta, first, limits=self.limits())
         if result.status is Status.EXISTS:
             raise TopicExists(meta.name)
@@ -265,9 +311,10 @@ class SchemaService:
         raw: bytes,
         base_version: int | None,
         changes: TopicChanges,
-    ) -> bool:
+    ) -> SchemaWriteResult | None:
         """Register ``raw`` as the next version, with ``changes`` in the same
-        step (and in every child's history); False when it is no change (and
+        step (and in every child's history): the write's result (its
+        ``version`` and ``schema_id``), or None when it is no change (and
         nothing was written).
 
         ``changes`` may name the schema type, encoding and Protobuf message
@@ -285,6 +332,7 @@ class SchemaService:
             encoding=typed.encoding,
             proto_message=new.message_name or typed.proto_message,
         )
+        identity = fingerprint(typed.schema_type, new)
         for _ in range(CHANGE_ATTEMPTS):
             current = meta.schema_version
             if base_version is not None and current != base_version:
@@ -293,16 +341,18 @@ class SchemaService:
             # Checked in the mode the PATCH leaves the topic in.
             mode = Mode(changes.compatibility or meta.compatibility)
             if current and not self._is_change(meta, new, mode):
-                return False
+                return None
             result = self.storage.append_schema(
                 meta,
-                SchemaVersion(current + 1, new.stored, new.high_cost),
+                SchemaVersion(
+                    current + 1, new.stored, new.high_cost, identity=identity
+                ),
                 expected_current=current,
                 limits=self.limits(),
                 changes=changes,
             )
             if result.status is Status.OK:
-                return True
+                return result
             if result.status is Status.TOO_MANY_VERSIONS:
                 raise TooManyVersions(meta.name, MAX_VERSIONS)
             if result.status is Status.NO_TOPIC:
@@ -358,14 +408,14 @@ class SchemaService:
         not name is the topic's, kept."""
         kept = changes.proto_message is None and bool(typed.proto_message)
         options = SchemaOptions(typed.encoding, typed.proto_message, kept)
-        return self._parse(self.schema_type(typed.schema_type), raw, options)
+        return self.parse(self.schema_type(typed.schema_type), raw, options)
 
     def _is_change(self, meta: TopicMeta, new: ParsedSchema, mode: Mode) -> bool:
         """False when ``new`` registers nothing over the current version;
         True when ``mode`` lets it be the next one; else the refusal."""
         latest, against = self._versions(meta, mode.transitive)
-        no_change, report = self._bounded_judge(
-            meta, latest, against, new, mode, first=True, shortcut=True
+        no_change, report = self.check(
+            history_of(meta), latest, against, new, mode, first=True, shortcut=True
         )
         if no_change:
             return False
@@ -399,9 +449,9 @@ class SchemaService:
         the topic there is now."""
         self.records.refresh(meta.name, epoch=meta.epoch)
 
-    def _bounded_judge(
+    def check(
         self,
-        meta: TopicMeta,
+        history: History,
         latest: SchemaVersion,
         against: list[SchemaVersion],
         new: ParsedSchema,
@@ -417,7 +467,7 @@ class SchemaService:
         few KiB can take seconds), and a dry run is open to any reader."""
         size = len(new.stored)
         weight = len(mode.directions) * sum(len(v.document) + size for v in against)
-        args = (self.check_deadline, self._judge, meta, latest, against, new, mode)
+        args = (self.check_deadline, self._judge, history, latest, against, new, mode)
         referring = any(
             mark in document
             for document in (new.stored, *(v.document for v in against))
@@ -430,7 +480,7 @@ class SchemaService:
 
     def _judge(
         self,
-        meta: TopicMeta,
+        history: History,
         latest: SchemaVersion,
         against: list[SchemaVersion],
         new: ParsedSchema,
@@ -440,11 +490,11 @@ class SchemaService:
         shortcut: bool,
     ) -> tuple[bool, Report]:
         """Whether ``new`` registers nothing over ``latest``, and what
-        ``mode``'s check against ``against`` (of ``meta``'s history) finds
+        ``mode``'s check against ``against`` (of ``history``) finds
         (nothing checked when ``shortcut`` and it registers nothing, as a
         PATCH does)."""
-        schema_type = self.schema_type(meta.schema_type)
-        parsed = self._load(meta, latest)
+        schema_type = self.schema_type(history.schema_type)
+        parsed = self.load(history, latest)
         no_change = schema_type.no_change(new, parsed)
         if no_change and shortcut:
             return True, Report()
@@ -459,11 +509,11 @@ class SchemaService:
                 if stored is latest:
                     yield stored.version, parsed
                 else:
-                    yield stored.version, self._load(meta, stored)
+                    yield stored.version, self.load(history, stored)
 
         # A refusal names one violation; a full report is a dry run's.
         report = schema_type.check(
-            subject, loaded(), mode, options_of(meta), first=first
+            subject, loaded(), mode, history.options, first=first
         )
         return no_change, report
 
@@ -502,8 +552,8 @@ class SchemaService:
         latest, versions = self._versions(meta, every)
         if isinstance(against, int) and against != current:
             versions = [self.stored(meta.name, against)]
-        no_change, report = self._bounded_judge(
-            meta,
+        no_change, report = self.check(
+            history_of(meta),
             latest,
             versions,
             new,
@@ -604,18 +654,18 @@ class SchemaService:
             meta = after
         raise TopicKeptChanging(meta.name)
 
-    def _load(self, meta: TopicMeta, stored: SchemaVersion) -> ParsedSchema:
-        """A stored version of ``meta``'s history, read back by its type.
+    def load(self, history: History, stored: SchemaVersion) -> ParsedSchema:
+        """A stored version of ``history``, read back by its type.
 
         Raises:
             SchemaUnusable: this node cannot use it.
         """
         try:
-            return self.schema_type(meta.schema_type).load(
-                stored.document, options_of(meta)
+            return self.schema_type(history.schema_type).load(
+                stored.document, history.options
             )
         except UnusableVersion as exc:
-            raise SchemaUnusable(meta.name, stored.version, exc.reason) from None
+            raise SchemaUnusable(history.name, stored.version, exc.reason) from None
 
     # -- validation on produce -----------------------------------------------
 
