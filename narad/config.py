@@ -353,6 +353,13 @@ SETTINGS: tuple[Setting, ...] = (
             "strict: refuse to serve unless the storage fsyncs every write; "
             "relaxed: serve anyway",
         ),
+        Setting(
+            "min_replicas",
+            0,
+            integer(0, 16),
+            "replicas that must hold each write (WAIT) before it is answered; "
+            "0 = the primary alone",
+        ),
     ),
     *_section(
         "broker",

@@ -141,6 +141,11 @@ class PoolExhausted(redis.ConnectionError):
     """No pooled connection came free within the pool's timeout."""
 
 
+class NotEnoughReplicas(StorageUncertain):
+    """A write is on its primary, but fewer replicas than ``min_replicas``
+    confirmed it within the wait."""
+
+
 @dataclass(frozen=True)
 class Address:
     """A node: ``host:port``, or a unix socket path (``port`` None)."""
@@ -246,9 +251,21 @@ class _Pool(redis.ConnectionPool):
     """
 
     retired = False
+    # WAIT after every script (storage.min_replicas), and for how long.
+    min_replicas = 0
+    replica_wait_ms = 0
 
-    def __init__(self, *, timeout: float, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        min_replicas: int = 0,
+        replica_wait_ms: int = 0,
+        **kwargs: Any,
+    ) -> None:
         self.timeout = timeout
+        self.min_replicas = min_replicas
+        self.replica_wait_ms = replica_wait_ms
         super().__init__(**kwargs)
 
     def reset(self) -> None:
@@ -327,30 +344,69 @@ def run_script(
 ) -> Any:
     """``EVALSHA`` of ``script`` on one pooled connection of ``client``,
     loading the script first if the server does not know it (a restarted
-    server, a new leader).
+    server, a new leader), followed by ``WAIT`` when the pool's
+    ``min_replicas`` asks for it (:func:`evalsha`).
 
     The same commands as redis-py's ``Script.__call__``, without the
     client's per-command layers (a retry wrapper, observability records)
     that a Narad storage call does not use; the connection's own error
     handling is unchanged (it closes itself on any error mid-command).
     """
+    runner = getattr(client, "run_script", None)
+    if runner is not None:  # a cluster: run on the slot's primary
+        return runner(script, keys, args)
     pool = client.connection_pool
     if not isinstance(pool, _Pool):  # a client given ready-made (tests)
         return script(keys=keys, args=args, client=client)
     call = ("EVALSHA", script.sha, len(keys), *keys, *args)
     connection = pool.get_connection()
     try:
-        _send(connection, call)
-        try:
-            return connection.read_response()
-        except NoScriptError:
-            # Refused, not run: load it and send the call again.
-            connection.send_command("SCRIPT", "LOAD", script.script)
-            connection.read_response()
-            _send(connection, call)
-            return connection.read_response()
+        return evalsha(
+            connection, call, script, pool.min_replicas, pool.replica_wait_ms
+        )
     finally:
         pool.release(connection)
+
+
+def evalsha(
+    connection: Any,
+    call: tuple[Any, ...],
+    script: Script,
+    min_replicas: int = 0,
+    wait_ms: int = 0,
+) -> Any:
+    """Send ``call`` (an EVALSHA of ``script``) on ``connection`` and read
+    its reply, loading the script if the server lacks it. With
+    ``min_replicas``, ``WAIT min_replicas wait_ms`` goes with it, on the same
+    connection (WAIT counts the replicas holding this connection's writes),
+    and too few confirmations raise :class:`NotEnoughReplicas`."""
+    waiting = min_replicas > 0
+    _send(connection, call)
+    if waiting:
+        _send(connection, ("WAIT", min_replicas, wait_ms))
+    try:
+        reply = connection.read_response()
+    except NoScriptError:
+        # Refused, not run: load it and send the call again.
+        if waiting:
+            connection.read_response()
+        connection.send_command("SCRIPT", "LOAD", script.script)
+        connection.read_response()
+        return evalsha(connection, call, script, min_replicas, wait_ms)
+    except redis.ResponseError:
+        if waiting:
+            connection.read_response()  # the WAIT's reply, left unread else
+        raise
+    if waiting:
+        acked = connection.read_response()
+        if acked < min_replicas:
+            where = f"{connection.host}:{connection.port}"
+            raise NotEnoughReplicas(
+                f"the write is on {where}, but {acked} of the {min_replicas} "
+                f"replicas storage.min_replicas asks for confirmed it within "
+                f"{wait_ms} ms: it may be lost if that primary fails"
+            )
+    return reply
 
 
 def _send(connection: Any, command: tuple[Any, ...]) -> None:
@@ -431,6 +487,8 @@ class RetryingClient:
         socket_timeout_s: float = 15.0,
         connect_timeout_s: float = 2.0,
         pool_size: int = 32,
+        min_replicas: int = 0,
+        replica_wait_ms: int = 2000,
         client: redis.Redis | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -440,6 +498,8 @@ class RetryingClient:
         self.backoff_max_s = backoff_max_s
         self.socket_timeout_s = socket_timeout_s
         self.pool_size = pool_size
+        self.min_replicas = min_replicas
+        self.replica_wait_ms = replica_wait_ms
         self._sleep = sleep
         self._clock = clock
         self._lock = threading.Lock()
@@ -711,6 +771,8 @@ class RetryingClient:
             # queue for one of pool_size connections (as long as a command
             # may take), and a waiting consumer holds none.
             timeout=self.socket_timeout_s,
+            min_replicas=self.min_replicas,
+            replica_wait_ms=self.replica_wait_ms,
             **self._connection_kwargs(address),
         )
         return _Link(address, redis.Redis(connection_pool=pool))
@@ -775,7 +837,12 @@ class RetryingClient:
 
 def detached(client: redis.Redis) -> redis.Redis:
     """A client to the same node as ``client``, on a connection of its own
-    (the caller closes it: ``connection_pool.disconnect()``)."""
+    (the caller closes it: ``connection_pool.disconnect()``); for a cluster
+    client, to one of its primaries, picked at random (a subscription to
+    ``PUBLISH``'s channels hears the whole cluster on any node)."""
+    unpooled = getattr(client, "unpooled", None)
+    if unpooled is not None:
+        return unpooled()
     pool = client.connection_pool
     return redis.Redis(
         connection_pool=redis.ConnectionPool(
