@@ -15,6 +15,7 @@ from tests.nodes import start_valkey
 from tests.nodes import tcp_url
 from tests.redisraft import RaftCluster
 from tests.redisraft import redisraft_dir
+from tests.valkeycluster import ValkeyCluster
 
 # The tests validate in this process, as a worker does.
 datastack.install()
@@ -63,6 +64,16 @@ def redisraft(tmp_path_factory) -> RaftCluster:
     directory = redisraft_dir()
     assert directory is not None, "collected without RedisRaft binaries"
     cluster = RaftCluster(directory, tmp_path_factory.mktemp("redisraft")).up()
+    yield cluster
+    cluster.down()
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster(tmp_path_factory) -> ValkeyCluster:
+    """One local Valkey Cluster (3 primaries, 3 replicas) for the session
+    (see tests/valkeycluster.py). Its tests share the xdist group
+    ``valkey_cluster``, so the suite's two processes start one between them."""
+    cluster = ValkeyCluster(tmp_path_factory.mktemp("valkeycluster")).up()
     yield cluster
     cluster.down()
 

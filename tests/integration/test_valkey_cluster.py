@@ -1,0 +1,120 @@
+"""The cluster client on a real local Valkey Cluster (3 primaries, 3
+replicas): readiness, WAIT for replicas, redirects, notifications."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from narad.errors import StorageError
+from narad_redis.client import NotEnoughReplicas
+from narad_redis.client import RetryingClient
+from narad_redis.client import detached
+from narad_redis.client import run_script
+from narad_redis.cluster import ClusterClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("valkey_cluster")]
+
+SET_GET = "redis.call('SET', KEYS[1], ARGV[1]) return redis.call('GET', KEYS[1])"
+
+
+@pytest.fixture
+def client(valkey_cluster):
+    made = ClusterClient(valkey_cluster.url, replica_wait_ms=2000)
+    yield made
+    made.close()
+
+
+def test_ready_while_every_slot_is_served(client):
+    assert client.leader_answers() is True
+
+
+def test_not_ready_when_no_seed_answers():
+    with pytest.raises(StorageError, match="no cluster node"):
+        ClusterClient("redis+cluster://127.0.0.1:1", connect_timeout_s=0.2)
+
+
+def test_scripts_reach_every_primary(client, valkey_cluster, topic):
+    script = client.redis.register_script(SET_GET)
+    owners = set()
+    for n in range(30):
+        key = f"narad:{{{topic}-{n}}}:k"
+        stored = client.call(lambda r, k=key, n=n: run_script(script, [k], [n], r))
+        assert stored == b"%d" % n
+        owners.add(valkey_cluster.primary_of(key).port)
+    assert len(owners) == 3
+
+
+def test_a_write_waits_for_min_replicas(client, topic):
+    client.redis.min_replicas = 1
+    script = client.redis.register_script(SET_GET)
+    key = f"narad:{{{topic}}}:k"
+    assert client.call(lambda r: run_script(script, [key], ["v"], r)) == b"v"
+
+
+def test_too_few_replicas_answer_uncertain(valkey_cluster, topic):
+    # Each primary has one replica: two cannot confirm.
+    client = ClusterClient(valkey_cluster.url, min_replicas=2, replica_wait_ms=100)
+    try:
+        script = client.redis.register_script(SET_GET)
+        key = f"narad:{{{topic}}}:k"
+        with pytest.raises(NotEnoughReplicas, match="1 of the 2 replicas"):
+            client.call(lambda r: run_script(script, [key], ["v"], r))
+        # It ran on the primary all the same: the 503 says it may be lost.
+        assert client.call(lambda r: r.get(key)) == b"v"
+    finally:
+        client.close()
+
+
+def test_a_stale_slot_map_is_corrected_by_moved(client, topic):
+    script = client.redis.register_script(SET_GET)
+    key = f"narad:{{{topic}}}:k"
+    manager = client.redis.nodes_manager
+    slot = client.redis.keyslot(key)
+    owner = manager.slots_cache[slot][0]
+    other = next(n for n in client.redis.get_primaries() if n.name != owner.name)
+    manager.slots_cache[slot] = [other]
+    assert client.call(lambda r: run_script(script, [key], ["v"], r)) == b"v"
+    assert manager.slots_cache[slot][0].name == owner.name
+
+
+def test_a_subscriber_on_any_primary_hears_a_script_on_another(client, topic):
+    publish = client.redis.register_script(
+        "redis.call('PUBLISH', ARGV[1], ARGV[2]) return 1"
+    )
+    listener = detached(client.redis)
+    pubsub = listener.pubsub()
+    try:
+        pubsub.subscribe("narad:events")
+        assert pubsub.get_message(timeout=5)["type"] == "subscribe"
+        for n in range(6):  # keys on every primary
+            key = f"narad:{{{topic}-{n}}}:k"
+            client.call(
+                lambda r, k=key, n=n: run_script(
+                    publish, [k], ["narad:events", f"m {n}"], r
+                )
+            )
+        # Over the cluster bus from the other primaries: in no set order.
+        heard = [pubsub.get_message(timeout=5) for _ in range(6)]
+        assert sorted(m["data"] for m in heard) == [b"m %d" % n for n in range(6)]
+    finally:
+        pubsub.close()
+        listener.connection_pool.disconnect()
+
+
+def test_cross_slot_keys_are_refused_not_retried(client, topic):
+    script = client.redis.register_script("return #KEYS")
+    keys = [f"narad:{{{topic}-a}}:k", f"narad:{{{topic}-b}}:k"]
+    with pytest.raises(redis.ResponseError, match=r"CROSSSLOT|slot"):
+        client.call(lambda r: run_script(script, keys, [], r))
+
+
+def test_a_lone_server_without_replicas_cannot_meet_min_replicas(valkey, topic):
+    # The same WAIT on the single-server client: no replica, no 202.
+    client = RetryingClient(valkey.tcp_url, min_replicas=1, replica_wait_ms=50)
+    try:
+        script = client.redis.register_script(SET_GET)
+        with pytest.raises(NotEnoughReplicas, match="0 of the 1 replicas"):
+            client.call(lambda r: run_script(script, [topic], ["v"], r))
+    finally:
+        client.close()
