@@ -29,6 +29,16 @@ costly work. A type only answers four questions:
   :class:`Violation` (``pointer``, ``keyword``: the rule, ``message``) with the
   version it breaks (``against_version`` in the API) and the direction.
 
+Three more have defaults, for Confluent's registry API and wire format
+(``/registry``, topics with ``framing: confluent``):
+
+- :meth:`SchemaType.registry_schema` and :meth:`SchemaType.registry_document`:
+  a stored version as Confluent's ``schema`` string, and back to what
+  :meth:`SchemaType.parse` takes.
+- :meth:`SchemaType.compile_framed`: the check of what follows a framed
+  message's magic byte and schema id, in :attr:`SchemaType.framed_encoding`
+  (what Confluent's serializers write).
+
 Refusals are Narad's errors: :class:`~narad.errors.InvalidSchema` for a
 schema, :class:`~narad.errors.InvalidPayload` for a payload (both 400), and
 :class:`UnusableVersion` for a stored version this node cannot use (409 on
@@ -46,6 +56,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from typing import Any
 
@@ -180,6 +191,13 @@ class SchemaType(ABC):
     def default_encoding(self) -> str:
         return self.encodings[0]
 
+    @property
+    def framed_encoding(self) -> str:
+        """The encoding of a framed message's payload (Confluent's wire
+        format): the type's ``binary`` one where it has one (Avro datums,
+        Protobuf messages), else its default (JSON Schema: a JSON text)."""
+        return "binary" if "binary" in self.encodings else self.default_encoding
+
     def bind(self, plugins: Plugins) -> SchemaType:
         """The type ready for a node whose plugins are ``plugins`` (the JSON
         type reads the drafts, format checkers and rules there); called once
@@ -218,6 +236,42 @@ class SchemaType(ABC):
         Raises:
             UnusableVersion: this node cannot use the version.
         """
+
+    def compile_framed(
+        self, schema: ParsedSchema, options: SchemaOptions, uri: str
+    ) -> Compiled:
+        """The check of a framed message of a stored version: what follows
+        the magic byte and the schema id (:mod:`narad.schema.framing`), in
+        :attr:`framed_encoding` whatever ``options.encoding`` says. The
+        default is :meth:`compile` in that encoding; the Protobuf type reads
+        Confluent's message indexes first.
+
+        Raises:
+            UnusableVersion: this node cannot use the version.
+        """
+        framed = replace(options, encoding=self.framed_encoding)
+        return self.compile(schema, framed, uri)
+
+    def registry_schema(self, stored: bytes, fmt: str = "") -> str:
+        """The ``schema`` string Confluent's registry API shows for a stored
+        version's document ``stored``; ``fmt`` is the request's ``format``
+        (``"serialized"``: the Protobuf type's base64 of the main file's
+        ``FileDescriptorProto``; other types ignore it). The default is the
+        stored JSON text itself, as Confluent's ``schema`` member of a JSON
+        Schema or Avro schema is the document's text.
+
+        Raises:
+            UnusableVersion: this node cannot read the version.
+        """
+        return stored.decode("utf-8")
+
+    def registry_document(self, schema: str) -> bytes:
+        """What :meth:`parse` takes for a Confluent ``schema`` string (the
+        inverse of :meth:`registry_schema`). The default is the string's
+        UTF-8 bytes: a JSON Schema's or an Avro schema's ``schema`` member is
+        the JSON document itself; a type whose document is a JSON string
+        (Protobuf) gives the string's JSON literal instead."""
+        return schema.encode("utf-8", "surrogatepass")
 
     @abstractmethod
     def check(

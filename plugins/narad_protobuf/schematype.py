@@ -16,10 +16,16 @@
   topic's encoding (``binary`` by default, or ``json``).
 - check: :func:`~narad_protobuf.compatibility.check` per direction, each
   violation once, in the one shape every type reports.
+- registry: Confluent's ``schema`` string is ``.proto`` text rendered from
+  the stored descriptors (:mod:`~narad_protobuf.render`), or with
+  ``format=serialized`` base64 of the main file's ``FileDescriptorProto``;
+  a framed message is Confluent's message indexes then a binary message
+  (:mod:`~narad_protobuf.framing`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -39,6 +45,9 @@ from narad.schematypes import check_versions
 from narad_protobuf.compatibility import Direction
 from narad_protobuf.compatibility import check
 from narad_protobuf.errors import ProtobufSchemaError
+from narad_protobuf.framing import FramedValidator
+from narad_protobuf.framing import main_file
+from narad_protobuf.render import render_file
 from narad_protobuf.schema import ProtobufSchema
 from narad_protobuf.schema import parse_schema
 
@@ -97,6 +106,31 @@ class ProtobufType(SchemaType):
             validator = parsed.binary_validator
         size = len(schema.stored) * _BYTES_PER_SCHEMA_BYTE
         return Compiled(validator.validate, size)
+
+    def compile_framed(
+        self, schema: ParsedSchema, options: SchemaOptions, uri: str
+    ) -> Compiled:
+        # Confluent's message indexes, then a binary message, whatever the
+        # topic's encoding (narad_protobuf.framing).
+        validator = FramedValidator(schema.value)
+        size = len(schema.stored) * _BYTES_PER_SCHEMA_BYTE
+        return Compiled(validator.validate, size)
+
+    def registry_schema(self, stored: bytes, fmt: str = "") -> str:
+        # .proto text rendered from the stored descriptors; Confluent's
+        # deserializers ask for format=serialized: base64 of the main file.
+        try:
+            schema = parse_schema(jsontext.loads(stored, max_depth=1))
+        except ProtobufSchemaError as exc:
+            raise UnusableVersion(exc.detail) from None
+        file = main_file(schema)
+        if fmt == "serialized":
+            return base64.b64encode(file.SerializeToString(deterministic=True)).decode()
+        return render_file(file)
+
+    def registry_document(self, schema: str) -> bytes:
+        # A PROTOBUF document is a JSON string (.proto text or base64).
+        return json.dumps(schema).encode()
 
     def check(
         self,
