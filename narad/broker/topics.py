@@ -11,6 +11,14 @@ when the same PATCH brings one). A child's is its parent's while attached,
 so a PATCH giving an attached child another mode is refused (409); the
 storage copies a parent's new mode into every child in the same write.
 
+``framing`` (``none`` or ``confluent``: Confluent's wire format, see
+:mod:`narad.schema.framing`) is a plain setting of the topic's own, never
+copied to children. A framed topic's payloads are in the encoding
+Confluent's serializers write for its type (Avro and Protobuf binary, JSON
+Schema's JSON texts): a create or PATCH that frames a topic without naming
+the encoding gets that one while the topic has no schema yet, and any other
+is refused (400).
+
 An alter or delete allowed by owning the topic names the ``epoch`` owned
 (:func:`narad.security.access.authorize`): it acts on that incarnation only,
 and a topic of the same name created meanwhile is not found (404).
@@ -33,6 +41,8 @@ from narad.errors import RetentionTooShort
 from narad.errors import TopicExists
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
+from narad.schema.framing import CONFLUENT
+from narad.schema.framing import check_framing
 from narad.schema.modes import DEFAULT
 from narad.schema.modes import Mode
 from narad.schema.service import SchemaService
@@ -84,6 +94,7 @@ class TopicService:
         schema_raw: bytes | None,
         *,
         schema_settings: Mapping[str, str] | None = None,
+        framing: str | None = None,
         parent: str | None = None,
         delay_ms: int = 0,
         mode: Mode | None = None,
@@ -99,6 +110,8 @@ class TopicService:
         ``schema_settings`` names the schema type (default ``JSON``), the
         payload encoding (default the type's) and the Protobuf message; a
         child takes its parent's (and those given must be the parent's).
+        ``framing`` (default ``none``) is the topic's own; ``confluent``
+        makes the type's framed encoding the default one.
         """
         given = dict(schema_settings or {})
         defaults = {**DEFAULTS, "partitions": 0} if parent else DEFAULTS
@@ -110,6 +123,8 @@ class TopicService:
             owner=owner,
             **{**defaults, **settings},
         )
+        if framing is not None:
+            meta = replace(meta, framing=framing)
         if parent is not None:
             return self.children.create(
                 meta,
@@ -120,12 +135,17 @@ class TopicService:
                 parent_epoch=parent_epoch,
                 schema_settings=given,
             )
-        if given:  # else the record's defaults: JSON over JSON texts
+        framed = meta.framing == CONFLUENT
+        if given or framed:  # else the record's defaults: JSON over JSON texts
             schema_type = self.schemas.schema_type(
                 given.get("schema_type", DEFAULT_TYPE)
             )
-            encoding = given.get("encoding", schema_type.default_encoding)
+            default = (
+                schema_type.framed_encoding if framed else schema_type.default_encoding
+            )
+            encoding = given.get("encoding", default)
             check_encoding(schema_type, encoding)
+            check_framing(schema_type, encoding, meta.framing)
             meta = replace(
                 meta,
                 schema_type=schema_type.name,
@@ -211,6 +231,7 @@ class TopicService:
         meta = self.records.refresh(name, epoch=epoch)
         changes = _check_mode(meta, changes)
         _check_retention(meta, changes)
+        changes = self._check_framing(meta, changes, schema_raw is not None)
         added = False
         if schema_raw is not None:
             added = (
@@ -225,6 +246,29 @@ class TopicService:
         if changes and not added:
             self._alter(meta, changes, epoch)
         return self.records.refresh(name), added
+
+    def _check_framing(
+        self, meta: TopicMeta, changes: TopicChanges, with_schema: bool
+    ) -> TopicChanges:
+        """``changes`` with the encoding a topic framed by them takes (the
+        type's framed one, while the topic has no schema and the PATCH names
+        none); refused (400) where it would be framed in another one."""
+        framing = changes.framing or meta.framing
+        if framing != CONFLUENT:
+            return changes
+        name = changes.schema_type or meta.schema_type
+        schema_type = self.schemas.schema_type(name)
+        encoding = changes.encoding
+        if encoding is None:
+            if with_schema and not meta.schema_version:
+                encoding = schema_type.framed_encoding
+                changes = replace(changes, encoding=encoding)
+            elif name == meta.schema_type:
+                encoding = meta.encoding
+            else:
+                encoding = schema_type.default_encoding
+        check_framing(schema_type, encoding, framing)
+        return changes
 
     def _alter(self, meta: TopicMeta, changes: TopicChanges, epoch: str | None) -> None:
         for _ in range(WRITE_ATTEMPTS):

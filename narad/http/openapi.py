@@ -24,6 +24,7 @@ from narad import __version__
 from narad.broker.children import MAX_DELAY_MS
 from narad.errors import CHALLENGE
 from narad.http import json_body
+from narad.http import openapi_registry
 from narad.http.body import MAX_BODY
 from narad.http.messages import IDEMPOTENCY_HEADER
 from narad.http.messages import MAX_ACK_BATCH
@@ -40,6 +41,7 @@ from narad.http.topics import MAX_PARTITIONS
 from narad.http.topics import MAX_PROTO_MESSAGE
 from narad.http.topics import MIN_RETENTION_MS
 from narad.http.users import MAX_PAGE as MAX_USER_PAGE
+from narad.schema.framing import FRAMINGS
 from narad.schema.modes import Mode
 from narad.schematypes import ENCODINGS
 from narad.security.grants import GRANTED
@@ -136,6 +138,17 @@ _SCHEMA_SETTINGS = {
     },
 }
 
+_FRAMING = {
+    "enum": list(FRAMINGS),
+    "default": FRAMINGS[0],
+    "description": "How produced messages are framed: none, or confluent "
+    "(Confluent's wire format: magic byte 0, the 4-byte big-endian global id "
+    "of any version of the topic's history, then the payload that version "
+    "validates: a JSON text, an Avro binary datum, or Protobuf message indexes "
+    "and a binary message). A framed AVRO or PROTOBUF topic's encoding is "
+    "binary. Messages are stored as sent.",
+}
+
 _MODE = {
     "enum": [m.value for m in Mode],
     "description": "A compatibility mode: how each new schema version must "
@@ -154,6 +167,7 @@ _TOPIC_RECORD = {
     "compatibility": _MODE,
     "schema_type": _SCHEMA_SETTINGS["schema_type"],
     "encoding": {"enum": list(ENCODINGS)},
+    "framing": {"enum": list(FRAMINGS)},
     "owner": _nullable({"type": "string"}),
     "proto_message": _nullable({"type": "string"}),
     "parent": _ref("TopicName"),
@@ -172,6 +186,7 @@ _TOPIC_REQUIRED = (
     "compatibility",
     "schema_type",
     "encoding",
+    "framing",
     "owner",
 )
 
@@ -273,6 +288,7 @@ SCHEMAS: dict[str, Any] = {
                 "not": {"type": "null"},
             },
             **_SCHEMA_SETTINGS,
+            "framing": _FRAMING,
             "parent": _ref("TopicName"),
             "fanout_delay_ms": {
                 **_int(0, MAX_DELAY_MS),
@@ -291,6 +307,7 @@ SCHEMAS: dict[str, Any] = {
                 "not": {"type": "null"},
             },
             **_SCHEMA_SETTINGS,
+            "framing": _FRAMING,
             "schema_base_version": _int(
                 0,
                 description="Append only if the current version is this one "
@@ -1175,9 +1192,14 @@ def document() -> dict[str, Any]:
             {"name": "fan-out"},
             {"name": "users"},
             {"name": "node", "description": "Probes, metrics and this document."},
+            {
+                "name": openapi_registry.TAG,
+                "description": "Confluent Schema Registry's REST API over the "
+                "same histories (docs/registry.md).",
+            },
         ],
         "security": [{"basic": []}],
-        "paths": _paths(),
+        "paths": {**_paths(), **openapi_registry.paths()},
         "components": {
             "securitySchemes": {
                 "basic": {
@@ -1186,7 +1208,7 @@ def document() -> dict[str, Any]:
                     "description": "A stored user's name and password, UTF-8.",
                 }
             },
-            "schemas": copy.deepcopy(SCHEMAS),
+            "schemas": copy.deepcopy({**SCHEMAS, **openapi_registry.SCHEMAS}),
             "parameters": copy.deepcopy(PARAMETERS),
             "headers": copy.deepcopy(_HEADERS),
             "responses": copy.deepcopy(RESPONSES),

@@ -21,6 +21,7 @@ from narad.http.body import query_int
 from narad.http.body import read_object
 from narad.http.body import refuse_unknown
 from narad.quoting import quote
+from narad.schema.framing import FRAMINGS
 from narad.schema.modes import Mode
 from narad.schematypes import ENCODINGS
 from narad.security.access import authorize
@@ -42,6 +43,7 @@ CREATE_FIELDS = (
     "compatibility",
     "schema",
     *SCHEMA_SETTINGS,
+    "framing",
     "parent",
     "fanout_delay_ms",
 )
@@ -50,6 +52,7 @@ ALTER_FIELDS = (
     "compatibility",
     "schema",
     *SCHEMA_SETTINGS,
+    "framing",
     "schema_base_version",
 )
 TYPE_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,31}")
@@ -72,6 +75,7 @@ def topic_record(meta: TopicMeta) -> dict[str, Any]:
         "compatibility": meta.compatibility,
         "schema_type": meta.schema_type,
         "encoding": meta.encoding,
+        "framing": meta.framing,
         "owner": meta.owner or None,
     }
     if meta.schema_type == "PROTOBUF" or meta.proto_message:
@@ -184,6 +188,21 @@ def schema_settings(body: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def framing_setting(body: dict[str, Any]) -> str | None:
+    """The ``framing`` setting in ``body``, if it has one: ``"none"`` or
+    ``"confluent"`` (Confluent's wire format, :mod:`narad.schema.framing`)."""
+    if "framing" not in body:
+        return None
+    value = body["framing"]
+    if value not in FRAMINGS:
+        shown = quote(value[:100]) if isinstance(value, str) else "not a string"
+        raise InvalidArgument(
+            f"framing must be one of {', '.join(FRAMINGS)} (magic byte 0 and a "
+            f"4-byte schema id before each message), got {shown}"
+        )
+    return value
+
+
 def _mode_setting(body: dict[str, Any]) -> Mode | None:
     """The ``compatibility`` setting in ``body``, if it has one."""
     return mode(body["compatibility"]) if "compatibility" in body else None
@@ -217,6 +236,7 @@ class TopicCollection:
             settings,
             schema_raw,
             schema_settings=schema_settings(body),
+            framing=framing_setting(body),
             parent=parent,
             delay_ms=delay or 0,
             mode=compatibility,
@@ -287,6 +307,7 @@ class TopicItem:
             **_settings(body, ALTERABLE),
             compatibility=compatibility and compatibility.value,
             **schema_settings(body),
+            framing=framing_setting(body),
         )
         meta, _ = self.topics.alter(name, changes, schema_raw, base, epoch=owned)
         resp.text = dumps(topic_record(meta))
