@@ -55,6 +55,10 @@ from narad.http.middleware import Authenticate
 from narad.http.middleware import RequestLog
 from narad.http.openapi import PATH as OPENAPI_PATH
 from narad.http.openapi import OpenAPI
+from narad.http.registry import MEDIA as REGISTRY_MEDIA
+from narad.http.registry import add_routes as add_registry_routes
+from narad.http.registry import error_body as registry_error_body
+from narad.http.registry import is_registry
 from narad.http.schemas import SchemaCheck
 from narad.http.schemas import SchemaHistory
 from narad.http.topics import TopicCollection
@@ -65,6 +69,7 @@ from narad.logs import Episode
 from narad.plugins import Plugins
 from narad.plugins import connect_storage
 from narad.plugins import load_plugins
+from narad.registry.service import RegistryService
 from narad.schema import patterns
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.service import SchemaService
@@ -319,6 +324,7 @@ def create_app(
     app.add_route("/v1/users/{username}/grants", user, suffix="grants")
     app.add_route("/v1/users/{username}/password", user, suffix="password")
     app.add_route(OPENAPI_PATH, OpenAPI())
+    add_registry_routes(app, RegistryService(storage, records, schemas, topics))
     app.add_sink(authenticate.unknown_route)  # after every route
     app.add_route("/healthz", Health())
     app.add_route("/readyz", Ready(storage, guard))
@@ -329,7 +335,20 @@ def create_app(
     return app
 
 
-def _json_error(resp: falcon.Response, status: int, message: str) -> None:
+def _json_error(
+    resp: falcon.Response,
+    status: int,
+    message: str,
+    req: falcon.Request | None = None,
+    exc: Exception | None = None,
+) -> None:
+    if req is not None and is_registry(req):
+        # Confluent's shape and codes under /registry (narad.registry.errors).
+        status, body = registry_error_body(exc or Exception(message), status)
+        resp.status = falcon.code_to_http_status(status)
+        resp.content_type = REGISTRY_MEDIA
+        resp.data = body
+        return
     resp.status = falcon.code_to_http_status(status)
     resp.content_type = falcon.MEDIA_JSON
     resp.data = error_body(message)
@@ -354,7 +373,9 @@ def _refused(req, resp, exc: NaradError | StorageError, params) -> None:
         message = exc.message
         for name, value in exc.headers.items():
             resp.set_header(name, value)
-    _json_error(resp, status_of(exc), message)
+        _json_error(resp, status_of(exc), message, req, exc)
+        return
+    _json_error(resp, status_of(exc), message, req, _Refusal(message))
 
 
 def _storage_error(kind: str) -> None:
@@ -363,7 +384,7 @@ def _storage_error(kind: str) -> None:
 
 def _http_error(req, resp, exc: falcon.HTTPError, params) -> None:
     message = exc.description or exc.title or str(exc.status)
-    _json_error(resp, exc.status_code, message)
+    _json_error(resp, exc.status_code, message, req, _Refusal(message))
     for name, value in (exc.headers or {}).items():
         resp.set_header(name, value)
 
@@ -374,9 +395,22 @@ def _unexpected(req, resp, exc: Exception, params) -> None:
     # 4xx and access-log line only. The path is quoted: it arrives decoded,
     # and a newline in it would forge log lines.
     log.exception("unexpected error on %s %r", req.method, req.path)
-    _json_error(resp, 500, "internal error")
+    _json_error(resp, 500, "internal error", req, _Refusal("internal error"))
+
+
+class _Refusal(Exception):
+    """A refusal's message alone, for its Confluent body under /registry."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def _serialize_http_error(req, resp, exc: falcon.HTTPError) -> None:
     resp.content_type = falcon.MEDIA_JSON
-    resp.data = error_body(exc.description or exc.title)
+    message = exc.description or exc.title
+    if is_registry(req):
+        resp.content_type = REGISTRY_MEDIA
+        _, resp.data = registry_error_body(_Refusal(message), exc.status_code)
+        return
+    resp.data = error_body(message)

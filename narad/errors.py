@@ -287,6 +287,21 @@ class TopicExists(Conflict):
         super().__init__(f"topic {topic} already exists")
 
 
+class SubjectHoldsTopicName(Conflict):
+    """A topic cannot be created while the registry's standalone subject
+    ``<topic>-value`` holds versions: that subject would be the topic's
+    history, and the two histories would be two answers for one name."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        super().__init__(
+            f"topic {topic} cannot be created: the registry subject {topic}-value "
+            "holds a schema history of its own; delete that subject (DELETE "
+            f"/registry/subjects/{topic}-value, then again with ?permanent=true) "
+            "or choose another topic name"
+        )
+
+
 class SchemaVersionConflict(Conflict):
     """The history moved on from the ``schema_base_version`` the client gave,
     or kept moving while the change was checked."""
