@@ -469,8 +469,10 @@ class SchemaVersion:
     version: int
     document: bytes
     high_cost: bool
-    schema_id: int = 0
-    identity: SchemaIdentity | None = None
+    # Assigned by the storage: two reads of one version compare equal
+    # whatever a write was given.
+    schema_id: int = field(default=0, compare=False)
+    identity: SchemaIdentity | None = field(default=None, compare=False)
     references: bytes = b""
     deleted: bool = False
 
@@ -597,6 +599,7 @@ class Status(Enum):
     NOT_CHILD = "not_child"  # not attached to that parent
     REPEATED = "repeated"  # an ack already applied under the same nonce: no change
     KEY_REUSED = "key_reused"  # an idempotency key remembered for other entries
+    SUBJECT_EXISTS = "subject_exists"  # a standalone subject "<t>-value" holds versions
     NO_SUBJECT = "no_subject"  # no registry subject (or version) of that name
     NOT_DELETED = "not_deleted"  # a permanent delete of a version not soft-deleted
 
@@ -835,8 +838,9 @@ class Storage(Protocol):
     ) -> SchemaWriteResult:
         """Create the topic ``meta`` describes, with version 1 of its history.
 
-        Checks: no topic named ``meta.name`` exists (EXISTS); with a schema
-        (``limits`` then given), that all histories plus the document fit
+        Checks: no topic named ``meta.name`` exists (EXISTS); the standalone
+        registry subject ``<name>-value`` holds no version (SUBJECT_EXISTS);
+        with a schema (``limits`` then given), that all histories plus the document fit
         ``limits.cluster_bytes`` (CLUSTER_BUDGET) and the document alone fits
         ``limits.topic_bytes`` (TOPIC_BUDGET). ``schema_version``,
         ``schema_high_cost`` and ``schema_bytes`` of ``meta`` are ignored: the
@@ -846,12 +850,14 @@ class Storage(Protocol):
         Changes, in one step: stores the record (schema version 1 with a
         schema, else 0; ``compatibility``, ``schema_type``, ``encoding`` and
         ``proto_message`` as given), the document as version
-        1, adds the document's bytes to the cluster total, lists the topic
-        for :meth:`list_topics`, and publishes :attr:`Event.TOPIC_CHANGED`.
+        1 with its global schema id, adds the document's bytes to the
+        cluster total, lists the topic for :meth:`list_topics`, and
+        publishes :attr:`Event.TOPIC_CHANGED`.
 
         Returns:
             OK (``version``, ``stored_bytes``, ``cluster_bytes`` after the
-            write), EXISTS, CLUSTER_BUDGET or TOPIC_BUDGET.
+            write, ``schema_id``), EXISTS, SUBJECT_EXISTS, CLUSTER_BUDGET or
+            TOPIC_BUDGET.
         """
         ...
 
@@ -866,9 +872,11 @@ class Storage(Protocol):
     ) -> SchemaWriteResult:
         """Create the topic ``meta`` describes attached to ``parent``, in one step.
 
-        Checks, in order: no topic named ``meta.name`` exists (EXISTS);
-        ``parent.epoch`` is the parent's (NO_TOPIC, ``topic`` the parent);
-        the parent has no parent itself (PARENT_IS_CHILD); it has fewer than
+        Checks, in order: no topic named ``meta.name`` exists (EXISTS); the
+        standalone subject ``<name>-value`` holds no version
+        (SUBJECT_EXISTS); ``parent.epoch`` is the parent's (NO_TOPIC,
+        ``topic`` the parent); the parent has no parent itself
+        (PARENT_IS_CHILD); it has fewer than
         ``max_children`` children (TOO_MANY_CHILDREN); its retention is 0 or
         at least ``delay_ms`` plus :data:`RETENTION_MARGIN_MS`
         (RETENTION_TOO_SHORT); its schema version is
@@ -880,7 +888,7 @@ class Storage(Protocol):
 
         Changes, in one step: what :meth:`create_topic` does without a
         schema; the new topic adopts the parent's whole history (every
-        version, document and ``high_cost`` as stored, the same current
+        version, document, ``high_cost`` and global id as stored, the same current
         version; its bytes added to the cluster total) and the parent's
         :data:`FAMILY_FIELDS`: compatibility mode, schema type, encoding and
         Protobuf message (``meta``'s are ignored); it records the

@@ -39,6 +39,7 @@ from narad.errors import ParentIsAChild
 from narad.errors import RetentionTooShort
 from narad.errors import SchemaSettingManagedByParent
 from narad.errors import SelfAttach
+from narad.errors import SubjectHoldsTopicName
 from narad.errors import TooManyChildren
 from narad.errors import TopicExists
 from narad.errors import TopicKeptChanging
@@ -171,6 +172,8 @@ class ChildrenService:
             )
             if result.status is Status.EXISTS:
                 raise TopicExists(meta.name)
+            if result.status is Status.SUBJECT_EXISTS:
+                raise SubjectHoldsTopicName(meta.name)
             if result.status is Status.OK:
                 self.records.drop(parent_name)
                 # STALE_SCHEMA otherwise: the parent's mode is as read.

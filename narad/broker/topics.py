@@ -38,6 +38,7 @@ from narad.errors import BaseVersionWithoutSchema
 from narad.errors import InvalidArgument
 from narad.errors import ModeManagedByParent
 from narad.errors import RetentionTooShort
+from narad.errors import SubjectHoldsTopicName
 from narad.errors import TopicExists
 from narad.errors import TopicKeptChanging
 from narad.errors import TopicNotFound
@@ -155,9 +156,12 @@ class TopicService:
         heard = self.records.heard
         if schema_raw is not None:
             created = self.schemas.create_topic(meta, schema_raw)
-        elif self.storage.create_topic(meta).status is Status.EXISTS:
-            raise TopicExists(name)
         else:
+            status = self.storage.create_topic(meta).status
+            if status is Status.EXISTS:
+                raise TopicExists(name)
+            if status is Status.SUBJECT_EXISTS:
+                raise SubjectHoldsTopicName(name)
             created = meta
         # The script wrote exactly this record: no need to read it back.
         self.records.put(created, heard)

@@ -81,6 +81,7 @@ from narad.errors import SchemaTypesDiffer
 from narad.errors import SchemaUnusable
 from narad.errors import SchemaVersionConflict
 from narad.errors import SchemaVersionNotFound
+from narad.errors import SubjectHoldsTopicName
 from narad.errors import TooManyVersions
 from narad.errors import TopicBudgetExceeded
 from narad.errors import TopicExists
@@ -297,6 +298,8 @@ class SchemaService:
         result = self.storage.create_topic(meta, first, limits=self.limits())
         if result.status is Status.EXISTS:
             raise TopicExists(meta.name)
+        if result.status is Status.SUBJECT_EXISTS:
+            raise SubjectHoldsTopicName(meta.name)
         self.raise_for_budget(result, meta.name)
         return replace(
             meta,
@@ -628,6 +631,27 @@ class SchemaService:
                 raise SchemaVersionNotFound(meta.name, meta.schema_version)
             meta = fresh
         raise TopicKeptChanging(meta.name)
+
+    def with_ids(self, meta: TopicMeta) -> list[SchemaVersion]:
+        """Every version of ``meta``'s history, each with its global schema
+        id: versions stored before ids get theirs first (once, by whichever
+        node reads them first; the same schema gets the same id anyway).
+
+        Raises:
+            TopicNotFound: the topic went meanwhile.
+        """
+        history = self.storage.get_schemas(meta.name)
+        missing = [v for v in history if not v.schema_id]
+        if not missing:
+            return history
+        view = history_of(meta)
+        identified = [
+            replace(v, identity=fingerprint(meta.schema_type, self.load(view, v)))
+            for v in missing
+        ]
+        if self.storage.assign_schema_ids(meta, identified) is Status.NO_TOPIC:
+            raise TopicNotFound(meta.name)
+        return self.storage.get_schemas(meta.name)
 
     def stored(self, name: str, version: int) -> SchemaVersion:
         found = self.storage.get_schema(name, version)

@@ -31,6 +31,7 @@ conftest for readable failures.
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import Callable
@@ -55,6 +56,7 @@ from narad.storage import IdempotencyLimits
 from narad.storage import Lease
 from narad.storage import Notification
 from narad.storage import PayloadKind
+from narad.storage import SchemaIdentity
 from narad.storage import SchemaLimits
 from narad.storage import SchemaVersion
 from narad.storage import ServerStatus
@@ -65,6 +67,18 @@ from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 from narad.storage import TopicStats
 from narad.storage import UserRecord
+
+
+def schema_version(
+    version: int, document: bytes, high_cost: bool = False
+) -> SchemaVersion:
+    """A version to write, with the identity a JSON Schema of ``document``
+    would have (its bytes' digest: enough to tell documents apart here)."""
+    digest = hashlib.sha256(document).hexdigest()
+    return SchemaVersion(
+        version, document, high_cost, identity=SchemaIdentity("JSON", digest)
+    )
+
 
 __all__ = ("StorageContract", "requires")
 
@@ -146,7 +160,7 @@ class StorageContract:
         self, storage: Storage, schema: bytes = b"", **settings: Any
     ) -> TopicMeta:
         meta = new_meta(**settings)
-        version = SchemaVersion(1, schema, False) if schema else None
+        version = schema_version(1, schema, False) if schema else None
         result = storage.create_topic(meta, version, limits=LIMITS)
         assert result.status is Status.OK
         stored = storage.get_topic(meta.name)
@@ -221,14 +235,14 @@ class StorageContract:
 
     def test_create_with_a_schema_stores_version_one(self, storage):
         meta = new_meta()
-        result = storage.create_topic(meta, SchemaVersion(1, DOC, True), limits=LIMITS)
+        result = storage.create_topic(meta, schema_version(1, DOC, True), limits=LIMITS)
         assert (result.status, result.version) == (Status.OK, 1)
         assert result.stored_bytes == len(DOC)
         assert result.cluster_bytes >= len(DOC)
         stored = storage.get_topic(meta.name)
         assert (stored.schema_version, stored.schema_high_cost) == (1, True)
         assert stored.schema_bytes == len(DOC)
-        assert storage.get_schema(meta.name, 1) == SchemaVersion(1, DOC, True)
+        assert storage.get_schema(meta.name, 1) == schema_version(1, DOC, True)
         assert [(s.version, s.size) for s in storage.schema_sizes(meta.name)] == [
             (1, len(DOC))
         ]
@@ -236,22 +250,22 @@ class StorageContract:
     def test_create_over_a_budget_stores_nothing(self, storage):
         small = replace(LIMITS, topic_bytes=len(DOC) - 1)
         meta = new_meta()
-        result = storage.create_topic(meta, SchemaVersion(1, DOC, False), limits=small)
+        result = storage.create_topic(meta, schema_version(1, DOC, False), limits=small)
         assert result.status is Status.TOPIC_BUDGET
         assert storage.get_topic(meta.name) is None
         # What every history holds now, learnt from a write that succeeds.
         total = self.topic_with_schema_cluster_bytes(storage)
         tight = replace(LIMITS, cluster_bytes=total + len(DOC) - 1)
-        result = storage.create_topic(meta, SchemaVersion(1, DOC, False), limits=tight)
+        result = storage.create_topic(meta, schema_version(1, DOC, False), limits=tight)
         assert (result.status, result.cluster_bytes) == (Status.CLUSTER_BUDGET, total)
         assert storage.get_topic(meta.name) is None
         roomy = replace(LIMITS, cluster_bytes=total + len(DOC))
-        ok = storage.create_topic(meta, SchemaVersion(1, DOC, False), limits=roomy)
+        ok = storage.create_topic(meta, schema_version(1, DOC, False), limits=roomy)
         assert (ok.status, ok.cluster_bytes) == (Status.OK, total + len(DOC))
 
     def topic_with_schema_cluster_bytes(self, storage: Storage) -> int:
         result = storage.create_topic(
-            new_meta(), SchemaVersion(1, b"{}", False), limits=LIMITS
+            new_meta(), schema_version(1, b"{}", False), limits=LIMITS
         )
         assert result.status is Status.OK
         return result.cluster_bytes
@@ -361,11 +375,11 @@ class StorageContract:
         doc = b'{"description":"' + b"x" * 1000 + b'"}'
         meta = new_meta()
         created = storage.create_topic(
-            meta, SchemaVersion(1, doc, False), limits=LIMITS
+            meta, schema_version(1, doc, False), limits=LIMITS
         )
         assert storage.delete_topic(storage.get_topic(meta.name)) is Status.OK
         after = storage.create_topic(
-            new_meta(), SchemaVersion(1, b"{}", False), limits=LIMITS
+            new_meta(), schema_version(1, b"{}", False), limits=LIMITS
         )
         assert after.cluster_bytes == created.cluster_bytes - len(doc) + 2
 
@@ -389,7 +403,7 @@ class StorageContract:
             )
         assert storage.alter_topic(old, TopicChanges(retention_ms=1)) is Status.NO_TOPIC
         schema = storage.append_schema(
-            old, SchemaVersion(1, DOC, False), expected_current=0, limits=LIMITS
+            old, schema_version(1, DOC, False), expected_current=0, limits=LIMITS
         )
         assert schema.status is Status.NO_TOPIC
         assert storage.get_topic(old.name) == new
@@ -400,7 +414,7 @@ class StorageContract:
 
     def test_append_schema_checks_base_count_and_budgets_in_order(self, storage):
         meta = self.topic(storage)
-        doc = SchemaVersion(1, DOC, False)
+        doc = schema_version(1, DOC, False)
         two = replace(LIMITS, max_versions=2)
 
         def append(expected: int, limits: SchemaLimits = two):
@@ -427,11 +441,11 @@ class StorageContract:
         meta = self.topic(storage, DOC)
         second = b'{"type":["object","array"]}'
         result = storage.append_schema(
-            meta, SchemaVersion(7, second, True), expected_current=1, limits=LIMITS
+            meta, schema_version(7, second, True), expected_current=1, limits=LIMITS
         )
         assert (result.status, result.version) == (Status.OK, 2)
         assert result.stored_bytes == len(DOC) + len(second)
-        assert storage.get_schema(meta.name, 2) == SchemaVersion(2, second, True)
+        assert storage.get_schema(meta.name, 2) == schema_version(2, second, True)
         assert storage.get_schema(meta.name, 3) is None
         stored = storage.get_topic(meta.name)
         assert (stored.schema_version, stored.schema_high_cost) == (2, True)
@@ -442,7 +456,7 @@ class StorageContract:
         changes = TopicChanges(retention_ms=0, visibility_timeout_ms=7)
         refused = storage.append_schema(
             meta,
-            SchemaVersion(1, DOC, False),
+            schema_version(1, DOC, False),
             expected_current=0,
             limits=replace(LIMITS, topic_bytes=1),
             changes=changes,
@@ -451,7 +465,7 @@ class StorageContract:
         assert storage.get_topic(meta.name) == meta
         done = storage.append_schema(
             meta,
-            SchemaVersion(1, DOC, False),
+            schema_version(1, DOC, False),
             expected_current=0,
             limits=LIMITS,
             changes=changes,
@@ -1200,7 +1214,7 @@ class StorageContract:
         )
         assert first.count == 1
         storage.append_schema(
-            meta, SchemaVersion(2, DOC, False), expected_current=1, limits=LIMITS
+            meta, schema_version(2, DOC, False), expected_current=1, limits=LIMITS
         )
         retry = storage.append(
             meta, entry, schema_version=1, now_ms=1, idempotency=[guard]
@@ -1590,7 +1604,7 @@ class StorageContract:
     def test_attach_refuses_schema_versions_read_before_a_change(self, storage):
         parent, child = self.topic(storage, DOC), self.topic(storage)
         storage.append_schema(
-            parent, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+            parent, schema_version(2, b"{}", False), expected_current=1, limits=LIMITS
         )
         result = storage.attach_child(
             parent, child, delay_ms=0, limits=LIMITS, max_children=108
@@ -1602,7 +1616,7 @@ class StorageContract:
         child = self.topic(storage, b'{"type": "object"}')
         longer = self.topic(storage, DOC)
         storage.append_schema(
-            longer, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+            longer, schema_version(2, b"{}", False), expected_current=1, limits=LIMITS
         )
         for parent in (self.topic(storage), storage.get_topic(longer.name)):
             mismatch = storage.attach_child(
@@ -1616,14 +1630,14 @@ class StorageContract:
         )
         assert (result.status, result.version) == (Status.OK, 1)
         assert storage.get_schemas(child.name) == [
-            SchemaVersion(1, b'{"type": "object"}', False)
+            schema_version(1, b'{"type": "object"}', False)
         ]
 
     def test_a_child_without_a_history_adopts_the_parents(self, storage):
         parent = self.topic(storage, DOC)
         second = b'{"type":["object","array"]}'
         storage.append_schema(
-            parent, SchemaVersion(2, second, True), expected_current=1, limits=LIMITS
+            parent, schema_version(2, second, True), expected_current=1, limits=LIMITS
         )
         parent = storage.get_topic(parent.name)
         child = self.topic(storage)
@@ -1641,8 +1655,8 @@ class StorageContract:
         assert stored.schema_bytes == size
         assert storage.get_schemas(child.name) == storage.get_schemas(parent.name)
         assert storage.get_schemas(child.name) == [
-            SchemaVersion(1, DOC, False),
-            SchemaVersion(2, second, True),
+            schema_version(1, DOC, False),
+            schema_version(2, second, True),
         ]
         after = self.topic_with_schema_cluster_bytes(storage)
         assert after == result.cluster_bytes + 2
@@ -1688,7 +1702,7 @@ class StorageContract:
             parent=parent.name,
             fanout_delay_ms=HOUR,
         )
-        assert storage.get_schemas(meta.name) == [SchemaVersion(1, DOC, False)]
+        assert storage.get_schemas(meta.name) == [schema_version(1, DOC, False)]
         assert storage.get_topic(parent.name).children == (
             Child(meta.name, meta.epoch, 4, HOUR),
         )
@@ -1853,7 +1867,7 @@ class StorageContract:
         second = b'{"type":["object","null"]}'
         before = self.topic_with_schema_cluster_bytes(storage)
         result = storage.append_schema(
-            parent, SchemaVersion(2, second, True), expected_current=1, limits=LIMITS
+            parent, schema_version(2, second, True), expected_current=1, limits=LIMITS
         )
         assert (result.status, result.version) == (Status.OK, 2)
         assert result.cluster_bytes == before + 3 * len(second)
@@ -1867,18 +1881,18 @@ class StorageContract:
         parent, child = self.topic(storage, DOC), self.topic(storage)
         parent, child = self.attach(storage, parent, child)
         refused = storage.append_schema(
-            child, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+            child, schema_version(2, b"{}", False), expected_current=1, limits=LIMITS
         )
         assert (refused.status, refused.topic) == (Status.ATTACHED, parent.name)
         stale = replace(parent, children=())
         moved = storage.append_schema(
-            stale, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+            stale, schema_version(2, b"{}", False), expected_current=1, limits=LIMITS
         )
         assert moved.status is Status.STALE_CHILDREN
         assert storage.detach_child(parent, child.name) is Status.OK
         child = storage.get_topic(child.name)
         own = storage.append_schema(
-            child, SchemaVersion(2, b"{}", False), expected_current=1, limits=LIMITS
+            child, schema_version(2, b"{}", False), expected_current=1, limits=LIMITS
         )
         assert own.status is Status.OK
         assert storage.get_topic(parent.name).schema_version == 1
@@ -1891,7 +1905,7 @@ class StorageContract:
         spaced = b'{"type": "object"}'
         wordy = self.topic(storage, spaced)
         parent, _ = self.attach(storage, parent, wordy)
-        doc = SchemaVersion(2, b"{}", False)
+        doc = schema_version(2, b"{}", False)
         limit = replace(LIMITS, topic_bytes=len(spaced) + 1)
         refused = storage.append_schema(parent, doc, expected_current=1, limits=limit)
         assert (refused.status, refused.stored_bytes, refused.topic) == (
@@ -1927,7 +1941,7 @@ class StorageContract:
         assert storage.alter_topic(parent, short) is Status.RETENTION_TOO_SHORT
         with_schema = storage.append_schema(
             parent,
-            SchemaVersion(1, DOC, False),
+            schema_version(1, DOC, False),
             expected_current=0,
             limits=LIMITS,
             changes=short,
@@ -2042,13 +2056,13 @@ class StorageContract:
         )
         doc = b'{"type":["object","null"]}'
         moved = storage.append_schema(
-            meta, SchemaVersion(2, doc, False), expected_current=1, limits=LIMITS
+            meta, schema_version(2, doc, False), expected_current=1, limits=LIMITS
         )
         assert (moved.status, moved.version) == (Status.BASE_MISMATCH, 1)
         assert storage.get_topic(meta.name).schema_version == 1
         meta = storage.get_topic(meta.name)
         ok = storage.append_schema(
-            meta, SchemaVersion(2, doc, False), expected_current=1, limits=LIMITS
+            meta, schema_version(2, doc, False), expected_current=1, limits=LIMITS
         )
         assert (ok.status, ok.version) == (Status.OK, 2)
 
@@ -2057,7 +2071,7 @@ class StorageContract:
         parent, child = self.attach(storage, parent, child)
         result = storage.append_schema(
             parent,
-            SchemaVersion(2, b"{}", False),
+            schema_version(2, b"{}", False),
             expected_current=1,
             limits=LIMITS,
             changes=TopicChanges(compatibility="FORWARD_TRANSITIVE"),
@@ -2115,7 +2129,7 @@ class StorageContract:
         first = TopicChanges(schema_type="AVRO", encoding="binary")
         result = storage.append_schema(
             parent,
-            SchemaVersion(1, b'"long"', False),
+            schema_version(1, b'"long"', False),
             expected_current=0,
             limits=LIMITS,
             changes=first,
@@ -2162,6 +2176,248 @@ class StorageContract:
             )
         finally:
             stream.close()
+
+    # -- global schema ids and registry subjects ------------------------------
+
+    @staticmethod
+    def unique_doc() -> bytes:
+        return b'{"title":"%s"}' % uuid.uuid4().hex.encode()
+
+    def test_a_created_version_gets_a_global_id(self, storage):
+        doc = self.unique_doc()
+        meta = new_meta()
+        result = storage.create_topic(meta, schema_version(1, doc), limits=LIMITS)
+        assert result.status is Status.OK and result.schema_id >= 1
+        [stored] = storage.get_schemas(meta.name)
+        assert stored.schema_id == result.schema_id
+        assert storage.get_schema(meta.name, 1).schema_id == result.schema_id
+        found = storage.schema_by_id(result.schema_id)
+        assert (found.schema_type, found.document, found.references) == (
+            "JSON",
+            doc,
+            b"",
+        )
+        assert found.uses == ((f"{meta.name}-value", 1),)
+        assert storage.schema_id_of(schema_version(1, doc).identity) == result.schema_id
+
+    def test_the_same_schema_has_one_id_everywhere(self, storage):
+        doc, other = self.unique_doc(), self.unique_doc()
+        first = storage.create_topic(new_meta(), schema_version(1, doc), limits=LIMITS)
+        again = storage.create_topic(new_meta(), schema_version(1, doc), limits=LIMITS)
+        third = storage.create_topic(
+            new_meta(), schema_version(1, other), limits=LIMITS
+        )
+        assert first.schema_id == again.schema_id
+        assert third.schema_id > first.schema_id
+        assert len(storage.schema_by_id(first.schema_id).uses) == 2
+
+    def test_a_new_version_gets_its_id_in_every_child(self, storage):
+        parent, child = self.topic(storage, DOC), self.topic(storage)
+        parent, child = self.attach(storage, parent, child)
+        assert storage.get_schemas(child.name)[0].schema_id == (
+            storage.get_schemas(parent.name)[0].schema_id
+        )
+        doc = self.unique_doc()
+        result = storage.append_schema(
+            parent, schema_version(2, doc), expected_current=1, limits=LIMITS
+        )
+        assert result.status is Status.OK and result.schema_id >= 1
+        for name in (parent.name, child.name):
+            assert storage.get_schemas(name)[1].schema_id == result.schema_id
+        assert storage.schema_by_id(result.schema_id).uses == tuple(
+            sorted([(f"{parent.name}-value", 2), (f"{child.name}-value", 2)])
+        )
+        created = storage.create_child(
+            new_meta(),
+            storage.get_topic(parent.name),
+            delay_ms=0,
+            limits=LIMITS,
+            max_children=108,
+        )
+        assert created.status is Status.OK
+        [*_, listed] = storage.get_topic(parent.name).children
+        assert storage.get_schema(listed.name, 2).schema_id == result.schema_id
+
+    def test_an_id_outlives_its_uses_and_is_never_reused(self, storage):
+        doc = self.unique_doc()
+        meta = new_meta()
+        first = storage.create_topic(meta, schema_version(1, doc), limits=LIMITS)
+        assert storage.delete_topic(storage.get_topic(meta.name)) is Status.OK
+        gone = storage.schema_by_id(first.schema_id)
+        assert gone is not None and gone.uses == ()
+        again = storage.create_topic(new_meta(), schema_version(1, doc), limits=LIMITS)
+        assert again.schema_id == first.schema_id
+        assert storage.schema_by_id(first.schema_id).document == doc
+        fresh = storage.create_topic(
+            new_meta(), schema_version(1, self.unique_doc()), limits=LIMITS
+        )
+        assert fresh.schema_id > first.schema_id
+
+    def test_an_id_never_assigned_has_no_schema(self, storage):
+        assert storage.schema_by_id(0) is None
+        assert storage.schema_by_id(2**31 - 1) is None
+        assert storage.schema_id_of(schema_version(1, self.unique_doc()).identity) == 0
+
+    def test_assigning_ids_keeps_those_assigned(self, storage):
+        meta = self.topic(storage, DOC)
+        [stored] = storage.get_schemas(meta.name)
+        assert storage.assign_schema_ids(meta, [schema_version(1, DOC)]) is Status.OK
+        assert storage.get_schemas(meta.name)[0].schema_id == stored.schema_id
+        stale = replace(meta, epoch="other")
+        assert storage.assign_schema_ids(stale, []) is Status.NO_TOPIC
+
+    def test_a_subject_takes_versions_with_ids(self, storage):
+        name = f"subject-{uuid.uuid4().hex}"
+        doc = self.unique_doc()
+        assert storage.get_subject(name) is None
+        result = storage.register_subject_version(
+            name, schema_version(0, doc), expected_latest=0, topic="", limits=LIMITS
+        )
+        assert (result.status, result.version) == (Status.OK, 1)
+        topic = storage.create_topic(new_meta(), schema_version(1, doc), limits=LIMITS)
+        assert topic.schema_id == result.schema_id
+        stale = storage.register_subject_version(
+            name, schema_version(0, DOC), expected_latest=0, topic="", limits=LIMITS
+        )
+        assert (stale.status, stale.version) == (Status.BASE_MISMATCH, 1)
+        second = storage.register_subject_version(
+            name, schema_version(0, DOC), expected_latest=1, topic="", limits=LIMITS
+        )
+        assert (second.status, second.version) == (Status.OK, 2)
+        subject = storage.get_subject(name)
+        assert (subject.name, subject.latest, subject.compatibility) == (name, 2, "")
+        assert [(v.version, v.document, v.schema_id) for v in subject.versions] == [
+            (1, doc, result.schema_id),
+            (2, DOC, second.schema_id),
+        ]
+        assert subject.versions[0].identity == schema_version(1, doc).identity
+        assert (name, 1) in storage.schema_by_id(result.schema_id).uses
+        assert name in storage.list_subjects()
+        assert storage.list_subjects(prefix=name) == [name]
+        assert storage.list_subjects(prefix=name + "x") == []
+
+    def test_subject_versions_are_soft_then_permanently_deleted(self, storage):
+        name = f"subject-{uuid.uuid4().hex}"
+        docs = [self.unique_doc() for _ in range(3)]
+        ids = []
+        for latest, doc in enumerate(docs):
+            result = storage.register_subject_version(
+                name,
+                schema_version(0, doc),
+                expected_latest=latest,
+                topic="",
+                limits=LIMITS,
+            )
+            ids.append(result.schema_id)
+        gone = storage.delete_subject_versions(name, [1, 9], permanent=False)
+        assert gone is Status.NO_SUBJECT
+        early = storage.delete_subject_versions(name, [1], permanent=True)
+        assert early is Status.NOT_DELETED
+        assert storage.delete_subject_versions(name, [1, 3], permanent=False) is (
+            Status.OK
+        )
+        subject = storage.get_subject(name)
+        assert [v.deleted for v in subject.versions] == [True, False, True]
+        assert storage.delete_subject_versions(name, [3], permanent=True) is Status.OK
+        assert [v.version for v in storage.get_subject(name).versions] == [1, 2]
+        assert storage.schema_by_id(ids[2]).uses == ()
+        # Numbering goes on after deletes.
+        fourth = storage.register_subject_version(
+            name,
+            schema_version(0, self.unique_doc()),
+            expected_latest=3,
+            topic="",
+            limits=LIMITS,
+        )
+        assert fourth.version == 4
+        storage.delete_subject_versions(name, [2, 4], permanent=False)
+        assert storage.delete_subject_versions(name, [1, 2, 4], permanent=True) is (
+            Status.OK
+        )
+        assert storage.get_subject(name) is None
+        assert name not in storage.list_subjects(prefix=name)
+        fresh = storage.register_subject_version(
+            name,
+            schema_version(0, docs[0]),
+            expected_latest=0,
+            topic="",
+            limits=LIMITS,
+        )
+        assert (fresh.version, fresh.schema_id) == (1, ids[0])
+
+    def test_a_value_subject_and_its_topic_exclude_each_other(self, storage):
+        meta = new_meta()
+        subject = f"{meta.name}-value"
+        result = storage.register_subject_version(
+            subject,
+            schema_version(0, DOC),
+            expected_latest=0,
+            topic=meta.name,
+            limits=LIMITS,
+        )
+        assert result.status is Status.OK
+        assert storage.create_topic(meta).status is Status.SUBJECT_EXISTS
+        parent = self.topic(storage)
+        child = storage.create_child(
+            meta, parent, delay_ms=0, limits=LIMITS, max_children=108
+        )
+        assert child.status is Status.SUBJECT_EXISTS
+        assert storage.get_topic(meta.name) is None
+        storage.delete_subject_versions(subject, [1], permanent=False)
+        storage.delete_subject_versions(subject, [1], permanent=True)
+        assert storage.create_topic(meta).status is Status.OK
+        refused = storage.register_subject_version(
+            subject,
+            schema_version(0, DOC),
+            expected_latest=0,
+            topic=meta.name,
+            limits=LIMITS,
+        )
+        assert refused.status is Status.EXISTS
+        assert storage.get_subject(subject) is None
+
+    def test_a_subject_keeps_the_cap_and_the_budgets(self, storage):
+        name = f"subject-{uuid.uuid4().hex}"
+        capped = replace(LIMITS, max_versions=1)
+        storage.register_subject_version(
+            name, schema_version(0, DOC), expected_latest=0, topic="", limits=capped
+        )
+        full = storage.register_subject_version(
+            name, schema_version(0, DOC), expected_latest=1, topic="", limits=capped
+        )
+        assert (full.status, full.version) == (Status.TOO_MANY_VERSIONS, 1)
+        small = replace(LIMITS, topic_bytes=len(DOC) * 2 - 1)
+        over = storage.register_subject_version(
+            name, schema_version(0, DOC), expected_latest=1, topic="", limits=small
+        )
+        assert (over.status, over.stored_bytes) == (Status.TOPIC_BUDGET, len(DOC))
+        tight = replace(LIMITS, cluster_bytes=over.cluster_bytes + len(DOC) - 1)
+        refused = storage.register_subject_version(
+            name, schema_version(0, DOC), expected_latest=1, topic="", limits=tight
+        )
+        assert refused.status is Status.CLUSTER_BUDGET
+        assert storage.get_subject(name).latest == 1
+
+    def test_subject_and_registry_modes(self, storage):
+        name = f"subject-{uuid.uuid4().hex}"
+        assert storage.set_subject_compatibility(name, "FULL") is Status.OK
+        subject = storage.get_subject(name)
+        assert (subject.compatibility, subject.versions, subject.latest) == (
+            "FULL",
+            (),
+            0,
+        )
+        assert name not in storage.list_subjects(prefix=name)
+        assert storage.set_subject_compatibility(name, "") is Status.OK
+        assert storage.get_subject(name) is None
+        before = storage.registry_config()
+        try:
+            assert storage.set_registry_config("NONE") is Status.OK
+            assert storage.registry_config() == "NONE"
+            assert storage.set_registry_config("") is Status.OK
+            assert storage.registry_config() == ""
+        finally:
+            storage.set_registry_config(before)
 
     # -- notifications -------------------------------------------------------
 
@@ -2300,7 +2556,7 @@ class StorageContract:
             storage.alter_topic(meta, TopicChanges(retention_ms=HOUR))
             self.expect(stream, [changed])
             storage.append_schema(
-                meta, SchemaVersion(1, DOC, False), expected_current=0, limits=LIMITS
+                meta, schema_version(1, DOC, False), expected_current=0, limits=LIMITS
             )
             self.expect(stream, [changed])
             storage.delete_topic(meta)

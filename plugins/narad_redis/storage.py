@@ -12,7 +12,11 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
                                              stored before schema types no
                                              "schema_type", "encoding",
                                              "proto_message": JSON, json, "")
-    narad:{<t>}:schemas               hash   version -> document, hc:<version>
+    narad:{<t>}:schemas               hash   version -> document; per version
+                                             hc:<v> high-cost, id:<v> global
+                                             schema id, fp:<v> identity,
+                                             r:<v> references (a version
+                                             stored before ids has no id:)
     narad:{<t>}:p<i>                  hash   next, oldest, cursor, floor, last_ts
     narad:{<t>}:p<i>:log              hash   offset -> "<ts>,<kind><keylen>:<key><body>"
     narad:{<t>}:p<i>:lease            zset   offsets in flight, scored by deadline
@@ -22,12 +26,35 @@ Key layout (``{...}`` is the cluster hash tag: one topic lives on one shard)::
     narad:{<t>}:idem:at               zset   idempotency keys, scored by when stored
     narad:{<t>}:idem:bytes            string bytes the remembered keys count
     narad:{<t>}:waited                string until when consumers may wait (ms)
+    narad:{<t>}:value:meta            hash   the standalone registry subject
+                                             "<t>-value" (latest, count,
+                                             schema_bytes, compatibility)
+    narad:{<t>}:value:schemas         hash   its versions: as a topic's, and
+                                             del:<v> when soft-deleted
+    narad:{s:<subject>}:meta|schemas         any other standalone subject
+    narad:{@schemas}:ids              hash   identity -> global schema id
+    narad:{@schemas}:next             string the last global id assigned
+    narad:{@schemas}:docs             hash   id -> document, t:<id> type,
+                                             r:<id> references (while used)
+    narad:{@schemas}:uses:<id>        set    "<subject>\n<version>" using it
+    narad:{@schemas}:subjects         zset   standalone subjects with versions
+    narad:{@schemas}:config           string the registry's default mode
     narad:{@users}                    zset   user names, for keyset listing
     narad:{@users}:admins             set    users holding admin on every topic
     narad:{@users}:u:<name>           hash   the user record
 
 Users share the hash tag ``{@users}`` (no topic name holds ``@``), so every
 user script runs on one shard and sees the admins set it must keep non-empty.
+
+Global schema ids: every script that stores a version (create_topic,
+alter_topic_schema, register_subject, assign_schema_ids) gives it its id in
+the same step, the id its identity (:class:`narad.storage.SchemaIdentity`)
+has or the next of ``next``; copies (create_child, attach_child) keep the
+ids. Each id's ``uses`` set lists the versions holding it (a topic's subject
+is ``<t>-value``); the id's document stays in ``docs`` while one does, and
+the identity keeps its id for good, so an id is never reused. A standalone
+subject ``<t>-value`` shares the tag of topic ``<t>``, so creating either
+one refuses in one step while the other exists.
 
 ``cursor`` is the next offset never delivered, ``floor`` the lowest offset not
 yet acked. An acked message keeps its nonce (and leaves the lease set): that
@@ -68,6 +95,7 @@ nothing is published when every mark ran out.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Collection
 from collections.abc import Iterator
@@ -101,6 +129,7 @@ from narad.storage import Page
 from narad.storage import PartitionStats
 from narad.storage import PayloadKind
 from narad.storage import ReserveResult
+from narad.storage import SchemaIdentity
 from narad.storage import SchemaLimits
 from narad.storage import SchemaSize
 from narad.storage import SchemaVersion
@@ -108,6 +137,8 @@ from narad.storage import SchemaWriteResult
 from narad.storage import ServerStatus
 from narad.storage import Settle
 from narad.storage import Status
+from narad.storage import StoredSchema
+from narad.storage import Subject
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 from narad.storage import TopicStats
@@ -159,6 +190,12 @@ class RedisStorage:
     SCHEMA_BYTES = "narad:schema_bytes"
     USERS = "narad:{@users}"
     ADMINS = "narad:{@users}:admins"
+    SCHEMA_IDS = "narad:{@schemas}:ids"
+    SCHEMA_NEXT = "narad:{@schemas}:next"
+    SCHEMA_DOCS = "narad:{@schemas}:docs"
+    SCHEMA_USES = "narad:{@schemas}:uses:"
+    SUBJECTS = "narad:{@schemas}:subjects"
+    REGISTRY_CONFIG = "narad:{@schemas}:config"
     EVENTS = "narad:events"
     USER_EVENTS = "narad:events:users"
     capabilities = Capabilities(notifications=True, topic_stats=True)
@@ -185,6 +222,17 @@ class RedisStorage:
     def _partition_keys(self, name: str, index: int) -> list[str]:
         base = f"{self._topic(name)}:p{index}"
         return [base, base + ":log", base + ":lease", base + ":nonce", base + ":acked"]
+
+    def _subject(self, name: str) -> str:
+        """The key prefix of a standalone subject: ``<t>-value`` shares the
+        tag of topic ``<t>`` (so their creations exclude each other)."""
+        topic = _value_topic(name)
+        if topic:
+            return self._topic(topic) + ":value"
+        return f"narad:{{s:{name}}}"
+
+    def _ids(self) -> list[str]:
+        return [self.SCHEMA_IDS, self.SCHEMA_NEXT, self.SCHEMA_DOCS]
 
     def _user(self, name: str) -> str:
         return f"{self.USERS}:u:{name}"
@@ -278,7 +326,14 @@ class RedisStorage:
         topic = self._topic(meta.name)
         reply = self._run(
             "create_topic",
-            [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta", topic + ":schemas"],
+            [
+                self.TOPICS,
+                self.SCHEMA_BYTES,
+                topic + ":meta",
+                topic + ":schemas",
+                topic + ":value:meta",
+                *self._ids(),
+            ],
             [
                 meta.name,
                 schema.document if schema else b"",
@@ -286,6 +341,8 @@ class RedisStorage:
                 limits.topic_bytes,
                 limits.cluster_bytes,
                 *self._event(Event.TOPIC_CHANGED, meta.name),
+                *_identity_args(schema),
+                self.SCHEMA_USES,
                 *_record_fields(meta),
             ],
         )
@@ -310,6 +367,7 @@ class RedisStorage:
                 topic + ":schemas",
                 above + ":meta",
                 above + ":schemas",
+                topic + ":value:meta",
             ],
             [
                 meta.name,
@@ -326,6 +384,7 @@ class RedisStorage:
                 self._event(Event.TOPIC_CHANGED, meta.name)[1],
                 self._event(Event.TOPIC_CHANGED, parent.name)[1],
                 parent.compatibility,
+                self.SCHEMA_USES,
                 *_record_fields(meta),
             ],
         )
@@ -405,9 +464,10 @@ class RedisStorage:
     def delete_topic(self, meta: TopicMeta) -> Status:
         topic = self._topic(meta.name)
         linked = [meta.parent] if meta.parent else [c.name for c in meta.children]
-        keys = [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta"]
+        keys = [self.TOPICS, self.SCHEMA_BYTES, topic + ":meta", topic + ":schemas"]
+        keys += [self.SCHEMA_DOCS]
         keys += [self._topic(name) + ":meta" for name in linked]
-        keys += [topic + ":schemas", self._waited(meta.name)]
+        keys += [self._waited(meta.name)]
         keys += self._idempotency_keys(meta.name)
         for index in range(meta.partitions):
             keys += self._partition_keys(meta.name, index)
@@ -422,6 +482,7 @@ class RedisStorage:
                 _children_field(meta.children),
                 len(linked),
                 *(self._event(Event.TOPIC_CHANGED, name)[1] for name in linked),
+                self.SCHEMA_USES,
             ],
         )
         return Status(reply.decode())
@@ -558,6 +619,7 @@ class RedisStorage:
                 parent.name,
                 child.name,
                 parent.compatibility,
+                self.SCHEMA_USES,
             ],
         )
         return _schema_result(reply)
@@ -661,7 +723,7 @@ class RedisStorage:
         changes: TopicChanges | None = None,
     ) -> SchemaWriteResult:
         topic = self._topic(meta.name)
-        keys = [topic + ":meta", topic + ":schemas", self.SCHEMA_BYTES]
+        keys = [topic + ":meta", topic + ":schemas", self.SCHEMA_BYTES, *self._ids()]
         args: list[Any] = [
             meta.epoch,
             expected_current,
@@ -675,6 +737,9 @@ class RedisStorage:
             RETENTION_MARGIN_MS,
             len(meta.children),
             meta.compatibility,
+            *_identity_args(version),
+            self.SCHEMA_USES,
+            meta.name,
         ]
         for child in meta.children:
             keys += [
@@ -688,17 +753,20 @@ class RedisStorage:
         return _schema_result(reply)
 
     def get_schema(self, name: str, version: int) -> SchemaVersion | None:
-        doc, high_cost = self.client.call(
-            lambda r: r.hmget(self._topic(name) + ":schemas", version, f"hc:{version}")
+        fields = [str(version), *(f"{f}:{version}" for f in _VERSION_FIELDS)]
+        raw = self.client.call(
+            lambda r: r.hmget(self._topic(name) + ":schemas", fields)
         )
-        if doc is None:
+        if raw[0] is None:
             return None
-        return SchemaVersion(version, doc, high_cost == b"1")
+        return _version(
+            version, dict(zip([f.encode() for f in fields], raw, strict=True))
+        )
 
     def schema_sizes(self, name: str) -> list[SchemaSize]:
         key = self._topic(name) + ":schemas"
         fields = self.client.call(lambda r: r.hkeys(key))
-        versions = sorted(int(f) for f in fields if not f.startswith(b"hc:"))
+        versions = sorted(int(f) for f in fields if f.isdigit())
 
         def sizes(r: redis.Redis) -> list[int]:
             pipe = r.pipeline(transaction=False)
@@ -713,10 +781,149 @@ class RedisStorage:
 
     def get_schemas(self, name: str) -> list[SchemaVersion]:
         raw = self.client.call(lambda r: r.hgetall(self._topic(name) + ":schemas"))
-        return [
-            SchemaVersion(v, raw[str(v).encode()], raw.get(b"hc:%d" % v) == b"1")
-            for v in sorted(int(f) for f in raw if not f.startswith(b"hc:"))
-        ]
+        return _versions(raw)
+
+    # -- global schema ids and registry subjects -----------------------------
+
+    def assign_schema_ids(
+        self, meta: TopicMeta, versions: Sequence[SchemaVersion]
+    ) -> Status:
+        topic = self._topic(meta.name)
+        args: list[Any] = [meta.epoch, self.SCHEMA_USES, meta.name]
+        for version in versions:
+            if version.identity is None:
+                raise ValueError("assigning an id needs the version's identity")
+            identity = version.identity
+            args += [version.version, identity.key, identity.schema_type]
+        reply = self._run(
+            "assign_schema_ids",
+            [topic + ":meta", topic + ":schemas", *self._ids()],
+            args,
+            replayable=True,
+        )
+        return Status(reply.decode())
+
+    def schema_by_id(self, schema_id: int) -> StoredSchema | None:
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            pipe.hmget(self.SCHEMA_DOCS, schema_id, f"t:{schema_id}", f"r:{schema_id}")
+            pipe.smembers(f"{self.SCHEMA_USES}{schema_id}")
+            pipe.get(self.SCHEMA_NEXT)
+            return pipe.execute()
+
+        (document, schema_type, references), members, last = self.client.call(read)
+        if schema_id < 1 or schema_id > int(last or 0):
+            return None
+        uses = []
+        for member in members:
+            subject, _, version = member.decode().rpartition("\n")
+            uses.append((subject, int(version)))
+        return StoredSchema(
+            schema_id,
+            (schema_type or b"").decode(),
+            document or b"",
+            references or b"",
+            tuple(sorted(uses)),
+        )
+
+    def schema_id_of(self, identity: SchemaIdentity) -> int:
+        found = self.client.call(lambda r: r.hget(self.SCHEMA_IDS, identity.key))
+        return int(found) if found else 0
+
+    def get_subject(self, name: str) -> Subject | None:
+        prefix = self._subject(name)
+
+        def read(r: redis.Redis) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            pipe.hgetall(prefix + ":meta")
+            pipe.hgetall(prefix + ":schemas")
+            return pipe.execute()
+
+        meta, raw = self.client.call(read)
+        if not meta:
+            return None
+        return Subject(
+            name,
+            meta.get(b"compatibility", b"").decode(),
+            tuple(_versions(raw)),
+            int(meta.get(b"latest", 0)),
+        )
+
+    def list_subjects(self, *, prefix: str = "") -> list[str]:
+        low = "[" + prefix if prefix else "-"
+        found = self.client.call(lambda r: r.zrangebylex(self.SUBJECTS, low, "+"))
+        names = [n.decode() for n in found]
+        return [n for n in names if n.startswith(prefix)]
+
+    def register_subject_version(
+        self,
+        name: str,
+        version: SchemaVersion,
+        *,
+        expected_latest: int,
+        topic: str,
+        limits: SchemaLimits,
+    ) -> SchemaWriteResult:
+        prefix = self._subject(name)
+        guard = self._topic(topic) + ":meta" if topic else prefix + ":meta"
+        reply = self._run(
+            "register_subject",
+            [
+                prefix + ":meta",
+                prefix + ":schemas",
+                guard,
+                self.SCHEMA_BYTES,
+                self.SUBJECTS,
+                *self._ids(),
+            ],
+            [
+                expected_latest,
+                version.document,
+                int(version.high_cost),
+                limits.max_versions,
+                limits.topic_bytes,
+                limits.cluster_bytes,
+                *_identity_args(version),
+                self.SCHEMA_USES,
+                name,
+                int(bool(topic)),
+            ],
+        )
+        return _schema_result(reply)
+
+    def delete_subject_versions(
+        self, name: str, versions: Sequence[int], *, permanent: bool
+    ) -> Status:
+        prefix = self._subject(name)
+        reply = self._run(
+            "delete_subject",
+            [
+                prefix + ":meta",
+                prefix + ":schemas",
+                self.SCHEMA_BYTES,
+                self.SUBJECTS,
+                self.SCHEMA_DOCS,
+            ],
+            [int(permanent), self.SCHEMA_USES, name, *versions],
+            replayable=not permanent,
+        )
+        return Status(reply.decode())
+
+    def set_subject_compatibility(self, name: str, mode: str) -> Status:
+        reply = self._run(
+            "subject_config", [self._subject(name) + ":meta"], [mode], replayable=True
+        )
+        return Status(reply.decode())
+
+    def registry_config(self) -> str:
+        found = self.client.call(lambda r: r.get(self.REGISTRY_CONFIG))
+        return found.decode() if found else ""
+
+    def set_registry_config(self, mode: str) -> Status:
+        reply = self._run(
+            "registry_config", [self.REGISTRY_CONFIG], [mode], replayable=True
+        )
+        return Status(reply.decode())
 
     # -- messages -----------------------------------------------------------
 
@@ -1198,7 +1405,14 @@ def _message(partition: int, offset: int, record: bytes, nonce: str) -> Message:
 def _schema_result(reply: list[Any]) -> SchemaWriteResult:
     status = Status(reply[0].decode())
     if status is Status.OK:
-        return SchemaWriteResult(status, *(int(x) for x in reply[1:]))
+        version, stored, cluster, *rest = (int(x) for x in reply[1:])
+        return SchemaWriteResult(
+            status,
+            version=version,
+            stored_bytes=stored,
+            cluster_bytes=cluster,
+            schema_id=rest[0] if rest else 0,
+        )
     if status in (Status.BASE_MISMATCH, Status.TOO_MANY_VERSIONS):
         return SchemaWriteResult(status, version=int(reply[1]))
     if status in (Status.TOPIC_BUDGET, Status.CLUSTER_BUDGET):
@@ -1212,3 +1426,54 @@ def _schema_result(reply: list[Any]) -> SchemaWriteResult:
     if status in (Status.NO_TOPIC, Status.ATTACHED) and len(reply) > 1:
         return SchemaWriteResult(status, topic=reply[1].decode())
     return SchemaWriteResult(status)
+
+
+#: The per-version fields of a history hash besides the document.
+_VERSION_FIELDS = ("hc", "id", "fp", "r", "del")
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def _value_topic(subject: str) -> str:
+    """The topic whose name a subject ``<t>-value`` carries, or ``""``."""
+    topic = subject.removesuffix("-value")
+    if topic != subject and _TOPIC_NAME.fullmatch(topic):
+        return topic
+    return ""
+
+
+def _identity_args(version: SchemaVersion | None) -> list[Any]:
+    """A version's identity, type and references, as the scripts take them
+    (empty strings for a topic created without a schema)."""
+    if version is None:
+        return ["", "", ""]
+    if version.identity is None:
+        raise ValueError("a version written needs its identity")
+    identity = version.identity
+    return [identity.key, identity.schema_type, version.references]
+
+
+def _version(version: int, raw: dict[bytes, bytes]) -> SchemaVersion:
+    """Version ``version`` of a history hash (fields of it in ``raw``)."""
+
+    def field(name: str) -> bytes | None:
+        return raw.get(f"{name}:{version}".encode())
+
+    identity = None
+    fp = field("fp")
+    if fp:
+        schema_type, _, digest = fp.decode().partition(":")
+        identity = SchemaIdentity(schema_type, digest)
+    return SchemaVersion(
+        version,
+        raw[str(version).encode()],
+        field("hc") == b"1",
+        schema_id=int(field("id") or 0),
+        identity=identity,
+        references=field("r") or b"",
+        deleted=field("del") == b"1",
+    )
+
+
+def _versions(raw: dict[bytes, bytes]) -> list[SchemaVersion]:
+    """Every version of a history hash, ascending."""
+    return [_version(v, raw) for v in sorted(int(f) for f in raw if f.isdigit())]

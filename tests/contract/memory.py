@@ -40,6 +40,7 @@ from narad.storage import Notification
 from narad.storage import Page
 from narad.storage import PartitionStats
 from narad.storage import ReserveResult
+from narad.storage import SchemaIdentity
 from narad.storage import SchemaLimits
 from narad.storage import SchemaSize
 from narad.storage import SchemaVersion
@@ -47,6 +48,8 @@ from narad.storage import SchemaWriteResult
 from narad.storage import ServerStatus
 from narad.storage import Settle
 from narad.storage import Status
+from narad.storage import StoredSchema
+from narad.storage import Subject
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
 from narad.storage import TopicStats
@@ -213,6 +216,17 @@ class _Topic:
         return self.waited_until >= now_ms
 
 
+@dataclass
+class _Subject:
+    compatibility: str = ""
+    versions: dict[int, SchemaVersion] = field(default_factory=dict)
+    latest: int = 0
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(len(v.document) for v in self.versions.values())
+
+
 class MemoryStorage:
     def __init__(self, *, notifications: bool = True, topic_stats: bool = True) -> None:
         self.capabilities = Capabilities(
@@ -222,6 +236,11 @@ class MemoryStorage:
         self._topics: dict[str, _Topic] = {}
         self._users: dict[str, UserRecord] = {}
         self._cluster_bytes = 0
+        self._ids: dict[SchemaIdentity, int] = {}
+        self._docs: dict[int, tuple[str, bytes, bytes]] = {}
+        self._uses: dict[int, set[tuple[str, int]]] = {}
+        self._subjects: dict[str, _Subject] = {}
+        self._registry_mode = ""
         self._subscribers: list[
             tuple[Collection[Event] | None, queue.SimpleQueue[Notification]]
         ] = []
@@ -229,6 +248,26 @@ class MemoryStorage:
     def _live(self, meta: TopicMeta) -> _Topic | None:
         topic = self._topics.get(meta.name)
         return topic if topic is not None and topic.meta.epoch == meta.epoch else None
+
+    def _intern(self, version: SchemaVersion, subject: str, number: int) -> int:
+        """The global id of ``version``'s identity (a new one if it has none),
+        now used by ``subject``'s version ``number``."""
+        assert version.identity is not None, "a version written needs its identity"
+        schema_id = self._ids.setdefault(version.identity, len(self._ids) + 1)
+        uses = self._uses.setdefault(schema_id, set())
+        if not uses:
+            self._docs[schema_id] = (
+                version.identity.schema_type,
+                version.document,
+                version.references,
+            )
+        uses.add((subject, number))
+        return schema_id
+
+    def _drop_use(self, version: SchemaVersion, subject: str) -> None:
+        uses = self._uses.get(version.schema_id)
+        if uses is not None:
+            uses.discard((subject, version.version))
 
     def _publish(self, event: Event, topic: str) -> None:
         for events, inbox in self._subscribers:
@@ -259,6 +298,8 @@ class MemoryStorage:
         with self._lock:
             if meta.name in self._topics:
                 return SchemaWriteResult(Status.EXISTS)
+            if self._value_subject_taken(meta.name):
+                return SchemaWriteResult(Status.SUBJECT_EXISTS)
             size = len(schema.document) if schema else 0
             if schema is not None and limits is not None:
                 if self._cluster_bytes + size > limits.cluster_bytes:
@@ -276,14 +317,26 @@ class MemoryStorage:
                 schema_bytes=size,
             )
             topic = _Topic(stored, [_Partition() for _ in range(meta.partitions)])
+            schema_id = 0
             if schema is not None:
-                topic.schemas[1] = replace(schema, version=1)
+                schema_id = self._intern(schema, f"{meta.name}-value", 1)
+                topic.schemas[1] = replace(
+                    schema, version=1, schema_id=schema_id, identity=schema.identity
+                )
             self._topics[meta.name] = topic
             self._cluster_bytes += size
             self._publish(Event.TOPIC_CHANGED, meta.name)
             return SchemaWriteResult(
-                Status.OK, stored.schema_version, size, self._cluster_bytes
+                Status.OK,
+                stored.schema_version,
+                size,
+                self._cluster_bytes,
+                schema_id=schema_id,
             )
+
+    def _value_subject_taken(self, topic: str) -> bool:
+        subject = self._subjects.get(f"{topic}-value")
+        return subject is not None and bool(subject.versions)
 
     def create_child(
         self,
@@ -297,6 +350,8 @@ class MemoryStorage:
         with self._lock:
             if meta.name in self._topics:
                 return SchemaWriteResult(Status.EXISTS)
+            if self._value_subject_taken(meta.name):
+                return SchemaWriteResult(Status.SUBJECT_EXISTS)
             above = self._live(parent)
             if above is None:
                 return SchemaWriteResult(Status.NO_TOPIC, topic=parent.name)
@@ -372,6 +427,11 @@ class MemoryStorage:
         """Attach ``child``, adopting the parent's history if it has none."""
         if not child.meta.schema_version and parent.meta.schema_version:
             child.schemas = dict(parent.schemas)
+            for version in child.schemas.values():
+                if version.schema_id:
+                    self._uses[version.schema_id].add(
+                        (f"{child.meta.name}-value", version.version)
+                    )
             child.meta = replace(
                 child.meta,
                 schema_version=parent.meta.schema_version,
@@ -450,6 +510,8 @@ class MemoryStorage:
             for child in meta.children:
                 self._unlink(topic, self._topics[child.name])
             self._cluster_bytes -= topic.meta.schema_bytes
+            for version in topic.schemas.values():
+                self._drop_use(version, f"{meta.name}-value")
             del self._topics[meta.name]
             self._publish(Event.TOPIC_CHANGED, meta.name)
             return Status.OK
@@ -628,8 +690,12 @@ class MemoryStorage:
             if _breaks_margin(topic.meta, changes):
                 return SchemaWriteResult(Status.RETENTION_TOO_SHORT)
             number = current + 1
+            schema_id = 0
             for each in (topic, *children):
-                each.schemas[number] = replace(version, version=number)
+                schema_id = self._intern(version, f"{each.meta.name}-value", number)
+                each.schemas[number] = replace(
+                    version, version=number, schema_id=schema_id
+                )
                 each.meta = replace(
                     each.meta,
                     schema_version=number,
@@ -645,7 +711,11 @@ class MemoryStorage:
                 child.meta = replace(child.meta, **family)
             self._cluster_bytes += added
             return SchemaWriteResult(
-                Status.OK, number, topic.meta.schema_bytes, self._cluster_bytes
+                Status.OK,
+                number,
+                topic.meta.schema_bytes,
+                self._cluster_bytes,
+                schema_id=schema_id,
             )
 
     def get_schema(self, name: str, version: int) -> SchemaVersion | None:
@@ -664,6 +734,138 @@ class MemoryStorage:
             topic = self._topics.get(name)
             schemas = topic.schemas if topic else {}
             return [schemas[v] for v in sorted(schemas)]
+
+    # -- global schema ids and registry subjects ------------------------------
+
+    def assign_schema_ids(
+        self, meta: TopicMeta, versions: Sequence[SchemaVersion]
+    ) -> Status:
+        with self._lock:
+            topic = self._live(meta)
+            if topic is None:
+                return Status.NO_TOPIC
+            for given in versions:
+                stored = topic.schemas.get(given.version)
+                if stored is not None and not stored.schema_id:
+                    schema_id = self._intern(
+                        replace(stored, identity=given.identity),
+                        f"{meta.name}-value",
+                        given.version,
+                    )
+                    topic.schemas[given.version] = replace(
+                        stored, schema_id=schema_id, identity=given.identity
+                    )
+            return Status.OK
+
+    def schema_by_id(self, schema_id: int) -> StoredSchema | None:
+        with self._lock:
+            if schema_id not in self._uses:
+                return None
+            schema_type, document, references = self._docs[schema_id]
+            uses = tuple(sorted(self._uses[schema_id]))
+            return StoredSchema(schema_id, schema_type, document, references, uses)
+
+    def schema_id_of(self, identity: SchemaIdentity) -> int:
+        with self._lock:
+            return self._ids.get(identity, 0)
+
+    def get_subject(self, name: str) -> Subject | None:
+        with self._lock:
+            found = self._subjects.get(name)
+            if found is None:
+                return None
+            versions = tuple(found.versions[v] for v in sorted(found.versions))
+            return Subject(name, found.compatibility, versions, found.latest)
+
+    def list_subjects(self, *, prefix: str = "") -> list[str]:
+        with self._lock:
+            return sorted(
+                name
+                for name, subject in self._subjects.items()
+                if subject.versions and name.startswith(prefix)
+            )
+
+    def register_subject_version(
+        self,
+        name: str,
+        version: SchemaVersion,
+        *,
+        expected_latest: int,
+        topic: str,
+        limits: SchemaLimits,
+    ) -> SchemaWriteResult:
+        with self._lock:
+            if topic and topic in self._topics:
+                return SchemaWriteResult(Status.EXISTS)
+            subject = self._subjects.get(name) or _Subject()
+            if subject.latest != expected_latest:
+                return SchemaWriteResult(Status.BASE_MISMATCH, version=subject.latest)
+            if len(subject.versions) >= limits.max_versions:
+                return SchemaWriteResult(
+                    Status.TOO_MANY_VERSIONS, version=subject.latest
+                )
+            size, stored = len(version.document), subject.stored_bytes
+            if stored + size > limits.topic_bytes:
+                return SchemaWriteResult(
+                    Status.TOPIC_BUDGET, 0, stored, self._cluster_bytes
+                )
+            if self._cluster_bytes + size > limits.cluster_bytes:
+                return SchemaWriteResult(
+                    Status.CLUSTER_BUDGET, 0, stored, self._cluster_bytes
+                )
+            number = subject.latest + 1
+            schema_id = self._intern(version, name, number)
+            subject.versions[number] = replace(
+                version, version=number, schema_id=schema_id, deleted=False
+            )
+            subject.latest = number
+            self._subjects[name] = subject
+            self._cluster_bytes += size
+            return SchemaWriteResult(
+                Status.OK,
+                number,
+                stored + size,
+                self._cluster_bytes,
+                schema_id=schema_id,
+            )
+
+    def delete_subject_versions(
+        self, name: str, versions: Sequence[int], *, permanent: bool
+    ) -> Status:
+        with self._lock:
+            subject = self._subjects.get(name)
+            if subject is None or any(v not in subject.versions for v in versions):
+                return Status.NO_SUBJECT
+            if permanent and any(not subject.versions[v].deleted for v in versions):
+                return Status.NOT_DELETED
+            for number in set(versions):
+                stored = subject.versions[number]
+                if permanent:
+                    self._drop_use(stored, name)
+                    self._cluster_bytes -= len(stored.document)
+                    del subject.versions[number]
+                else:
+                    subject.versions[number] = replace(stored, deleted=True)
+            if not subject.versions:
+                del self._subjects[name]
+            return Status.OK
+
+    def set_subject_compatibility(self, name: str, mode: str) -> Status:
+        with self._lock:
+            subject = self._subjects.setdefault(name, _Subject())
+            subject.compatibility = mode
+            if not mode and not subject.versions:
+                del self._subjects[name]
+            return Status.OK
+
+    def registry_config(self) -> str:
+        with self._lock:
+            return self._registry_mode
+
+    def set_registry_config(self, mode: str) -> Status:
+        with self._lock:
+            self._registry_mode = mode
+            return Status.OK
 
     # -- messages ------------------------------------------------------------
 

@@ -16,9 +16,9 @@ from narad.serve.embedded import socket_path
 from narad.storage import Entry
 from narad.storage import PayloadKind
 from narad.storage import SchemaLimits
-from narad.storage import SchemaVersion
 from narad.storage import Status
 from narad.storage import TopicMeta
+from narad.testing.storage_contract import schema_version
 from tests.integration.test_node import wait_until
 from tests.nodes import Node
 from tests.nodes import start_valkey
@@ -96,7 +96,7 @@ def over_limit(tmp_path):
     raw = redis.Redis.from_url(server.tcp_url)
     name = f"t-{uuid.uuid4().hex[:8]}"
     meta = TopicMeta(name, uuid.uuid4().hex, 2, 0, 1000, 100, 100, 0)
-    schema = SchemaVersion(1, b'{"type":"object"}', False)
+    schema = schema_version(1, b'{"type":"object"}', False)
     assert backend.create_topic(meta, schema, limits=LIMITS).status is Status.OK
     meta = backend.get_topic(name)
     entries = [Entry(p, b"k", b"{}", PayloadKind.JSON) for p in (0, 1, 0)]
@@ -127,7 +127,7 @@ def test_scripts_over_the_limit_are_refused_before_they_write(over_limit):
         ),
         "append_schema": lambda: backend.append_schema(
             meta,
-            SchemaVersion(2, b"{}", False),
+            schema_version(2, b"{}", False),
             expected_current=1,
             limits=LIMITS,
         ),

@@ -26,7 +26,7 @@ import narad_redis
 from narad import testing
 from narad.config import Config
 from narad.storage import SchemaLimits
-from narad.storage import SchemaVersion
+from narad.testing.storage_contract import schema_version
 from narad_redis.storage import _message
 from tests.integration.test_durability import TRANSPORT_ERRORS
 from tests.integration.test_durability import OneShotClient
@@ -533,7 +533,7 @@ def test_adopting_a_history_over_the_topic_budget_is_refused(http, topic, storag
     meta = storage.get_topic(parent)
     written = storage.append_schema(
         meta,
-        SchemaVersion(2, big, False),
+        schema_version(2, big, False),
         expected_current=1,
         limits=SchemaLimits(1 << 40, 1 << 40, 1000),
     )

@@ -12,7 +12,7 @@ import narad_redis
 from narad import jsontext
 from narad.config import Config
 from narad.storage import SchemaLimits
-from narad.storage import SchemaVersion
+from narad.testing.storage_contract import schema_version
 from tests.nodes import Node
 
 OBJECT_WITH_ID = {
@@ -415,7 +415,7 @@ def test_a_stored_version_that_cannot_be_used_refuses_produce_until_replaced(
     make(http, topic, {"type": "integer"})
     written = storage.append_schema(
         storage.get_topic(topic),
-        SchemaVersion(2, stored, False),
+        schema_version(2, stored, False),
         expected_current=1,
         limits=SchemaLimits(1 << 40, 1 << 40, 1000),
     )
@@ -448,7 +448,7 @@ def test_a_stored_version_the_validator_can_use_keeps_working(http, topic, stora
     stored = b'{"$ref":"#/x-lib","x-lib":{"minLength":-1}}'
     storage.append_schema(
         storage.get_topic(topic),
-        SchemaVersion(2, stored, False),
+        schema_version(2, stored, False),
         expected_current=1,
         limits=SchemaLimits(1 << 40, 1 << 40, 1000),
     )

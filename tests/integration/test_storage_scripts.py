@@ -23,11 +23,11 @@ from narad.errors import StorageUncertain
 from narad.storage import Entry
 from narad.storage import IdempotencyKey
 from narad.storage import PayloadKind
-from narad.storage import SchemaVersion
 from narad.storage import Settle
 from narad.storage import Status
 from narad.testing.storage_contract import LIMITS
 from narad.testing.storage_contract import new_meta
+from narad.testing.storage_contract import schema_version
 from tests.redisraft import redisraft_dir
 
 SERVERS = ["session", "redisraft"] if redisraft_dir() is not None else ["session"]
@@ -60,7 +60,7 @@ def test_delete_leaves_no_key_of_the_topic_and_returns_its_bytes(storage):
 
     before = total()
     meta = new_meta(partitions=2)
-    created = storage.create_topic(meta, SchemaVersion(1, b"{}", False), limits=LIMITS)
+    created = storage.create_topic(meta, schema_version(1, b"{}", False), limits=LIMITS)
     assert created.status is Status.OK
     assert total() == before + 2
     entry = Entry(1, b"k", b"m", PayloadKind.TEXT)

@@ -6,7 +6,7 @@ import pytest
 
 from narad import testing
 from narad.storage import SchemaLimits
-from narad.storage import SchemaVersion
+from narad.testing.storage_contract import schema_version
 
 
 def app_over(config, **changes):
@@ -80,7 +80,7 @@ def test_history_already_over_the_topic_budget_takes_no_new_version(config):
     big = b'{"enum":[0],"description":"' + b"x" * (5 * 1024 * 1024) + b'"}'
     result = storage.append_schema(
         meta,
-        SchemaVersion(2, big, False),
+        schema_version(2, big, False),
         expected_current=1,
         limits=SchemaLimits(1 << 40, 1 << 40, 1000),
     )
@@ -192,7 +192,7 @@ def store_unusable_version(storage) -> None:
     reference leads to could store it (the validator cannot use it)."""
     storage.append_schema(
         storage.get_topic("t"),
-        SchemaVersion(2, b'{"$ref":"#/x","x":{"type":"bogus"}}', False),
+        schema_version(2, b'{"$ref":"#/x","x":{"type":"bogus"}}', False),
         expected_current=1,
         limits=SchemaLimits(1 << 40, 1 << 40, 1000),
     )

@@ -4,11 +4,15 @@
 -- every attached child's history, and apply the settings changes of the same
 -- PATCH with it (a new compatibility mode, schema type, encoding or Protobuf
 -- message in every child too): all or nothing. The one script that appends to
--- a history.
+-- a topic's history. The version gets its global schema id here: the id its
+-- identity has, or the next unused one.
 -- KEYS[1] = narad:{<topic>}:meta
--- KEYS[2] = narad:{<topic>}:schemas   (hash: version -> document, hc:<version>)
+-- KEYS[2] = narad:{<topic>}:schemas   (hash: version -> document, hc:, id:, fp:, r:<version>)
 -- KEYS[3] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
--- KEYS[4+2*(c-1)], KEYS[5+2*(c-1)] = child c's meta and schemas, in ARGV order
+-- KEYS[4] = narad:{@schemas}:ids      (hash: identity -> global id)
+-- KEYS[5] = narad:{@schemas}:next     (the last global id assigned)
+-- KEYS[6] = narad:{@schemas}:docs     (hash: id -> document, t:<id> type, r:<id> references)
+-- KEYS[7+2*(c-1)], KEYS[8+2*(c-1)] = child c's meta and schemas, in ARGV order
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = the version the compatibility check ran against ("0": none)
 -- ARGV[3] = the new document (compact JSON)
@@ -22,11 +26,16 @@
 -- ARGV[12] = C, the number of children
 -- ARGV[13] = the compatibility mode the check started from (the topic's as the
 --   caller read it; a record stored before modes names none: "BACKWARD")
--- ARGV[14 .. 13+2C] = per child: its name and its "topic_changed" event
--- ARGV[14+2C ..] = settings to change with it: field, value, field, value, ...
+-- ARGV[14] = the version's identity ("<type>:<fingerprint>"); ARGV[15] = its type
+-- ARGV[16] = its references (compact JSON, "" for none)
+-- ARGV[17] = the prefix of the sets of each id's uses (narad:{@schemas}:uses:);
+--   a use is "<subject>\n<version>", a topic's subject "<topic>-value"
+-- ARGV[18] = the topic's name
+-- ARGV[19 .. 18+2C] = per child: its name and its "topic_changed" event
+-- ARGV[19+2C ..] = settings to change with it: field, value, field, value, ...
 --   ("compatibility", "schema_type", "encoding", "proto_message" go to every
 --   child too)
--- returns {"ok", version, stored, cluster} | {"no_topic"} | {"attached", parent}
+-- returns {"ok", version, stored, cluster, schema_id} | {"no_topic"} | {"attached", parent}
 --         | {"stale_children"} | {"base_mismatch", current}
 --         | {"too_many_versions", current}
 --         | {"topic_budget", stored, cluster, topic} | {"cluster_budget", stored, cluster}
@@ -54,7 +63,8 @@ local stored = tonumber(m[3] or '0')
 local cluster = tonumber(redis.call('GET', cluster_key) or '0')
 local size = string.len(ARGV[3])
 local nchildren = tonumber(ARGV[12])
-local SETTINGS = 14 + 2 * nchildren
+local CHILDREN = 19
+local SETTINGS = CHILDREN + 2 * nchildren
 if stored + size > tonumber(ARGV[6]) then
   return {'topic_budget', stored, cluster, ''}
 end
@@ -64,8 +74,8 @@ end
 local children = {}
 for c = 1, nchildren do
   local child = {
-    meta = KEYS[4 + 2 * (c - 1)], schemas = KEYS[5 + 2 * (c - 1)],
-    name = ARGV[14 + 2 * (c - 1)], event = ARGV[15 + 2 * (c - 1)],
+    meta = KEYS[7 + 2 * (c - 1)], schemas = KEYS[8 + 2 * (c - 1)],
+    name = ARGV[CHILDREN + 2 * (c - 1)], event = ARGV[CHILDREN + 1 + 2 * (c - 1)],
   }
   child.stored = tonumber(redis.call('HGET', child.meta, 'schema_bytes') or '0')
   if child.stored + size > tonumber(ARGV[6]) then
@@ -108,15 +118,32 @@ for i = SETTINGS, #ARGV, 2 do
   fields[#fields + 1] = ARGV[i + 1]
 end
 
+-- The global id of the version's schema (its document is kept while some
+-- version uses it).
+local ids_key, next_key, docs_key = KEYS[4], KEYS[5], KEYS[6]
+local identity, refs, uses = ARGV[14], ARGV[16], ARGV[17]
+local id = redis.call('HGET', ids_key, identity)
+if not id then
+  id = tostring(redis.call('INCR', next_key))
+  redis.call('HSET', ids_key, identity, id)
+end
+if redis.call('HEXISTS', docs_key, id) == 0 then
+  redis.call('HSET', docs_key, id, ARGV[3], 't:' .. id, ARGV[15], 'r:' .. id, refs)
+end
+
 local version = current + 1
-redis.call('HSET', schemas, version, ARGV[3], 'hc:' .. version, ARGV[4])
+local record = {version, ARGV[3], 'hc:' .. version, ARGV[4], 'id:' .. version, id,
+  'fp:' .. version, identity, 'r:' .. version, refs}
+redis.call('HSET', schemas, unpack(record))
+redis.call('SADD', uses .. id, ARGV[18] .. '-value\n' .. version)
 redis.call('HSET', meta, 'schema_version', version, 'schema_high_cost', ARGV[4],
   'schema_bytes', stored + size)
 if #fields > 0 then
   redis.call('HSET', meta, unpack(fields))
 end
 for _, child in ipairs(children) do
-  redis.call('HSET', child.schemas, version, ARGV[3], 'hc:' .. version, ARGV[4])
+  redis.call('HSET', child.schemas, unpack(record))
+  redis.call('SADD', uses .. id, child.name .. '-value\n' .. version)
   redis.call('HSET', child.meta, 'schema_version', version, 'schema_high_cost', ARGV[4],
     'schema_bytes', child.stored + size)
   if #family > 0 then
@@ -128,4 +155,4 @@ redis.call('PUBLISH', ARGV[8], ARGV[9])
 for _, child in ipairs(children) do
   redis.call('PUBLISH', ARGV[8], child.event)
 end
-return {'ok', version, stored + size, cluster}
+return {'ok', version, stored + size, cluster, tonumber(id)}

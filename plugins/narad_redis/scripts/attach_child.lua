@@ -4,7 +4,8 @@
 -- version (the caller compared them as JSON values; the versions it gives
 -- vouch that neither moved on since: a type, encoding or Protobuf message
 -- changes only with a version). The child takes the parent's compatibility
--- mode, schema type, encoding and Protobuf message either way.
+-- mode, schema type, encoding and Protobuf message either way. Adopted versions
+-- keep their global schema ids, used by the child's subject too.
 -- KEYS[1] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
 -- KEYS[2] = narad:{<parent>}:meta
 -- KEYS[3] = narad:{<parent>}:schemas
@@ -25,6 +26,7 @@
 --   "topic_changed" events
 -- ARGV[14], ARGV[15] = the parent's and the child's names
 -- ARGV[16] = the parent's compatibility mode the caller read
+-- ARGV[17] = the prefix of the sets of each global id's uses (narad:{@schemas}:uses:)
 -- returns {"ok", version, stored, cluster} | {"no_topic", topic}
 --         | {"parent_is_child"} | {"child_is_parent"} | {"attached", parent}
 --         | {"too_many_children"} | {"retention_too_short"} | {"stale_schema"}
@@ -88,6 +90,12 @@ if child_version == '0' and parent_version ~= '0' then
   local history = redis.call('HGETALL', parent_schemas)
   for i = 1, #history, 500 do
     redis.call('HSET', child_schemas, unpack(history, i, math.min(i + 499, #history)))
+  end
+  for i = 1, #history, 2 do
+    local v = string.match(history[i], '^id:(%d+)$')
+    if v then
+      redis.call('SADD', ARGV[17] .. history[i + 1], ARGV[15] .. '-value\n' .. v)
+    end
   end
   redis.call('HSET', child_meta, 'schema_version', parent_version,
     'schema_high_cost', p[7] or '0', 'schema_bytes', size)

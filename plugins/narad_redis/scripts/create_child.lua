@@ -1,13 +1,16 @@
 -- Create a topic attached to a parent, exactly once: the record, a copy of the
 -- parent's whole schema history, its compatibility mode, schema type, encoding
 -- and Protobuf message, and the link, all or nothing (never a half-linked
--- topic).
+-- topic). Each copied version keeps its global schema id, used by the child's
+-- subject too. Refused while the registry subject "<child>-value" holds a
+-- standalone history.
 -- KEYS[1] = narad:topics              (sorted set of topic names, for listing)
 -- KEYS[2] = narad:schema_bytes        (cluster-wide bytes of stored schemas)
 -- KEYS[3] = narad:{<child>}:meta
 -- KEYS[4] = narad:{<child>}:schemas
 -- KEYS[5] = narad:{<parent>}:meta
 -- KEYS[6] = narad:{<parent>}:schemas
+-- KEYS[7] = narad:{<child>}:value:meta (the standalone subject "<child>-value")
 -- ARGV[1] = the child's name; ARGV[2] = the parent's name
 -- ARGV[3] = the parent's epoch as the caller knows it
 -- ARGV[4] = the parent's schema version the caller read
@@ -21,8 +24,10 @@
 -- ARGV[11] = events channel; ARGV[12], ARGV[13] = the child's and the parent's
 --   "topic_changed" events
 -- ARGV[14] = the parent's compatibility mode the caller read
--- ARGV[15..] = the child's meta field, value, field, value, ...
--- returns {"ok", schema_version, stored, cluster} | {"exists"} | {"no_topic", parent}
+-- ARGV[15] = the prefix of the sets of each global id's uses (narad:{@schemas}:uses:)
+-- ARGV[16..] = the child's meta field, value, field, value, ...
+-- returns {"ok", schema_version, stored, cluster} | {"exists"} | {"subject_exists"}
+--         | {"no_topic", parent}
 --         | {"parent_is_child"} | {"too_many_children"} | {"retention_too_short"}
 --         | {"stale_schema"} | {"topic_budget", stored, cluster, parent}
 --         | {"cluster_budget", stored, cluster}
@@ -32,6 +37,9 @@ local parent_meta, parent_schemas = KEYS[5], KEYS[6]
 
 if redis.call('EXISTS', child_meta) == 1 then
   return {'exists'}
+end
+if tonumber(redis.call('HGET', KEYS[7], 'count') or '0') > 0 then
+  return {'subject_exists'}
 end
 local p = redis.call('HMGET', parent_meta, 'epoch', 'parent', 'children', 'retention_ms',
   'schema_version', 'schema_bytes', 'schema_high_cost', 'compatibility', 'schema_type',
@@ -71,7 +79,7 @@ if size > 0 and cluster + size > tonumber(ARGV[9]) then
 end
 
 local fields = {}
-for i = 15, #ARGV do
+for i = 16, #ARGV do
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', child_meta, unpack(fields))
@@ -83,6 +91,12 @@ if size > 0 then
   local history = redis.call('HGETALL', parent_schemas)
   for i = 1, #history, 500 do
     redis.call('HSET', child_schemas, unpack(history, i, math.min(i + 499, #history)))
+  end
+  for i = 1, #history, 2 do
+    local v = string.match(history[i], '^id:(%d+)$')
+    if v then
+      redis.call('SADD', ARGV[15] .. history[i + 1], ARGV[1] .. '-value\n' .. v)
+    end
   end
   cluster = redis.call('INCRBY', cluster_key, size)
 end

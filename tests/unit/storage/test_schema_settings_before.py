@@ -8,9 +8,9 @@ import uuid
 
 from narad.config import Config
 from narad.storage import SchemaLimits
-from narad.storage import SchemaVersion
 from narad.storage import Status
 from narad.testing.storage_contract import new_meta
+from narad.testing.storage_contract import schema_version
 from narad_redis import fakeredis
 
 LIMITS = SchemaLimits(1 << 22, 1 << 28, 1000)
@@ -21,7 +21,7 @@ def test_a_record_without_schema_settings_reads_as_json():
     storage = fakeredis.connect(f"fakeredis://{uuid.uuid4().hex}", Config.load(env={}))
     try:
         meta = new_meta()
-        first = SchemaVersion(1, b'{"type":"object"}', False)
+        first = schema_version(1, b'{"type":"object"}', False)
         assert storage.create_topic(meta, first, limits=LIMITS).status is Status.OK
         storage.client.redis.hdel(f"narad:{{{meta.name}}}:meta", *FIELDS)
         assert not any(
