@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
 
 from narad.broker.records import TopicRecords
 from narad.broker.topics import TopicService
@@ -127,20 +126,15 @@ class RegistryService:
 
     def topic_versions(self, meta: TopicMeta) -> list[Version]:
         """Every version of the topic's history with its global id; versions
-        stored before ids get theirs now (once, for every node)."""
+        stored before ids get theirs now (:meth:`SchemaService.with_ids`)."""
         for _ in range(WRITE_ATTEMPTS):
-            stored = self.storage.get_schemas(meta.name)
-            missing = [v for v in stored if not v.schema_id]
-            if not missing:
-                return [self._topic_version(meta, v) for v in stored]
-            history = history_of(meta)
-            kind = meta.schema_type
-            given = [
-                replace(v, identity=fingerprint(kind, self.schemas.load(history, v)))
-                for v in missing
-            ]
-            if self.storage.assign_schema_ids(meta, given) is Status.NO_TOPIC:
+            try:
+                stored = self.schemas.with_ids(meta)
+            except TopicNotFound:
+                # Deleted, maybe created again, since the record was read.
                 meta = self.records.refresh(meta.name)
+                continue
+            return [self._topic_version(meta, v) for v in stored]
         raise TopicKeptChanging(meta.name)
 
     @staticmethod
