@@ -202,10 +202,9 @@ class FramedChecks:
         cached = self.ids.get(key)
         if cached is not None:
             return cached
+        # Versions stored before global ids get theirs here, once.
         history = [
-            v
-            for v in self.service.storage.get_schemas(meta.name)
-            if v.version <= meta.schema_version
+            v for v in self.service.with_ids(meta) if v.version <= meta.schema_version
         ]
         found = {v.schema_id: (v.version, v.high_cost) for v in history if v.schema_id}
         self.ids.put(key, found, 64 * len(found))

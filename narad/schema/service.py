@@ -91,6 +91,8 @@ from narad.plugins import Plugins
 from narad.quoting import quote
 from narad.schema.capacity import ValidationCapacity
 from narad.schema.deadline import run_within
+from narad.schema.framing import CONFLUENT
+from narad.schema.framing import FramedChecks
 from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.modes import Mode
 from narad.schema.modes import Report
@@ -226,6 +228,8 @@ class SchemaService:
             topic_of=_topic_of,
         )
         records.attach(self.validators, _belongs, kept_on_change=False)
+        # Framed topics' checks (Confluent's wire format): narad.schema.framing.
+        self.framed = FramedChecks(self)
 
     # -- registration --------------------------------------------------------
 
@@ -695,7 +699,10 @@ class SchemaService:
 
     def payload_check(self, meta: TopicMeta) -> Callable[[bytes], None]:
         """The check for a produce to ``meta`` at its current schema version,
-        counting each outcome (``narad_schema_validations``)."""
+        counting each outcome (``narad_schema_validations``); on a framed
+        topic, under the version each message's schema id names."""
+        if meta.framing == CONFLUENT:
+            return self.framed.check(meta)
         compiled = self._validator(meta)
         high_cost = meta.schema_high_cost
         key = (meta.name, meta.epoch, meta.schema_version)
