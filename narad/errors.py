@@ -451,6 +451,22 @@ class ChildIsAParent(Conflict):
         )
 
 
+class ChildInAnotherSlot(Conflict):
+    """On a sharded storage (a Valkey/Redis Cluster) a parent writes its
+    children's messages in the same script as its own, so a family shares
+    one hash slot; an existing topic elsewhere cannot join it."""
+
+    def __init__(self, child: str, parent: str) -> None:
+        self.child, self.parent = child, parent
+        super().__init__(
+            f"topic {child} is stored in another hash slot of the cluster than "
+            f"{parent}, and a parent and its children must share one (the "
+            f"parent's messages are copied to them atomically): create the child "
+            f'under {parent} instead (POST /v1/topics with "parent": "{parent}") '
+            f"and move its consumers there"
+        )
+
+
 class TooManyChildren(Conflict):
     def __init__(self, parent: str, limit: int) -> None:
         self.parent, self.limit = parent, limit

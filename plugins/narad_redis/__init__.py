@@ -17,6 +17,7 @@ from narad.config import integer
 from narad_redis.client import RetryingClient
 from narad_redis.cluster import ClusterClient
 from narad_redis.cluster import is_cluster_url
+from narad_redis.sharded import ClusterStorage
 from narad_redis.storage import RedisStorage
 
 __all__ = ("SECTION", "RedisStorage", "RetryingClient", "connect")
@@ -82,19 +83,19 @@ def connect(url: str, config: Config) -> RedisStorage:
     }
     min_replicas = config.get("storage.min_replicas")
     if is_cluster_url(url):
-        client: RetryingClient | ClusterClient = ClusterClient(
+        cluster = ClusterClient(
             url,
             **common,
             min_replicas=min_replicas,
             replica_wait_ms=settings["replica_wait_ms"],
         )
-    else:
-        client = RetryingClient(
-            url,
-            **common,
-            min_replicas=min_replicas,
-            replica_wait_ms=settings["replica_wait_ms"],
-        )
+        return ClusterStorage(cluster)
+    client = RetryingClient(
+        url,
+        **common,
+        min_replicas=min_replicas,
+        replica_wait_ms=settings["replica_wait_ms"],
+    )
     return RedisStorage(client)
 
 

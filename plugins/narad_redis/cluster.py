@@ -61,6 +61,7 @@ from redis.exceptions import AskError
 from redis.exceptions import BusyLoadingError
 from redis.exceptions import ClusterDownError
 from redis.exceptions import MovedError
+from redis.exceptions import NoScriptError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import ReadOnlyError
 from redis.exceptions import RedisClusterException
@@ -192,6 +193,9 @@ class ClusterClient:
 
     cluster = True
     address = None
+    #: Every script the storage runs: loaded on every primary when one says
+    #: NOSCRIPT in a pipeline (a promoted replica knows none of them).
+    scripts: list[Script] = []
 
     def __init__(
         self,
@@ -264,6 +268,9 @@ class ClusterClient:
                 return fn(self.redis)
             except OutOfMemoryError as exc:
                 raise StorageFull(str(exc)) from exc
+            except NoScriptError as exc:
+                self._load_scripts()
+                last, reason = exc, "noscript"
             except NotEnoughReplicas:
                 raise
             except ReplyLost as exc:
@@ -319,6 +326,16 @@ class ClusterClient:
             self._sleep(delay)
             waits += 1
             delay = min(delay * 2, cap)
+
+    def _load_scripts(self) -> None:
+        """Load every script on every primary (after a pipeline met one
+        that knows none: a replica promoted since)."""
+
+        def load(r: redis.Redis) -> None:
+            for script in self.scripts:
+                r.script_load(script.script)
+
+        self.each_primary(load)
 
     def _refresh(self) -> None:
         """Ask for the slot map again before the next attempt."""

@@ -70,13 +70,14 @@ caller read it, and the children's keys in KEYS; it refuses
 and retries and no attach or detach is ever half-seen.
 
 Fan-out and sharding: an append to a parent writes its children's keys in the
-same script, and attach, detach and delete touch both topics' records. On a
-single Redis or Valkey server, or a RedisRaft cluster (one Raft log, every
-node holding every key), any keys can share a script. A sharded Redis Cluster
-runs a script only on keys of one hash slot: there a parent and its children
-would have to share a slot, which names as hash tags do not arrange, and the
-cluster-wide ``narad:topics`` and ``narad:schema_bytes`` already share scripts
-with topic keys. Narad does not run on a sharded Redis Cluster.
+same script, and attach, detach and delete touch both topics' records; the
+topic index, the schema byte budget and the global schema ids share scripts
+with topic keys. On a single Redis or Valkey server, or a RedisRaft cluster
+(one Raft log, every node holding every key), any keys can share a script.
+On a sharded Valkey/Redis Cluster (``redis+cluster://``),
+:class:`narad_redis.sharded.ClusterStorage` keeps each family in its
+parent's slot, puts the global keys under ``{@schemas}`` and runs the writes
+that touch both in ordered steps.
 
 Notifications travel on pub/sub channels, published by the scripts
 themselves (so an event is never lost between a write and its announcement):

@@ -1,7 +1,8 @@
 """The storage contract suite on every backend this project knows.
 
 fakeredis (in process), a real Valkey, a real 3-node RedisRaft cluster
-(reached through a follower, so every write follows MOVED to the leader),
+(reached through a follower, so every write follows MOVED to the leader), a
+real Valkey Cluster of 3 primaries and 3 replicas,
 and a toy in-memory backend written from :mod:`narad.storage` alone, with
 and without notifications.
 """
@@ -81,6 +82,40 @@ if redisraft_dir() is not None:
             yield backend
             backend.close()
             redis.Redis.from_url(f"redis://127.0.0.1:{redisraft.leader()}/0").flushdb()
+
+
+@pytest.mark.xdist_group("valkey_cluster")
+class TestValkeyCluster(StorageContract):
+    """A cluster of 3 primaries. A sharded storage attaches only a topic
+    stored in the parent's hash slot, so each test's topics go in one slot
+    (``placed_with``), a slot of their own; test_valkey_cluster.py has the
+    tests of topics spread over the primaries."""
+
+    capabilities = REDIS
+
+    @pytest.fixture(autouse=True)
+    def _family(self):
+        self.family = f"family-{uuid.uuid4().hex}"
+
+    def topic(self, storage, schema=b"", **settings):
+        with storage.placed_with(self.family):
+            return super().topic(storage, schema, **settings)
+
+    @pytest.fixture
+    def storage(self, valkey_cluster):
+        backend = narad_redis.connect(valkey_cluster.url, CONFIG)
+        yield backend
+        backend.close()
+
+    @pytest.fixture
+    def users_storage(self, valkey_cluster):
+        # The cluster is the session's: emptied before and after, so the
+        # nodes of later tests find no user and seed their root admin.
+        valkey_cluster.flush()
+        backend = narad_redis.connect(valkey_cluster.url, CONFIG)
+        yield backend
+        backend.close()
+        valkey_cluster.flush()
 
 
 class TestMemory(StorageContract):
