@@ -200,23 +200,28 @@ def user_files(
 
 def canonical_set(
     files: Sequence[descriptor_pb2.FileDescriptorProto],
+    *,
+    keep_message_order: bool = False,
 ) -> descriptor_pb2.FileDescriptorSet:
     """The canonical form of a schema's own files (see the module docstring).
 
     ``files`` are the pool's resolved copies (:func:`user_files`); the result
     is a new set, and ``canonical_set`` of its files gives it back unchanged.
+    ``keep_message_order``: messages (top-level and nested) stay in the
+    order declared, as Confluent's message indexes count them; the form
+    stored (:attr:`narad_protobuf.schema.ProtobufSchema.compiled`).
     """
     out = descriptor_pb2.FileDescriptorSet()
     for file in sorted(files, key=lambda f: f.name):
         copy = out.file.add()
         copy.CopyFrom(file)
-        _canonical_file(copy)
+        _canonical_file(copy, keep_message_order)
         if len(files) == 1:
             copy.name = FILE_NAME
     return out
 
 
-def _canonical_file(file: descriptor_pb2.FileDescriptorProto) -> None:
+def _canonical_file(file: descriptor_pb2.FileDescriptorProto, keep: bool) -> None:
     file.ClearField("source_code_info")
     if file.syntax == "proto2":
         file.ClearField("syntax")
@@ -230,9 +235,10 @@ def _canonical_file(file: descriptor_pb2.FileDescriptorProto) -> None:
     file.public_dependency.extend(i for i, d in enumerate(deps) if d in public)
     file.ClearField("weak_dependency")
     file.weak_dependency.extend(i for i, d in enumerate(deps) if d in weak)
-    _sort(file.message_type, lambda m: m.name)
+    if not keep:
+        _sort(file.message_type, lambda m: m.name)
     for message in file.message_type:
-        _canonical_message(message)
+        _canonical_message(message, keep)
     _sort(file.enum_type, lambda e: e.name)
     for enum in file.enum_type:
         _canonical_enum(enum)
@@ -243,7 +249,7 @@ def _canonical_file(file: descriptor_pb2.FileDescriptorProto) -> None:
         _sort(service.method, lambda m: m.name)
 
 
-def _canonical_message(message: descriptor_pb2.DescriptorProto) -> None:
+def _canonical_message(message: descriptor_pb2.DescriptorProto, keep: bool) -> None:
     # Oneofs are referred to by index: sort them, then renumber the fields'.
     real = [o for o in message.oneof_decl if not _is_synthetic(message, o.name)]
     synthetic = [o for o in message.oneof_decl if _is_synthetic(message, o.name)]
@@ -262,9 +268,10 @@ def _canonical_message(message: descriptor_pb2.DescriptorProto) -> None:
     _sort(message.field, lambda f: f.number)
     _canonical_fields(message.extension)
     _sort(message.extension, lambda f: (f.extendee, f.number))
-    _sort(message.nested_type, lambda m: m.name)
+    if not keep:
+        _sort(message.nested_type, lambda m: m.name)
     for nested in message.nested_type:
-        _canonical_message(nested)
+        _canonical_message(nested, keep)
     _sort(message.enum_type, lambda e: e.name)
     for enum in message.enum_type:
         _canonical_enum(enum)

@@ -9,11 +9,12 @@ single ``0`` byte, what Confluent's serializers write for the file's first
 message) means ``[0]``. The rest is the message in the binary encoding,
 checked as :mod:`narad_protobuf.binary` checks a topic's payloads.
 
-Messages are indexed in the order the stored version lists them: Narad
-stores a schema in its canonical form (:mod:`narad_protobuf.descriptors`,
-declarations sorted by name), and serves that same file to Confluent's
-deserializers (``GET /registry/schemas/ids/{id}?format=serialized``), so
-indexes a client takes from the served file name the same message.
+Messages are indexed in the order the stored version lists them: the order
+the registered file declared them (:attr:`~narad_protobuf.schema.
+ProtobufSchema.declared`; versions stored before that kept name order), the
+file Confluent's deserializers are served (``GET /registry/schemas/ids/{id}
+?format=serialized``), so indexes a client took from its own file name the
+same message.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def main_file(schema: ProtobufSchema) -> descriptor_pb2.FileDescriptorProto:
     """The stored file that declares the topic's message (the one whose
     messages the indexes count)."""
     name = schema.descriptor.file.name
-    for file in schema.files.file:
+    files = schema.declared if schema.declared is not None else schema.files
+    for file in files.file:
         if file.name == name:
             return file
     raise LookupError(name)  # pragma: no cover - the pool was built from them

@@ -124,30 +124,46 @@ def _message(
     for option in _options(message.options, skip=("map_entry",)):
         out.line(inner, f"option {option};")
     nested = {n.name: n for n in message.nested_type}
-    # Maps' entries and groups' types are written with their fields.
-    written_with_field: set[str] = set()
+    # Maps' entries and groups' types are written with their fields, which
+    # go where the entry stands among the nested messages: protoc lists
+    # nested types in the order it meets them, and the stored form keeps
+    # that order (Confluent's message indexes count it). Fields may go in
+    # any order: the stored form lists them by number.
+    owners: dict[str, descriptor_pb2.FieldDescriptorProto] = {}
     for field in message.field:
         entry = _nested_of(field, full, nested)
         if entry is not None and (
             entry.options.map_entry or field.type == _F.TYPE_GROUP
         ):
-            written_with_field.add(entry.name)
+            owners[entry.name] = field
     for enum in message.enum_type:
         _enum(out, inner, enum)
-    for child in message.nested_type:
-        if child.name not in written_with_field:
-            _message(out, inner, child, context, full)
     synthetic = _synthetic_oneofs(message)
-    oneof_written: set[int] = set()
-    for field in message.field:
+    written: set[int] = set()
+
+    def write(field: descriptor_pb2.FieldDescriptorProto) -> None:
+        if field.number in written:
+            return
         index = field.oneof_index if field.HasField("oneof_index") else None
         if index is not None and index not in synthetic:
-            if index in oneof_written:
-                continue
-            oneof_written.add(index)
+            written.update(
+                f.number
+                for f in message.field
+                if f.HasField("oneof_index") and f.oneof_index == index
+            )
             _oneof(out, inner, message, full, index, nested, context)
-            continue
+            return
+        written.add(field.number)
         _field(out, inner, field, full, nested, context, in_oneof=False)
+
+    for child in message.nested_type:
+        owner = owners.get(child.name)
+        if owner is None:
+            _message(out, inner, child, context, full)
+        else:
+            write(owner)
+    for field in message.field:
+        write(field)
     for declared in message.extension_range:
         end = declared.end - 1
         shown = "max" if end >= _MAX_FIELD else str(end)

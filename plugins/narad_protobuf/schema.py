@@ -106,6 +106,8 @@ class ProtobufSchema:
             types), see :mod:`narad_protobuf.descriptors`.
         pool: A private descriptor pool with the files and the well-known
             types they import.
+        declared: :attr:`files` with messages in the order declared (what
+            is stored, and what Confluent's message indexes count).
     """
 
     form: SchemaForm
@@ -113,6 +115,7 @@ class ProtobufSchema:
     message_source: MessageSource
     files: descriptor_pb2.FileDescriptorSet
     pool: DescriptorPool = field(repr=False)
+    declared: descriptor_pb2.FileDescriptorSet | None = field(default=None, repr=False)
 
     @cached_property
     def canonical(self) -> bytes:
@@ -137,12 +140,17 @@ class ProtobufSchema:
 
     @cached_property
     def compiled(self) -> str:
-        """The canonical set in the event-store form
+        """The canonical set with messages in their declared order
+        (:attr:`declared`), in the event-store form
         (``base64(FileDescriptorSet):Full.Message.Name``): what to store
         beside the client's text, since :func:`parse_schema` loads it without
         running the compiler, and it parses back to the same schema with
-        ``message_source`` :attr:`MessageSource.SCHEMA`."""
-        return base64.b64encode(self.canonical).decode() + ":" + self.message_name
+        ``message_source`` :attr:`MessageSource.SCHEMA`. The declared order
+        is kept because Confluent's framed messages name a message by its
+        position in the file (its message indexes)."""
+        files = self.declared if self.declared is not None else self.files
+        stored = files.SerializeToString(deterministic=True)
+        return base64.b64encode(stored).decode() + ":" + self.message_name
 
     @property
     def descriptor(self) -> Descriptor:
@@ -290,7 +298,10 @@ def _resolve(
         if source is None:
             source = MessageSource.PROTO_MESSAGE
         _find(pool, name, resolved)
-    return ProtobufSchema(form, name, source, canonical_set(resolved), pool)
+    declared = canonical_set(resolved, keep_message_order=True)
+    return ProtobufSchema(
+        form, name, source, canonical_set(resolved), pool, declared=declared
+    )
 
 
 def _find(

@@ -245,3 +245,45 @@ def test_framed_check_validates_the_message_the_indexes_name():
         check(_zigzag([2, 1, 0]) + zed_bytes)
     with pytest.raises(InvalidPayload, match="cut short"):
         check(b"")
+
+
+UNSORTED = """
+syntax = "proto3";
+package shop;
+message Order { string id = 1; Address to = 2; }
+message Address { string street = 1; int32 zip = 2; }
+"""
+
+
+def test_indexes_count_messages_in_the_order_declared():
+    # Confluent's serializers take indexes from the client's own file:
+    # Order, declared first, is [0] although Address sorts before it.
+    stored = _stored(UNSORTED)
+    served = TYPE.registry_schema(stored, "serialized")
+    file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(served))
+    assert [m.name for m in file.message_type] == ["Order", "Address"]
+    assert TYPE.registry_schema(stored).index("message Order") < TYPE.registry_schema(
+        stored
+    ).index("message Address")
+    check = _framed_check(UNSORTED)
+    order = b"\x0a\x02o1\x12\x04\x0a\x02st"  # id "o1", to {street "st"}
+    check(b"\x00" + order)
+    address = b"\x10\x07"  # zip 7
+    check(_zigzag([1, 1]) + address)
+    with pytest.raises(InvalidPayload, match=r"does not decode as shop\.Order"):
+        check(b"\x00" + address)  # zip's varint where Order has a string
+
+
+def test_declaration_order_is_no_new_schema_but_is_stored():
+    swapped = UNSORTED.replace(
+        "message Order { string id = 1; Address to = 2; }\n", ""
+    ).replace(
+        "int32 zip = 2; }\n",
+        "int32 zip = 2; }\nmessage Order { string id = 1; Address to = 2; }\n",
+    )
+    assert swapped.index("message Address") < swapped.index("message Order")
+    options = SchemaOptions("binary", "shop.Order")
+    first = TYPE.parse(json.dumps(UNSORTED).encode(), options)
+    second = TYPE.parse(json.dumps(swapped).encode(), options)
+    assert first.identity == second.identity  # the same schema: no new version
+    assert first.stored != second.stored  # each stored as declared
