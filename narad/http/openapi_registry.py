@@ -14,7 +14,7 @@ from narad.errors import CHALLENGE
 from narad.http.body import MAX_BODY
 from narad.http.registry import MEDIA
 from narad.http.registry import PREFIX
-from narad.registry.subjects import MAX_SUBJECT
+from narad.registry.subjects import SUBJECT
 from narad.schema.modes import Mode
 
 TAG = "registry"
@@ -109,6 +109,12 @@ SCHEMAS: dict[str, Any] = {
     },
     "RegistryConfigRequest": {
         "type": "object",
+        "description": "compatibility, else compatibilityLevel; Confluent's "
+        "other config fields are ignored.",
+        "anyOf": [
+            {"required": ["compatibility"]},
+            {"required": ["compatibilityLevel"]},
+        ],
         "properties": {
             "compatibility": {"enum": [m.value for m in Mode]},
             "compatibilityLevel": {"enum": [m.value for m in Mode]},
@@ -201,12 +207,16 @@ _SUBJECT = _path(
     "subject",
     "The subject; <topic>-value is the topic's schema history. "
     "Percent-encoded as Confluent's clients send it.",
-    {"type": "string", "minLength": 1, "maxLength": MAX_SUBJECT},
+    {"type": "string", "pattern": f"^{SUBJECT.pattern}$"},
 )
 _VERSION_PARAM = _path(
-    "version", "A version number, latest or -1.", {"pattern": _VERSION}
+    "version",
+    "A version number, latest or -1.",
+    {"type": "string", "pattern": _VERSION},
 )
-_SCHEMA_ID = _path("schema_id", "A global schema id.", {"pattern": _ID})
+_SCHEMA_ID = _path(
+    "schema_id", "A global schema id.", {"type": "string", "pattern": _ID}
+)
 _DELETED = _query("deleted", "Include soft-deleted versions.", _BOOL)
 _PERMANENT = _query("permanent", "Remove versions already soft-deleted.", _BOOL)
 _FORMAT = _query(

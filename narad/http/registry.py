@@ -32,12 +32,15 @@ from narad.http.body import MAX_BODY
 from narad.http.body import param
 from narad.http.body import parse_json
 from narad.http.body import read_body
+from narad.quoting import quote
 from narad.registry.errors import InvalidVersion
 from narad.registry.errors import SchemaNotFound
+from narad.registry.errors import SubjectNotFound
 from narad.registry.errors import confluent
 from narad.registry.service import RegistryService
+from narad.registry.service import parse_level
 from narad.registry.service import references_bytes
-from narad.registry.subjects import MAX_SUBJECT
+from narad.registry.subjects import SUBJECT
 from narad.registry.subjects import Version
 from narad.registry.subjects import parse_version
 from narad.security.access import authorize
@@ -85,10 +88,9 @@ def _flag(req: falcon.Request, name: str) -> bool:
 
 
 def _subject(subject: str) -> str:
-    if not subject or len(subject) > MAX_SUBJECT or not subject.isprintable():
-        raise InvalidArgument(
-            f"subject must be 1 to {MAX_SUBJECT} printable characters"
-        )
+    """A subject from the path; a name no subject can have is none (40401)."""
+    if SUBJECT.fullmatch(subject) is None:
+        raise SubjectNotFound(quote(subject))
     return subject
 
 
@@ -431,10 +433,14 @@ class Compatibility(_Resource):
 
 
 def _level_request(req: falcon.Request) -> object:
+    """The level of a config body: ``compatibility`` (Confluent's request
+    field), else ``compatibilityLevel`` (its answer's), each checked when
+    given; other fields of Confluent's config are ignored."""
     body = _body(req)
-    if "compatibility" in body:
-        return body["compatibility"]
-    return body.get("compatibilityLevel")
+    given = [body[f] for f in ("compatibility", "compatibilityLevel") if f in body]
+    for level in given:
+        parse_level(level)
+    return given[0] if given else None
 
 
 class GlobalConfig(_Resource):

@@ -24,7 +24,6 @@ takes what they decided (the topic incarnation its user owns, ``epoch``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from narad.broker.records import TopicRecords
@@ -649,13 +648,18 @@ def parse_level(level: object) -> Mode:
 
 
 def references_bytes(value: object) -> bytes:
-    """A request's ``references`` as the storage keeps them: compact JSON,
-    empty for none."""
+    """A request's ``references`` as the storage would keep them: empty for
+    none (any other is refused until references are supported, 42201).
+
+    Raises:
+        InvalidArgument: not a list.
+    """
     if value is None or value == []:
         return b""
     if not isinstance(value, list):
         raise InvalidArgument("references must be a list")
-    return json.dumps(value, separators=(",", ":")).encode()
+    _no_references(b"[]")
+    return b""
 
 
 def _no_references(references: bytes) -> None:

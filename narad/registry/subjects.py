@@ -16,9 +16,13 @@ VALUE_SUFFIX = "-value"
 # A topic's name (narad.http.topics.NAME): the part before "-value" must be
 # one for the subject to be a topic's.
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-#: The longest subject name the registry takes (Confluent's limit is the
-#: Kafka record key's; this keeps error messages and keys small).
-MAX_SUBJECT = 1024
+#: The longest subject name the registry takes: a subject is a topic name
+#: (249) plus a suffix, or a record's full name; this keeps keys, messages
+#: and request lines small.
+MAX_SUBJECT = 255
+#: What a subject name may hold: printable ASCII but "/" (which no route
+#: could carry), as Kafka topic names and Avro/Protobuf full names are.
+SUBJECT = re.compile(rf"[ -.0-~]{{1,{MAX_SUBJECT}}}")
 #: Version numbers are Confluent's: 1 up to 2^31 - 1.
 MAX_VERSION = 2**31 - 1
 

@@ -63,6 +63,15 @@ CROSS_FIELD = {
     # at most 256 patterns in all of a user's grants
     "POST /v1/users",
     "PUT /v1/users/{username}/grants",
+    # the registry's schema strings must parse as the subject's type; a
+    # version or subject must exist; a topic's subject refuses deletes
+    "POST /registry/subjects/{subject}",
+    "POST /registry/subjects/{subject}/versions",
+    "POST /registry/compatibility/subjects/{subject}/versions",
+    "POST /registry/compatibility/subjects/{subject}/versions/{version}",
+    "DELETE /registry/subjects/{subject}",
+    "DELETE /registry/subjects/{subject}/versions/{version}",
+    "DELETE /registry/config/{subject}",
 }
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}}}

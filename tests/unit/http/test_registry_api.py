@@ -251,6 +251,10 @@ def test_percent_encoded_subject_names(client):
     )
     assert resp.status_code == 200
     assert client.simulate_get("/registry/subjects").json == ["my subject:v1"]
+    # A name no subject can have (not printable ASCII, or over 255): none.
+    for name in ("caf%C3%A9", "tab%09", "x" * 256):
+        resp = client.simulate_get(f"/registry/subjects/{name}/versions")
+        assert (resp.status_code, code(resp)) == (404, 40401), name
 
 
 def add_user(client, name, grants):
