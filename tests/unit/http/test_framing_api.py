@@ -127,3 +127,15 @@ def test_a_child_has_its_own_framing(client):
     assert resp.status_code == 201, resp.text
     assert resp.json["framing"] == "none"
     assert client.simulate_get("/v1/topics/p").json["framing"] == "confluent"
+
+
+def test_openapi_names_framing_where_topics_take_and_show_it():
+    from narad.http import openapi
+
+    schemas = openapi.document()["components"]["schemas"]
+    for name in ("TopicCreate", "TopicAlter", "Topic", "TopicDescription"):
+        assert schemas[name]["properties"]["framing"]["enum"] == [
+            "none",
+            "confluent",
+        ], name
+    assert "framing" in schemas["Topic"]["required"]
