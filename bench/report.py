@@ -55,6 +55,7 @@ TITLES = {
     "register": "Registration (`bench/register.py`)",
     "compat": "Compatibility checks (`bench/compat.py`)",
     "datastack": "Frame-stack chunk cache (`bench/datastack.py`)",
+    "registry": "Schema Registry API (`bench/registry.py`)",
 }
 
 
