@@ -195,7 +195,9 @@ def status_of_code(code: int) -> int:
 def confluent(exc: Exception, status: int) -> tuple[int, int, str]:
     """The status, Confluent code and message a refusal answers with under
     ``/registry``; ``status`` is the one it has under ``/v1``."""
-    message = getattr(exc, "message", "") or str(exc) or "error"
+    # Narad's "invalid argument: " lead-in is not Confluent's: the detail.
+    message = getattr(exc, "detail", "") or getattr(exc, "message", "")
+    message = message or str(exc) or "error"
     if isinstance(exc, RegistryError):
         return status_of_code(exc.error_code), exc.error_code, message
     if isinstance(exc, IncompatibleSchema):
