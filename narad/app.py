@@ -163,6 +163,8 @@ def worker_caches(
     return Caches(
         records.cache,
         schemas.validators,
+        schemas.framed.ids,
+        schemas.framed.validators,
         messages.round_robin,
         waiters,
         *patterns.CACHES,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
 
@@ -139,3 +141,39 @@ def test_openapi_names_framing_where_topics_take_and_show_it():
             "confluent",
         ], name
     assert "framing" in schemas["Topic"]["required"]
+
+
+def _cache_entries(client, cache: str) -> int:
+    text = client.simulate_get("/metrics").text
+    match = re.search(rf'^narad_cache_entries\{{cache="{cache}"\}} (\S+)$', text, re.M)
+    assert match, f"no narad_cache_entries for {cache}"
+    return int(float(match[1]))
+
+
+def test_framed_produce_in_process_fills_the_framed_caches(client):
+    create(client, name="t", framing="confluent", schema={"type": "object"})
+    version = client.simulate_get("/registry/subjects/t-value/versions/1")
+    assert version.status_code == 200, version.text
+    schema_id = version.json["id"]
+    framed = b"\x00" + schema_id.to_bytes(4, "big") + b'{"a": 1}'
+    # The create's own notification, or the listener going live, may land
+    # after a produce and drop what it cached: produce until both are held.
+    deadline = time.monotonic() + 10
+    while True:
+        resp = client.simulate_post("/v1/topics/t/produce", body=framed)
+        assert resp.status_code == 202, resp.text
+        held = (
+            _cache_entries(client, "framed_ids"),
+            _cache_entries(client, "framed_validators"),
+        )
+        if held == (1, 1):
+            break
+        assert time.monotonic() < deadline, held
+        time.sleep(0.05)
+    assert client.simulate_delete("/v1/topics/t").status_code == 204
+    assert _cache_entries(client, "framed_ids") == 0
+    assert _cache_entries(client, "framed_validators") == 0
+    create(client, name="t", framing="confluent", schema={"type": "object"})
+    refused = client.simulate_post("/v1/topics/t/produce", body=b'{"a": 1}')
+    assert refused.status_code == 400
+    assert "payload is not framed" in refused.json["error"]
