@@ -132,11 +132,11 @@ def _count(outcome: str) -> None:
 class FramedChecks:
     """The produce check of framed topics, for one schema service."""
 
-    def __init__(self, service: SchemaService) -> None:
-        from narad.schema.service import LARGE_PAYLOAD
-
+    def __init__(self, service: SchemaService, *, large_payload: int) -> None:
+        """``large_payload``: payload bytes past which a check runs on a
+        pool thread under a capacity slot, as the service's own do."""
         self.service = service
-        self.large_payload = LARGE_PAYLOAD
+        self.large_payload = large_payload
         # id -> (version, high cost), per (topic, epoch, schema version).
         self.ids: BoundedCache[_Key, dict[int, tuple[int, bool]]] = BoundedCache(
             "framed_ids", max_entries=CACHED_ID_MAPS, topic_of=_topic_of

@@ -229,7 +229,7 @@ class SchemaService:
         )
         records.attach(self.validators, _belongs, kept_on_change=False)
         # Framed topics' checks (Confluent's wire format): narad.schema.framing.
-        self.framed = FramedChecks(self)
+        self.framed = FramedChecks(self, large_payload=LARGE_PAYLOAD)
 
     # -- registration --------------------------------------------------------
 
