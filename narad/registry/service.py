@@ -323,9 +323,7 @@ class RegistryService:
         for _ in range(WRITE_ATTEMPTS):
             meta = self.route(subject, fresh=True)
             if meta is not None:
-                if epoch is not None and meta.epoch != epoch:
-                    raise TopicNotFound(meta.name)
-                return self._register_topic(meta, kind, schema)
+                return self._register_topic(meta, kind, schema, epoch)
             if epoch is not None:
                 raise TopicNotFound(topic_of(subject) or subject)
             registered = self._register_standalone(subject, kind, schema, references)
@@ -334,25 +332,31 @@ class RegistryService:
             # A topic took the subject's name meanwhile: its history answers.
         raise TopicKeptChanging(topic_of(subject) or subject)
 
-    def _register_topic(self, meta: TopicMeta, kind: SchemaType, schema: str) -> int:
+    def _register_topic(
+        self, meta: TopicMeta, kind: SchemaType, schema: str, epoch: str | None
+    ) -> int:
+        """Register under a topic's subject: a schema PATCH of the topic
+        (:meth:`TopicService.alter`, so the topic's framing, mode, budgets
+        and children are a PATCH's), unless the schema is a version of its
+        history already."""
         raw = self.document(kind, schema)
         changes = TopicChanges(schema_type=kind.name)
         typed = self.schemas.settle_type(meta, changes)
+        new = self.schemas.register_change(meta, typed, changes, raw)
+        identity = fingerprint(kind.name, new)
         if meta.schema_version:
-            new = self.schemas.register_change(meta, typed, changes, raw)
-            known = self.storage.schema_id_of(fingerprint(kind.name, new))
+            known = self.storage.schema_id_of(identity)
+            if known and any(v.schema_id == known for v in self.topic_versions(meta)):
+                return known
+        after, added = self.topics.alter(meta.name, changes, raw, None, epoch=epoch)
+        if added:
+            known = self.storage.schema_id_of(identity)
             if known:
-                for version in self.topic_versions(meta):
-                    if version.schema_id == known:
-                        return known
-        result = self.schemas.change(meta, raw, None, changes)
-        if result is not None and result.schema_id:
-            return result.schema_id
+                return known
         # No change (the same schema but for annotations): the current
         # version's id, which the registration answers.
-        fresh = self.records.refresh(meta.name, epoch=meta.epoch)
-        versions = self.topic_versions(fresh)
-        current = [v for v in versions if v.version == fresh.schema_version]
+        versions = self.topic_versions(after)
+        current = [v for v in versions if v.version == after.schema_version]
         return current[0].schema_id if current else versions[-1].schema_id
 
     def _register_standalone(

@@ -311,3 +311,18 @@ def test_who_may_read_and_write_subjects(secure):
     anonymous = secure.simulate_get("/registry/subjects", headers={"Authorization": ""})
     assert (anonymous.status_code, code(anonymous)) == (401, 40101)
     assert anonymous.headers["www-authenticate"].startswith("Basic")
+
+
+def test_registering_on_a_framed_topic_is_a_patch_of_it(client):
+    made = client.simulate_post(
+        "/v1/topics", json={"name": "f", "framing": "confluent"}
+    )
+    assert made.status_code == 201, made.text
+    resp = register(client, "f-value", ORDER)
+    assert resp.status_code == 200, resp.text
+    record = client.simulate_get("/v1/topics/f").json
+    # As a PATCH of a framed topic without a schema: the framed encoding.
+    assert (record["schema_type"], record["encoding"]) == ("AVRO", "binary")
+    assert record["framing"] == "confluent"
+    one = client.simulate_get("/registry/subjects/f-value/versions/1").json
+    assert one["id"] == resp.json["id"]
