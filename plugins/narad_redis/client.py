@@ -60,6 +60,7 @@ commands still running elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -389,13 +390,13 @@ def evalsha(
     except NoScriptError:
         # Refused, not run: load it and send the call again.
         if waiting:
-            connection.read_response()
+            _skip_reply(connection)
         connection.send_command("SCRIPT", "LOAD", script.script)
         connection.read_response()
         return evalsha(connection, call, script, min_replicas, wait_ms)
     except redis.ResponseError:
         if waiting:
-            connection.read_response()  # the WAIT's reply, left unread else
+            _skip_reply(connection)
         raise
     if waiting:
         acked = connection.read_response()
@@ -407,6 +408,14 @@ def evalsha(
                 f"{wait_ms} ms: it may be lost if that primary fails"
             )
     return reply
+
+
+def _skip_reply(connection: Any) -> None:
+    """Read the WAIT's reply after its script's error, left unread else; an
+    error itself (a replica refuses WAIT, answering a MOVED script) says
+    nothing more than the script's."""
+    with contextlib.suppress(redis.ResponseError):
+        connection.read_response()
 
 
 def _send(connection: Any, command: tuple[Any, ...]) -> None:
