@@ -229,6 +229,45 @@ def test_protobuf_message_indexes_name_other_messages(http, topic, registry):
     assert "message indexes [2] name no message" in error(resp)
 
 
+UNSORTED = """
+syntax = "proto3";
+package shop.v2;
+message Order { string order_id = 1; Address ship_to = 2; }
+message Address { string street = 1; int32 zip = 2; }
+"""
+
+
+def test_protobuf_indexes_follow_the_clients_declaration_order(http, topic, registry):
+    # Order is declared first, so the serializer frames it as [0], though
+    # Address sorts before it: the stored file keeps the declared order.
+    create_framed(http, topic, schema_type="PROTOBUF")
+    classes = proto_classes(UNSORTED)
+    serialize = ProtobufSerializer(
+        classes["Order"],
+        registry,
+        conf={"auto.register.schemas": True, "use.deprecated.format": False},
+    )
+    order = classes["Order"](order_id="o-1")
+    order.ship_to.street = "Main St"
+    framed = serialize(order, value_of(topic))
+    assert framed[5:6] == b"\x00"
+    assert produce(http, topic, framed).status == 202
+    address = classes["Address"](zip=7).SerializeToString()
+    as_address = framed[:5] + b"\x02\x02" + address  # [1]: Address
+    assert produce(http, topic, as_address).status == 202
+    as_order = framed[:5] + b"\x00" + address  # zip's varint where a string is
+    refused = produce(http, topic, as_order)
+    assert refused.status == 400
+    assert "does not decode as shop.v2.Order" in error(refused)
+    decode = ProtobufDeserializer(
+        classes["Order"],
+        {"use.deprecated.format": False},
+        schema_registry_client=registry,
+    )
+    (received, _) = consumed(http, topic, 2)
+    assert decode(received, value_of(topic)) == order
+
+
 # -- refusals ----------------------------------------------------------------------
 
 
