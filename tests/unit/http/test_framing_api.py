@@ -177,3 +177,17 @@ def test_framed_produce_in_process_fills_the_framed_caches(client):
     refused = client.simulate_post("/v1/topics/t/produce", body=b'{"a": 1}')
     assert refused.status_code == 400
     assert "payload is not framed" in refused.json["error"]
+
+
+def test_registering_a_first_avro_schema_frames_the_topic_in_binary(client):
+    # A framed topic of the default type takes its first schema through the
+    # registry (as Confluent's serializers register): binary, as they write.
+    create(client, name="t", framing="confluent")
+    resp = client.simulate_post(
+        "/registry/subjects/t-value/versions",
+        json={"schema": json.dumps(AVRO), "schemaType": "AVRO"},
+    )
+    assert resp.status_code == 200, resp.text
+    record = client.simulate_get("/v1/topics/t").json
+    assert (record["schema_type"], record["encoding"]) == ("AVRO", "binary")
+    assert (record["framing"], record["schema_version"]) == ("confluent", 1)
