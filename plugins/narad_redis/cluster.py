@@ -37,7 +37,8 @@ asynchronous, so a primary that dies before its replica copied the write
 loses it when the replica takes over.
 
 Readiness (:meth:`ClusterClient.leader_answers`) holds only while every one
-of the 16384 slots is assigned to a primary that answers.
+of the 16384 slots is assigned to a primary that answers (within the connect
+timeout) and sees the cluster as ok with every slot assigned.
 """
 
 from __future__ import annotations
@@ -350,17 +351,18 @@ class ClusterClient:
 
     def leader_answers(self) -> bool:
         """Whether every slot is assigned and each primary serving slots
-        answers, on connections of their own (readiness must answer while
-        every pooled connection is busy)."""
+        answers and sees the whole cluster as ok, on connections of their
+        own with the connect timeout for all (readiness must answer while
+        every pooled connection is busy, and soon)."""
         for seed in self._probe_order():
-            probe = self.unpooled(seed)
+            probe = self.unpooled(seed, quick=True)
             try:
                 slots = probe.execute_command("CLUSTER SLOTS")
             except (redis.RedisError, OSError):
                 continue
             finally:
                 probe.connection_pool.disconnect()
-            return _every_slot_served(slots, self.unpooled)
+            return _every_slot_served(slots, lambda a: self.unpooled(a, quick=True))
         return False
 
     def first_answer(self, fn: Callable[[redis.Redis], T]) -> T | None:
@@ -394,19 +396,25 @@ class ClusterClient:
         """A cluster has no Raft peers to learn."""
         return None
 
-    def unpooled(self, address: tuple[str, int] | None = None) -> redis.Redis:
+    def unpooled(
+        self, address: tuple[str, int] | None = None, *, quick: bool = False
+    ) -> redis.Redis:
         """A plain client of one node on a connection of its own (default: a
-        primary); the caller closes it (``connection_pool.disconnect()``)."""
+        primary); ``quick``: its replies too within the connect timeout. The
+        caller closes it (``connection_pool.disconnect()``)."""
         if address is None:
             address = (self._primaries() or self._probe_order())[0]
         host, port = address
+        options = dict(self._options)
+        if quick:
+            options["socket_timeout"] = options["socket_connect_timeout"]
         return redis.Redis(
             connection_pool=redis.ConnectionPool(
                 connection_class=self._tcp,
                 host=host,
                 port=port,
                 retry=Retry(NoBackoff(), 0),
-                **self._options,
+                **options,
             )
         )
 
@@ -429,8 +437,9 @@ class ClusterClient:
 def _every_slot_served(
     slots: list[Any], connect: Callable[[tuple[str, int]], redis.Redis]
 ) -> bool:
-    """Whether ``CLUSTER SLOTS`` covers all 16384 slots, each range's
-    primary answering PING."""
+    """Whether ``CLUSTER SLOTS`` covers all 16384 slots, and each range's
+    primary answers saying the cluster is ok with every slot assigned (a
+    node's own view: the one that lost a slot knows it first)."""
     covered = 0
     primaries: set[tuple[str, int]] = set()
     for start, end, primary, *_ in slots:
@@ -442,10 +451,13 @@ def _every_slot_served(
     for address in primaries:
         probe = connect(address)
         try:
-            if not probe.ping():
-                return False
+            info = probe.cluster("info")
         except (redis.RedisError, OSError):
             return False
         finally:
             probe.connection_pool.disconnect()
+        if info.get("cluster_state") != "ok":
+            return False
+        if int(info.get("cluster_slots_assigned", 0)) < SLOTS:
+            return False
     return True

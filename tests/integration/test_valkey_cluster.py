@@ -3,6 +3,10 @@ replicas): readiness, WAIT for replicas, redirects, notifications."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 import redis
 
@@ -118,3 +122,37 @@ def test_a_lone_server_without_replicas_cannot_meet_min_replicas(valkey, topic):
             client.call(lambda r: run_script(script, [topic], ["v"], r))
     finally:
         client.close()
+
+
+def test_not_ready_while_a_slot_has_no_primary(client, valkey_cluster):
+    owner = valkey_cluster.primary_of("narad:{ready}:k")
+    slot = client.redis.keyslot("narad:{ready}:k")
+    with owner.client() as r:
+        r.execute_command("CLUSTER DELSLOTS", slot)
+    try:
+        assert client.leader_answers() is False
+    finally:
+        with owner.client() as r:
+            r.execute_command("CLUSTER ADDSLOTS", slot)
+        valkey_cluster.wait_ok()
+    assert client.leader_answers() is True
+
+
+def test_not_ready_while_a_primary_is_down_until_its_replica_serves(
+    client, valkey_cluster
+):
+    # A frozen primary: its slots are served by no one that answers until
+    # the cluster fails it over to its replica.
+    owner = valkey_cluster.primary_of("narad:{frozen}:k")
+    os.kill(owner.process.pid, signal.SIGSTOP)
+    try:
+        assert client.leader_answers() is False
+        deadline = time.monotonic() + 60
+        while valkey_cluster.primary_of("narad:{frozen}:k") is owner:
+            assert time.monotonic() < deadline, "no replica took over"
+            time.sleep(0.05)
+        client.redis.nodes_manager.initialize()
+        assert client.leader_answers() is True
+    finally:
+        os.kill(owner.process.pid, signal.SIGCONT)
+        valkey_cluster.wait_ok()
