@@ -78,6 +78,7 @@ from narad.metrics import TALLY
 from narad.schema.limits import PAYLOAD_DEPTH
 from narad.schema.service import SchemaService
 from narad.storage import DEFAULT_ENCODING
+from narad.storage import DEFAULT_FRAMING
 from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import AppendResult
 from narad.storage import Entry
@@ -380,7 +381,11 @@ class MessageService:
     def _entries(
         self, meta: TopicMeta, outgoing: Sequence[Outgoing], batch: bool
     ) -> list[Entry]:
-        validate = self.schemas.payload_check(meta) if meta.schema_version else None
+        # A framed topic checks every message's frame, even before its first
+        # version (then no id is one of its history's).
+        framed = meta.framing != DEFAULT_FRAMING
+        checked_by_schema = meta.schema_version or framed
+        validate = self.schemas.payload_check(meta) if checked_by_schema else None
         checked: list[tuple[int | None, Outgoing, PayloadKind]] = []
         for index, item in enumerate(outgoing):
             try:
@@ -391,7 +396,8 @@ class MessageService:
                     validate(item.payload)
                     # Stored as sent; a binary encoding (Avro, Protobuf) is
                     # served as such.
-                    json_text = meta.encoding == DEFAULT_ENCODING
+                    # (A framed JSON text starts with its frame's bytes.)
+                    json_text = meta.encoding == DEFAULT_ENCODING and not framed
                     kind = PayloadKind.JSON if json_text else classify(item.payload)
             except InvalidArgument as exc:
                 raise (exc.at_entry(index) if batch else exc) from None

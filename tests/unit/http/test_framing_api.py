@@ -191,3 +191,15 @@ def test_registering_a_first_avro_schema_frames_the_topic_in_binary(client):
     record = client.simulate_get("/v1/topics/t").json
     assert (record["schema_type"], record["encoding"]) == ("AVRO", "binary")
     assert (record["framing"], record["schema_version"]) == ("confluent", 1)
+
+
+def test_a_framed_topic_without_a_schema_refuses_every_message(client):
+    create(client, name="t", framing="confluent")
+    create(client, name="u", schema={"type": "object"})
+    schema_id = client.simulate_get("/registry/subjects/u-value/versions/1").json["id"]
+    for body in (b'{"a": 1}', b"\x00" + schema_id.to_bytes(4, "big") + b"{}"):
+        resp = client.simulate_post("/v1/topics/t/produce", body=body)
+        assert resp.status_code == 400, body
+    assert "not a version of t's history" in resp.json["error"]
+    stats = client.simulate_get("/v1/topics/t").json["partition_stats"]
+    assert sum(s["next_offset"] for s in stats) == 0
