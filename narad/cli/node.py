@@ -20,6 +20,7 @@ from narad.errors import InvalidConfiguration
 from narad.errors import PluginError
 from narad.errors import StorageError
 from narad.plugins import Plugins
+from narad.plugins import connect_storage
 from narad.plugins import load_plugins
 
 log = logging.getLogger("narad")
@@ -91,6 +92,30 @@ def list_plugins(config_path: str | None, as_json: bool) -> None:
     )
     plugins, _ = _plugins(_load(config_path))
     print_plugins(plugins, as_json=as_json)
+
+
+@cli.group("storage")
+def storage_group() -> None:
+    """Maintain the storage a node uses (storage.url)."""
+
+
+@storage_group.command("repair")
+@config_option
+def repair_storage(config_path: str | None) -> None:
+    """Recount what a crash between two steps can leave over (a sharded
+    cluster: the topic index and the schema byte budget); prints what changed."""
+    plugins, config = _plugins(_load(config_path))
+    try:
+        storage = connect_storage(config, plugins)
+    except (InvalidConfiguration, StorageError) as exc:
+        raise Usage(str(exc)) from exc
+    try:
+        repair = getattr(storage, "repair", None)
+        # A single server or RedisRaft runs each write in one step: nothing
+        # to recount there.
+        print(json.dumps(repair() if repair is not None else {}))
+    finally:
+        storage.close()
 
 
 # A password in a URL (``redis://user:secret@host``, ``?password=secret``).

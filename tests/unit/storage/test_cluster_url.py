@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from narad.cli.node import print_config
 from narad.config import Config
 from narad.errors import InvalidConfiguration
 from narad.plugins import load_plugins
@@ -70,3 +71,17 @@ def test_min_replicas_defaults_to_the_primary_alone():
 def test_min_replicas_out_of_range_is_refused(raw):
     with pytest.raises(InvalidConfiguration, match="min_replicas"):
         Config.load(env={"NARAD_STORAGE_MIN_REPLICAS": raw})
+
+
+def test_narad_config_shows_a_cluster_url_without_its_password(capsys):
+    config = Config.load(
+        env={
+            "NARAD_STORAGE_URL": "redis+cluster://narad:s3cret@10.0.0.1:7000,10.0.0.2:7000",
+            "NARAD_STORAGE_MIN_REPLICAS": "1",
+        }
+    )
+    print_config(config)
+    out = capsys.readouterr().out
+    assert 'url = "redis+cluster://narad:***@10.0.0.1:7000,10.0.0.2:7000"' in out
+    assert "s3cret" not in out
+    assert "min_replicas = 1" in out
