@@ -8,7 +8,8 @@ the message was stored under the schema version it was checked against, and
 copied to every child the topic had at that moment (children share their
 parent's history, so a copy is never validated against another version).
 Small produces to a topic that arrive while its appends are in flight share
-the next one, and so do single acks (or extends, or give-backs) of a topic
+the next one, and so do single acks (or extends, or give-backs) of a topic,
+and single consumes of a topic (one reserve leases a message each)
 (:mod:`narad.broker.group_commit`). Produces of :data:`ALONE_MESSAGES`
 messages or :data:`ALONE_BYTES` bytes or more go alone, at once: their
 round trip's fixed part is already small beside them, and waiting for
@@ -198,6 +199,9 @@ class MessageService:
         )
         self._settles: Groups[_Settle, Status] = Groups(
             self._settle_together, joins=_same_record
+        )
+        self._reserves: Groups[_Reserve, _Look | None] = Groups(
+            self._reserve_together, joins=_same_record
         )
         # One counter per topic incarnation (name, epoch): topics produced
         # to in turn do not share ticks, so each spreads over all its
@@ -561,9 +565,12 @@ class MessageService:
         child falling due)."""
         order = self._order(meta, partition)
         if count == 1:
-            one = self.storage.reserve(meta, order, nonce=new_nonce(), now_ms=now_ms())
-            found = (one.message,) if one.message is not None else ()
-            return one.status, found, one.next_change_ms
+            look = self._reserves.call(
+                (meta.name, partition), _Reserve(meta, order, now_ms())
+            )
+            if look is None:  # its group leased less than one a member
+                look = self._reserve_alone(meta, order, now_ms())
+            return look
         many = self.storage.reserve_batch(
             meta,
             order,
@@ -572,6 +579,39 @@ class MessageService:
             max_bytes=self.batch_max_bytes,
         )
         return many.status, many.messages, many.next_change_ms
+
+    def _reserve_alone(self, meta: TopicMeta, order: list[int], now: int) -> _Look:
+        one = self.storage.reserve(meta, order, nonce=new_nonce(), now_ms=now)
+        found = (one.message,) if one.message is not None else ()
+        return one.status, found, one.next_change_ms
+
+    def _reserve_together(self, reserves: list[_Reserve]) -> list[_Look | None]:
+        """One reserve for the single consumes in ``reserves`` (of one topic
+        record and one partition choice, in the leader's partition order, at
+        the latest of their clocks): a message each, in the order they came.
+
+        When the call leased fewer than one a member, the topic had no more
+        to give: members left without one get ``None`` and look again alone,
+        which tells each, if it still finds nothing, when a lease lapses or a
+        delayed copy falls due. An empty or failed call is every member's.
+        """
+        if len(reserves) == 1:  # alone, as most are on a quiet topic
+            alone = reserves[0]
+            return [self._reserve_alone(alone.meta, alone.order, alone.now_ms)]
+        first = reserves[0]
+        many = self.storage.reserve_batch(
+            first.meta,
+            first.order,
+            nonces=new_nonces(len(reserves)),
+            now_ms=max(reserve.now_ms for reserve in reserves),
+        )
+        if many.status is not Status.OK or not many.messages:
+            return [(many.status, (), many.next_change_ms)] * len(reserves)
+        looks: list[_Look | None] = [
+            (Status.OK, (message,), None) for message in many.messages
+        ]
+        looks += [None] * (len(reserves) - len(looks))
+        return looks
 
     def _order(self, meta: TopicMeta, partition: int | None) -> list[int]:
         if partition is not None:
@@ -722,6 +762,20 @@ class _Append:
 
 
 @dataclass(frozen=True, slots=True)
+class _Reserve:
+    """A single consume's part of a grouped reserve: its partition order."""
+
+    meta: TopicMeta
+    order: list[int]
+    now_ms: int
+
+
+#: What one look found: (status, messages leased, when a message may become
+#: available without a publish).
+_Look = tuple[Status, Sequence[Message], int | None]
+
+
+@dataclass(frozen=True, slots=True)
 class _Settle:
     """A single settle's part of a grouped batch settle."""
 
@@ -731,7 +785,9 @@ class _Settle:
     now_ms: int
 
 
-def _same_record(first: _Append | _Settle, other: _Append | _Settle) -> bool:
+def _same_record(
+    first: _Append | _Settle | _Reserve, other: _Append | _Settle | _Reserve
+) -> bool:
     """Whether ``other`` may go with ``first``: the script checks one topic
     record (epoch, schema version, children) for the whole call."""
     return other.meta == first.meta

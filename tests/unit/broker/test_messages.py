@@ -50,3 +50,76 @@ def test_a_stale_record_does_not_refuse_a_partition_the_topic_has(recreated):
     assert service.replay(topic, partition=2, offset=0).message.payload == b"leased"
     got = service.consume(topic, wait_ms=0, partition=2)
     assert got.message.payload == b"waiting"
+
+
+def test_concurrent_single_consumes_share_one_reserve():
+    """Single consumes queued behind IN_FLIGHT others go as one reserve: a
+    message each while the topic has them; those left without one look
+    again alone, and nothing is leased twice or lost."""
+    import threading
+    import time
+
+    from narad.broker.group_commit import IN_FLIGHT
+
+    storage = MemoryStorage()
+    events = Events()
+    records = TopicRecords(storage, events, max_entries=100)
+    service = MessageService(storage, records, None, Waiters(events), max_wait_ms=0)
+    meta = new_meta(partitions=1)
+    storage.create_topic(meta)
+    stored = [b"m0", b"m1", b"m2"]
+    for payload in stored:
+        entry = Entry(0, b"", payload, PayloadKind.TEXT, None)
+        storage.append(meta, [entry], schema_version=0, now_ms=now_ms())
+    gates = [threading.Event() for _ in range(IN_FLIGHT)]
+    alone, grouped = [], []
+    reserve, reserve_batch = storage.reserve, storage.reserve_batch
+
+    def held_reserve(*args, **kwargs):
+        call = len(alone)
+        alone.append(1)
+        if call < IN_FLIGHT:  # the first ones wait to be let through
+            assert gates[call].wait(10)
+        return reserve(*args, **kwargs)
+
+    def counted_batch(*args, **kwargs):
+        if len(kwargs["nonces"]) > 1:  # not a single reserve underneath
+            grouped.append(len(kwargs["nonces"]))
+        return reserve_batch(*args, **kwargs)
+
+    storage.reserve, storage.reserve_batch = held_reserve, counted_batch
+    got = []
+
+    def consume():
+        got.append(service.consume(meta.name, wait_ms=0, partition=None))
+
+    first = [threading.Thread(target=consume) for _ in range(IN_FLIGHT)]
+    for thread in first:
+        thread.start()
+    while len(alone) < IN_FLIGHT:
+        time.sleep(0.001)
+    queued = [threading.Thread(target=consume) for _ in range(4)]
+    for thread in queued:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(service._reserves._queues[(meta.name, None)].calls) < 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    gates[0].set()  # m0; the four queued then go together
+    for thread in queued:
+        thread.join(10)
+    assert grouped == [4]  # one call for the four
+    # It leased m1 and m2; the two members left without one looked again
+    # alone and found nothing.
+    assert len(alone) == IN_FLIGHT + 2
+    assert sorted(d.message.payload for d in got if d is not None) == stored
+    assert got.count(None) == 2
+    for gate in gates[1:]:
+        gate.set()
+    for thread in first:
+        thread.join(10)
+    delivered = [d for d in got if d is not None]
+    assert sorted(d.message.payload for d in delivered) == stored
+    handles = [d.receipt_handle for d in delivered]
+    acks = service.settle_batch(meta.name, handles, Settle.ACK)
+    assert acks == ["acked"] * len(stored)
