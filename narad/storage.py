@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from dataclasses import fields
 from enum import Enum
+from typing import NamedTuple
 from typing import Protocol
 
 __all__ = (
@@ -417,18 +418,18 @@ class IdempotencyLimits:
 DEFAULT_IDEMPOTENCY = IdempotencyLimits()
 
 
-@dataclass(frozen=True)
-class Lease:
-    """A lease to settle: the message, and the nonce its reservation holds."""
+class Lease(NamedTuple):
+    """A lease to settle: the message, and the nonce its reservation holds.
+    (A named tuple: one is built per handle of a batch ack.)"""
 
     partition: int
     offset: int
     nonce: str
 
 
-@dataclass(frozen=True)
-class Message:
-    """A stored message.
+class Message(NamedTuple):
+    """A stored message. (A named tuple, cheaper to build than a frozen
+    dataclass: one is built per message of a batch consume.)
 
     ``timestamp`` is the commit time in milliseconds: the ``now_ms`` of the
     append, raised where needed so that timestamps never decrease within a

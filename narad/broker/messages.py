@@ -48,6 +48,7 @@ from narad.broker import now_ms
 from narad.broker.group_commit import Groups
 from narad.broker.receipts import Receipt
 from narad.broker.receipts import decode as decode_receipt
+from narad.broker.receipts import encode as encode_handle
 from narad.broker.receipts import new_nonce
 from narad.broker.receipts import new_nonces
 from narad.broker.records import TopicRecords
@@ -511,9 +512,9 @@ class MessageService:
                         Delivery(
                             topic,
                             message,
-                            Receipt(
+                            encode_handle(
                                 message.partition, message.offset, message.nonce
-                            ).encode(),
+                            ),
                         )
                         for message in messages
                     ]
@@ -651,9 +652,8 @@ class MessageService:
         for _ in range(2):
             if receipt.partition >= meta.partitions:
                 raise LeaseGone()
-            lease = Lease(receipt.partition, receipt.offset, receipt.nonce)
             status = self._settles.call(
-                (topic, action), _Settle(meta, action, lease, now_ms())
+                (topic, action), _Settle(meta, action, receipt, now_ms())
             )
             if status is Status.OK:
                 if action is Settle.ACK:
@@ -698,14 +698,9 @@ class MessageService:
                 outcomes[index] = LAPSED
             if not valid:
                 return outcomes
+            # A receipt is the lease it names.
             statuses = self._settle_leases(
-                meta,
-                [
-                    Lease(receipts[i].partition, receipts[i].offset, receipts[i].nonce)
-                    for i in valid
-                ],
-                action,
-                now_ms(),
+                meta, [receipts[i] for i in valid], action, now_ms()
             )
             if Status.NO_TOPIC in statuses:
                 meta = self.records.refresh(topic)

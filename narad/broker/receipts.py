@@ -14,9 +14,9 @@ from __future__ import annotations
 import binascii
 import re
 import secrets
-from typing import NamedTuple
 
 from narad.errors import MalformedReceipt
+from narad.storage import Lease
 
 _SHAPE = re.compile(rb"([0-9]{1,6})\.([0-9]{1,19})\.([A-Za-z0-9_-]{16})")
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
@@ -24,19 +24,24 @@ _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 _PADDING = (b"", b"===", b"==", b"=")  # by length % 4
 
 
-class Receipt(NamedTuple):
-    partition: int
-    offset: int
-    nonce: str
+class Receipt(Lease):
+    """A handle's lease: what a settle takes, as it is."""
+
+    __slots__ = ()
 
     def encode(self) -> str:
-        raw = b"%d.%d.%s" % (self.partition, self.offset, self.nonce.encode())
-        return (
-            binascii.b2a_base64(raw, newline=False)
-            .translate(_TO_URLSAFE)
-            .rstrip(b"=")
-            .decode()
-        )
+        return encode(self.partition, self.offset, self.nonce)
+
+
+def encode(partition: int, offset: int, nonce: str) -> str:
+    """The handle of the lease of ``offset`` in ``partition`` under ``nonce``."""
+    raw = b"%d.%d.%s" % (partition, offset, nonce.encode())
+    return (
+        binascii.b2a_base64(raw, newline=False)
+        .translate(_TO_URLSAFE)
+        .rstrip(b"=")
+        .decode()
+    )
 
 
 def new_nonce() -> str:

@@ -117,7 +117,7 @@ class _Partition:
     def put(self, message: Message, ts: int) -> int:
         """Store ``message`` at the next offset, stamped at least ``ts``."""
         self.last_ts = max(ts, self.last_ts)
-        self.log[self.next] = replace(message, offset=self.next, timestamp=self.last_ts)
+        self.log[self.next] = message._replace(offset=self.next, timestamp=self.last_ts)
         self.next += 1
         return self.last_ts
 
@@ -994,7 +994,7 @@ class MemoryStorage:
                     nonce = nonces[len(taken)]
                     part.leases[offset] = now_ms + stored.visibility_timeout_ms
                     part.nonces[offset] = nonce
-                    taken.append(replace(message, nonce=nonce))
+                    taken.append(message._replace(nonce=nonce))
                 if len(taken) == len(nonces) or full:
                     break
                 if taken:
