@@ -217,7 +217,9 @@ class RegistryService:
             SchemaNotFound: an id never assigned (40403).
         """
         found = self.storage.schema_by_id(schema_id) if schema_id > 0 else None
-        if found is None:
+        # Once no version holds an id, the storage keeps its number (never
+        # reused) but not its schema: gone, as after Confluent's hard delete.
+        if found is None or not found.document:
             raise SchemaNotFound(f"Schema {schema_id} not found")
         return found
 

@@ -145,6 +145,13 @@ def test_soft_then_permanent_delete_of_a_standalone_subject(client):
     assert gone.json == [1, 2]
     after = client.simulate_get("/registry/subjects/s/versions")
     assert (after.status_code, code(after)) == (404, 40401)
+    # Ids held by no version any more are gone; the same schema registered
+    # again gets its id back (a number never stands for another schema).
+    gone = client.simulate_get("/registry/schemas/ids/2")
+    assert (gone.status_code, code(gone)) == (404, 40403)
+    assert register(client, "s", WIDER).json == {"id": 2}
+    back = client.simulate_get("/registry/schemas/ids/2").json
+    assert json.loads(back["schema"]) == WIDER
 
 
 def test_a_topics_subject_is_its_history(client):
