@@ -100,3 +100,24 @@ def test_a_topic_created_meanwhile_takes_the_registration(config):
     # The subject is the topic's history now: the registration altered it.
     assert b.simulate_get("/v1/topics/orders").json["schema_version"] == 2
     assert a.simulate_get("/registry/subjects/orders-value/versions").json == [1, 2]
+
+
+def test_a_topic_stored_before_ids_gets_them_through_the_registry(config):
+    client = testing.client(config)
+    schemas = client.app._router.find("/v1/topics/t/schemas")[0].schemas
+    storage, redis = schemas.storage, schemas.storage.client.redis
+    made = client.simulate_post(
+        "/v1/topics", json={"name": "t", "schema_type": "AVRO", "schema": ORDER}
+    )
+    assert made.status_code == 201
+    # As a version stored before global ids was: no id, fingerprint or
+    # references beside it.
+    redis.hdel("narad:{t}:schemas", "id:1", "fp:1", "r:1")
+    assert [v.schema_id for v in storage.get_schemas("t")] == [0]
+    version = client.simulate_get("/registry/subjects/t-value/versions/1").json
+    assert version["id"] >= 1
+    assert [v.schema_id for v in storage.get_schemas("t")] == [version["id"]]
+    # The id reads back, and the same schema elsewhere gets the same one.
+    by_id = client.simulate_get(f"/registry/schemas/ids/{version['id']}").json
+    assert json.loads(by_id["schema"]) == ORDER
+    assert register(client, "elsewhere", ORDER).json == {"id": version["id"]}
