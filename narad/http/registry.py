@@ -43,6 +43,7 @@ from narad.registry.service import references_bytes
 from narad.registry.subjects import SUBJECT
 from narad.registry.subjects import Version
 from narad.registry.subjects import parse_version
+from narad.registry.subjects import topic_of
 from narad.security.access import authorize
 from narad.security.access import principal
 from narad.security.authn import Principal
@@ -175,6 +176,22 @@ class Access:
                 subject,
                 f"that takes a{'n' if action is Action.ADMIN else ''} "
                 f"{action.value} grant matching it",
+            )
+        topic = topic_of(subject)
+        if (
+            action is Action.CREATE
+            and topic
+            and not who.permissions.allows(Action.CREATE, topic)
+        ):
+            # The subject holds the topic's name (no topic can be created
+            # under it while it has versions): only who may create the
+            # topic may take it so.
+            raise _refuse(
+                who,
+                "register under",
+                subject,
+                f"it would hold the name of topic {topic}: that takes a create "
+                "grant matching the topic too",
             )
         return None
 

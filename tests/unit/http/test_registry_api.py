@@ -312,6 +312,18 @@ def test_who_may_read_and_write_subjects(secure):
         f"/registry/schemas/ids/{mine.json['id']}", headers=reader
     )
     assert (hidden.status_code, code(hidden)) == (404, 40403)
+    # A standalone <t>-value holds topic t's name: registering one takes
+    # create on t too.
+    squat = secure.simulate_post(
+        "/registry/subjects/team.x-value/versions", json=schema(ORDER), headers=creator
+    )
+    assert squat.status_code == 200  # team.* covers the topic team.x too
+    other = add_user(secure, "other", [{"action": "create", "patterns": ["shop-*"]}])
+    squat = secure.simulate_post(
+        "/registry/subjects/shop-value/versions", json=schema(ORDER), headers=other
+    )
+    assert (squat.status_code, code(squat)) == (403, 40301)
+    assert "topic shop" in squat.json["message"]
     # Deleting takes admin.
     refused = secure.simulate_delete("/registry/subjects/team.Order", headers=creator)
     assert (refused.status_code, code(refused)) == (403, 40301)
