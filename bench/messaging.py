@@ -11,7 +11,10 @@ section: per-message CPU in the workers and in Valkey, Valkey's write system
 calls, the entries and bytes each phase writes and its replies' sizes, for
 produce, consume, ack and the full flow, beside the floor's
 (``bench/msgcost.py``; ``--messages``, ``--singles``, ``--rounds``,
-``--profile`` to sample the workers with py-spy).
+``--profile`` to sample the workers with py-spy). ``--storage URL`` runs
+only single produce and the full flow on a node over that storage (a
+``redis+cluster://`` Valkey Cluster, say) beside one on the embedded
+Valkey, in alternating turns, and prints them side by side.
 
 Starts ``narad serve`` as a user would (gunicorn with Narad's gevent worker
 class, the embedded Valkey: append-only, fsync always) and, for the floor,
@@ -768,6 +771,12 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="--cost: sample the workers (py-spy)"
     )
+    parser.add_argument(
+        "--storage",
+        metavar="URL",
+        help="only single produce and the full flow, on a node over URL (e.g. "
+        "redis+cluster://...) beside one on its embedded Valkey, in turns",
+    )
     args = parser.parse_args()
     stop_nodes_on_sigterm()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -778,6 +787,8 @@ def main() -> None:
         servers.start()
         if args.cost:
             cost_report(servers, args)
+        elif args.storage:
+            storage_report(servers, args.storage, args.seconds)
         else:
             report(servers, args.seconds, args.waiters, args.slowloris)
     finally:
@@ -1319,6 +1330,35 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
         "and the batch phases, when one could have started within them "
         f"({rewrites.seconds:.1f} s in all, checks included)"
     )
+
+
+def storage_report(servers: Servers, url: str, seconds: float) -> None:
+    """Single produce and the full flow on a node over ``url`` beside the
+    same on one embedded Valkey (``servers``' node), in alternating turns
+    (``FLOW_ROUNDS`` each), each turn on a topic of its own."""
+    other, _, _ = servers.spawn_node("other", NARAD_STORAGE_URL=url)
+    sides = {"one Valkey": servers.port, url.partition("://")[0]: other}
+    produce: Counter = Counter()
+    flow: Counter = Counter()
+    for turn in range(FLOW_ROUNDS):
+        order = list(sides) if turn % 2 == 0 else list(reversed(sides))
+        for name in order:
+            port = sides[name]
+            topic = f"bench-storage-{turn}"
+            create_topic(port, topic)
+            body = request("POST", f"/v1/topics/{topic}/produce", BODY)
+            rate, st = run_load(port, CLIENTS, seconds, constant(body, 202, 1))
+            check(st, {202})
+            produce[name] += rate / FLOW_ROUNDS
+            create_topic(port, f"{topic}-flow")
+            load = batch_flow(f"/v1/topics/{topic}-flow", FLOW_PRODUCERS)
+            rate, st = run_load(port, FLOW_PRODUCERS + FLOW_CONSUMERS, seconds, load)
+            check(st, {200, 202, 204})
+            flow[name] += rate / FLOW_ROUNDS
+    print(f"storage {url} beside one embedded Valkey, {FLOW_ROUNDS} turns each")
+    print(f"{'':24}{'produce msg/s':>16}{'full flow msg/s':>18}")
+    for name in sides:
+        print(f"{name:24}{produce[name]:>16,.0f}{flow[name]:>18,.0f}")
 
 
 def cost_report(servers: Servers, args: argparse.Namespace) -> None:
