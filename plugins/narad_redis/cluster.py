@@ -338,6 +338,10 @@ class ClusterClient:
 
         self.each_primary(load)
 
+    def refresh(self) -> None:
+        """Ask for the slot map again before the next attempt."""
+        self._refresh()
+
     def _refresh(self) -> None:
         """Ask for the slot map again before the next attempt."""
         self.redis.nodes_manager._request_refresh()
@@ -419,7 +423,9 @@ class ClusterClient:
         )
 
     def node_of(self, key: str) -> tuple[str, int]:
-        """The primary serving ``key``'s slot, as the client knows it now."""
+        """The primary serving ``key``'s slot, as the client knows it now
+        (after a refresh of the slot map, if one was asked for)."""
+        self._refresh_if_asked()
         node = self.redis.nodes_manager.get_node_from_slot(self.redis.keyslot(key))
         return node.host, node.port
 

@@ -51,6 +51,11 @@ nothing holds (the budget refuses sooner, never later), or a name claimed by
 no topic (it reads as absent; a create of the name after
 :data:`CLAIM_TIMEOUT_MS` takes it over). :meth:`ClusterStorage.repair` (``narad
 storage repair``) recounts the index and the budget from the topics stored.
+
+**Wake-ups** (where the servers have sharded pub/sub): a topic's
+``messages`` events go on its family's shard channel with ``SPUBLISH``, and
+``mark_waiting`` subscribes the worker there before a consumer looks
+(:mod:`narad_redis.wakeups`).
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from collections.abc import Collection
 from collections.abc import Iterator
 from collections.abc import Sequence
 from contextvars import ContextVar
@@ -67,6 +73,8 @@ from typing import Any
 import redis
 
 from narad.errors import ChildInAnotherSlot
+from narad.storage import Event
+from narad.storage import Notification
 from narad.storage import SchemaLimits
 from narad.storage import SchemaVersion
 from narad.storage import SchemaWriteResult
@@ -78,6 +86,8 @@ from narad_redis.cluster import ClusterClient
 from narad_redis.storage import RedisStorage
 from narad_redis.storage import _topic_meta
 from narad_redis.storage import _value_topic
+from narad_redis.wakeups import ShardedWakeups
+from narad_redis.wakeups import channel
 
 #: How old a name's stub must be, its topic absent, before a create may take
 #: the name over (a crash between the claim and the child's creation).
@@ -139,9 +149,14 @@ class ClusterStorage(RedisStorage):
             self.SCHEMA_DOCS,
             self.SUBJECTS,
         }
-        # name -> family tag, for topics stored under another name's tag:
-        # learnt from every record read (a parent's names its children's).
+        # name -> hash tag it is stored under: learnt from every record read
+        # (a parent's names its children's), else read once.
         self._homes: dict[str, str] = {}
+        self._wakeups: ShardedWakeups | None = None
+        if _has_sharded_pubsub(client):
+            self._wakeups = ShardedWakeups(
+                client.node_of, lambda address: client.unpooled(address), client.refresh
+            )
 
     # -- keys -----------------------------------------------------------------
 
@@ -213,6 +228,32 @@ class ClusterStorage(RedisStorage):
                 topic = _value_topic(args[10])
                 keys[2] = prefix(topic, topic) + ":meta"
         return super()._run(script, keys, args, replayable=replayable)
+
+    # -- wake-ups -------------------------------------------------------------------
+
+    def _event(self, event: Event, *topics: str) -> list[str]:
+        if event is Event.MESSAGES and self._wakeups is not None:
+            # SPUBLISHed on the family's shard channel (append.lua, settle.lua).
+            return [channel(self._tag(topics[0])), " ".join((event.value, *topics))]
+        return super()._event(event, *topics)
+
+    def mark_waiting(self, meta: TopicMeta, until_ms: int) -> Status:
+        status = super().mark_waiting(meta, until_ms)
+        if status is Status.OK and self._wakeups is not None:
+            # Subscribed (confirmed) before the consumer's look.
+            self._wakeups.want(channel(self._tag(meta.name)))
+        return status
+
+    def notifications(
+        self, events: Collection[Event] | None = None
+    ) -> Iterator[Notification | None]:
+        wanted = frozenset(Event if events is None else events)
+        if self._wakeups is None or Event.MESSAGES not in wanted:
+            return super().notifications(events)
+        # Topic and user events stay on PUBLISH (at least one channel, for
+        # the stream's LISTENING).
+        plain = (wanted - {Event.MESSAGES}) or {Event.TOPIC_CHANGED}
+        return self._wakeups.stream(super().notifications(plain), wanted)
 
     # -- global steps -----------------------------------------------------------
 
@@ -670,6 +711,18 @@ class ClusterStorage(RedisStorage):
             "unlisted": len(ghosts),
             "bytes_released": before - stored,
         }
+
+
+def _has_sharded_pubsub(client: ClusterClient) -> bool:
+    """Whether the cluster's servers have SSUBSCRIBE (Valkey, Redis 7+)."""
+
+    def probe(r: redis.Redis) -> bool:
+        try:
+            return bool(r.execute_command("COMMAND", "INFO", "SSUBSCRIBE"))
+        except (TypeError, redis.ResponseError):  # unknown: a nil redis-py trips on
+            return False
+
+    return bool(client.first_answer(probe))
 
 
 def _scan_records(r: redis.Redis) -> list[tuple[str, int]]:

@@ -10,7 +10,15 @@ import time
 import pytest
 import redis
 
+import narad_redis
+from narad.config import Config
 from narad.errors import StorageError
+from narad.storage import Entry
+from narad.storage import Event
+from narad.storage import Notification
+from narad.storage import PayloadKind
+from narad.storage import Status
+from narad.testing.storage_contract import new_meta
 from narad_redis.client import NotEnoughReplicas
 from narad_redis.client import RetryingClient
 from narad_redis.client import detached
@@ -156,3 +164,27 @@ def test_not_ready_while_a_primary_is_down_until_its_replica_serves(
     finally:
         os.kill(owner.process.pid, signal.SIGCONT)
         valkey_cluster.wait_ok()
+
+
+def test_wake_ups_go_over_sharded_pub_sub(valkey_cluster, topic):
+    storage = narad_redis.connect(valkey_cluster.url, Config.load(env={}))
+    stream = storage.notifications()
+    try:
+        assert next(stream) == Notification(Event.LISTENING)
+        meta = new_meta(name=topic)
+        assert storage.create_topic(meta).status is Status.OK
+        assert storage.mark_waiting(meta, 1 << 50) is Status.OK
+        # The mark returned once this worker's shard subscription was
+        # confirmed, on the primary serving the topic's slot.
+        shard = f"narad:{{{topic}}}:events"
+        with valkey_cluster.primary_of(shard).client() as r:
+            assert r.execute_command("PUBSUB", "SHARDNUMSUB", shard)[1] == 1
+        entry = Entry(0, b"", b"m", PayloadKind.TEXT, None)
+        appended = storage.append(meta, [entry], schema_version=0, now_ms=1)
+        assert appended.status is Status.OK
+        wanted = Notification(Event.MESSAGES, topic)
+        heard = [next(stream) for _ in range(5)]  # ticks, the create's event
+        assert wanted in heard
+    finally:
+        stream.close()
+        storage.close()

@@ -22,7 +22,8 @@
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = schema version the payloads were validated against ("0": none)
 -- ARGV[3] = now, in milliseconds (the commit timestamp)
--- ARGV[4] = events channel; ARGV[5] = the "messages" event for this topic and
+-- ARGV[4] = events channel (one with a hash tag, a sharded cluster's
+--   shard channel of the topic's slot, is published with SPUBLISH); ARGV[5] = the "messages" event for this topic and
 --   each child, in one message, published when the topic's or a child's
 --   mark is at or after now (nobody waits otherwise: no worker needs it)
 -- ARGV[6] = the topic's "children" field as the caller read it ("" for none)
@@ -341,6 +342,7 @@ if stored > 0 then
 end
 local evicted = remember(fresh)
 if stored > 0 and anyone_waits(plan) then
-  redis.call('PUBLISH', ARGV[4], ARGV[5])
+  local publish = string.find(ARGV[4], '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+  redis.call(publish, ARGV[4], ARGV[5])
 end
 return {'ok', stored, repeated, evicted}

@@ -8,7 +8,8 @@
 -- ARGV[1] = the topic's epoch as the caller knows it
 -- ARGV[2] = "ack" | "extend" | "release"
 -- ARGV[3] = now, in milliseconds
--- ARGV[4] = events channel; ARGV[5] = the "messages" event, published while the
+-- ARGV[4] = events channel (one with a hash tag, a sharded cluster's
+--   shard channel of the topic's slot, is published with SPUBLISH); ARGV[5] = the "messages" event, published while the
 --   topic's mark is at or after now by a "release" that gave anything back, and
 --   by an "ack" that let a partition's next message past a flow-control cap
 --   (its leases fell below max_in_flight_per_partition, or its floor moved while
@@ -266,6 +267,7 @@ for _, s in ipairs(order) do
   end
 end
 if wake and waited then
-  redis.call('PUBLISH', ARGV[4], ARGV[5])
+  local publish = string.find(ARGV[4], '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+  redis.call(publish, ARGV[4], ARGV[5])
 end
 return results
