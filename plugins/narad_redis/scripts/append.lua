@@ -23,7 +23,8 @@
 -- ARGV[2] = schema version the payloads were validated against ("0": none)
 -- ARGV[3] = now, in milliseconds (the commit timestamp)
 -- ARGV[4] = events channel (one with a hash tag, a sharded cluster's
---   shard channel of the topic's slot, is published with SPUBLISH); ARGV[5] = the "messages" event for this topic and
+--   shard channel of the topic's slot, is published with SPUBLISH)
+-- ARGV[5] = the "messages" event for this topic and
 --   each child, in one message, published when the topic's or a child's
 --   mark is at or after now (nobody waits otherwise: no worker needs it)
 -- ARGV[6] = the topic's "children" field as the caller read it ("" for none)

@@ -9,7 +9,8 @@
 -- ARGV[2] = "ack" | "extend" | "release"
 -- ARGV[3] = now, in milliseconds
 -- ARGV[4] = events channel (one with a hash tag, a sharded cluster's
---   shard channel of the topic's slot, is published with SPUBLISH); ARGV[5] = the "messages" event, published while the
+--   shard channel of the topic's slot, is published with SPUBLISH)
+-- ARGV[5] = the "messages" event, published while the
 --   topic's mark is at or after now by a "release" that gave anything back, and
 --   by an "ack" that let a partition's next message past a flow-control cap
 --   (its leases fell below max_in_flight_per_partition, or its floor moved while
