@@ -43,12 +43,15 @@ timeout) and sees the cluster as ok with every slot assigned.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import random
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -89,6 +92,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: The node :meth:`ClusterClient.first_answer` is pinned to, per call.
+_PINNED: ContextVar[tuple[str, int] | None] = ContextVar("narad_pinned", default=None)
 #: The URL schemes of a cluster, and the single-node scheme each stands for.
 SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 SLOTS = 16384
@@ -369,10 +374,26 @@ class ClusterClient:
             return _every_slot_served(slots, lambda a: self.unpooled(a, quick=True))
         return False
 
+    @contextlib.contextmanager
+    def pinned(self, address: tuple[str, int]) -> Iterator[None]:
+        """Within it, :meth:`first_answer` asks ``address`` alone."""
+        token = _PINNED.set(address)
+        try:
+            yield
+        finally:
+            _PINNED.reset(token)
+
+    def primaries(self) -> list[tuple[str, int]]:
+        """The primaries serving slots, as the client knows them now."""
+        self._refresh_if_asked()
+        return self._primaries()
+
     def first_answer(self, fn: Callable[[redis.Redis], T]) -> T | None:
         """``fn(client)`` on each primary in turn, on a connection of its
         own, until one answers; None when none does."""
-        for address in self._primaries() or self._probe_order():
+        pinned = _PINNED.get()
+        order = [pinned] if pinned else self._primaries() or self._probe_order()
+        for address in order:
             probe = self.unpooled(address)
             try:
                 return fn(probe)

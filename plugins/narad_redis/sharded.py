@@ -78,6 +78,7 @@ from narad.storage import Notification
 from narad.storage import SchemaLimits
 from narad.storage import SchemaVersion
 from narad.storage import SchemaWriteResult
+from narad.storage import ServerStatus
 from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
@@ -228,6 +229,33 @@ class ClusterStorage(RedisStorage):
                 topic = _value_topic(args[10])
                 keys[2] = prefix(topic, topic) + ":meta"
         return super()._run(script, keys, args, replayable=replayable)
+
+    # -- health -----------------------------------------------------------------------
+
+    def server_status(self) -> ServerStatus | None:
+        """Every primary that answers, checked as a single server is:
+        durable only if each is (the first that is not says why), and the
+        memory of the fullest. A primary not answering (a failover) is
+        left out: its slots answer 503 meanwhile; None if none answers."""
+        statuses = []
+        for address in self.client.primaries():
+            with self.client.pinned(address):
+                status = super().server_status()
+            if status is not None:
+                statuses.append((address, status))
+        if not statuses:
+            return None
+        weak = [(a, s) for a, s in statuses if not s.durable]
+        fullest = max(
+            (s for _, s in statuses),
+            key=lambda s: s.memory_used / s.memory_limit if s.memory_limit else 0,
+        )
+        if weak:
+            (host, port), status = weak[0]
+            detail = f"primary {host}:{port}: {status.detail}"
+        else:
+            detail = f"{len(statuses)} primaries: {statuses[0][1].detail}"
+        return ServerStatus(not weak, detail, fullest.memory_used, fullest.memory_limit)
 
     # -- wake-ups -------------------------------------------------------------------
 

@@ -188,3 +188,25 @@ def test_wake_ups_go_over_sharded_pub_sub(valkey_cluster, topic):
     finally:
         stream.close()
         storage.close()
+
+
+def test_durable_only_while_every_primary_fsyncs(valkey_cluster):
+    storage = narad_redis.connect(valkey_cluster.url, Config.load(env={}))
+    try:
+        status = storage.server_status()
+        assert status.durable, status.detail
+        assert status.detail.startswith("3 primaries")
+        lax = valkey_cluster.primaries()[1]
+        with lax.client() as r:
+            r.config_set("appendfsync", "everysec")
+        try:
+            status = storage.server_status()
+            assert not status.durable
+            assert f"127.0.0.1:{lax.port}" in status.detail
+            assert "appendfsync is everysec" in status.detail
+        finally:
+            with lax.client() as r:
+                r.config_set("appendfsync", "always")
+        assert storage.server_status().durable
+    finally:
+        storage.close()
