@@ -210,3 +210,31 @@ def test_durable_only_while_every_primary_fsyncs(valkey_cluster):
         assert storage.server_status().durable
     finally:
         storage.close()
+
+
+def test_a_slot_being_migrated_is_followed_by_ask(client, valkey_cluster, topic):
+    key = f"narad:{{{topic}}}:k"
+    slot = client.redis.keyslot(key)
+    source = valkey_cluster.primary_of(key)
+    target = next(n for n in valkey_cluster.primaries() if n is not source)
+    with target.client() as r:
+        r.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source.node_id())
+    with source.client() as r:
+        r.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target.node_id())
+    try:
+        # The key is not on the source: it answers ASK, and the script runs
+        # on the target after ASKING.
+        script = client.redis.register_script(SET_GET)
+        assert client.call(lambda r: run_script(script, [key], ["v"], r)) == b"v"
+        with target.client() as r:
+            pipe = r.pipeline(transaction=False)
+            pipe.execute_command("ASKING")
+            pipe.get(key)
+            pipe.execute_command("ASKING")
+            pipe.delete(key)
+            assert pipe.execute()[1] == b"v"
+    finally:
+        for node in (source, target):
+            with node.client() as r:
+                r.execute_command("CLUSTER SETSLOT", slot, "STABLE")
+        valkey_cluster.wait_ok()
