@@ -82,7 +82,6 @@ from narad.storage import ServerStatus
 from narad.storage import Status
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
-from narad.storage import TopicStats
 from narad_redis.cluster import ClusterClient
 from narad_redis.storage import RedisStorage
 from narad_redis.storage import _topic_meta
@@ -685,29 +684,9 @@ class ClusterStorage(RedisStorage):
 
     # -- reads over several topics: one slot per script call --------------------
 
-    def topic_stats(
-        self, metas: Sequence[TopicMeta], *, now_ms: int
-    ) -> list[TopicStats]:
-        stats: list[TopicStats | None] = [None] * len(metas)
-        for indexes in self._by_slot([self._topic(m.name) for m in metas]):
-            found = super().topic_stats([metas[i] for i in indexes], now_ms=now_ms)
-            for i, stat in zip(indexes, found, strict=True):
-                stats[i] = stat
-        return stats  # type: ignore[return-value]
-
-    def _stamps(self, messages: Sequence[tuple[str, int]]) -> list[int]:
-        stamps = [0] * len(messages)
-        for indexes in self._by_slot([log for log, _ in messages]):
-            found = super()._stamps([messages[i] for i in indexes])
-            for i, stamp in zip(indexes, found, strict=True):
-                stamps[i] = stamp
-        return stamps
-
-    def _by_slot(self, keys: Sequence[str]) -> Iterator[list[int]]:
-        groups: dict[int, list[int]] = {}
-        for i, key in enumerate(keys):
-            groups.setdefault(self.client.redis.keyslot(key), []).append(i)
-        yield from groups.values()
+    def _apart(self, key: str, other: str) -> bool:
+        keyslot = self.client.redis.keyslot
+        return keyslot(key) != keyslot(other)
 
     # -- repair ---------------------------------------------------------------------
 

@@ -235,6 +235,11 @@ class RedisStorage:
     def _ids(self) -> list[str]:
         return [self.SCHEMA_IDS, self.SCHEMA_NEXT, self.SCHEMA_DOCS]
 
+    def _apart(self, key: str, other: str) -> bool:
+        """Whether two keys cannot share a script call (on a single server
+        or RedisRaft any can; a sharded cluster overrides it)."""
+        return False
+
     def _user(self, name: str) -> str:
         return f"{self.USERS}:u:{name}"
 
@@ -539,9 +544,12 @@ class RedisStorage:
         calls: list[tuple[list[str], list[int]]] = [([], [now_ms])]
         for meta in metas:
             for index in range(meta.partitions):
-                if len(calls[-1][0]) >= 4 * STATS_PARTITIONS_PER_CALL:
-                    calls.append(([], [now_ms]))
                 state, log, lease, _, acked = self._partition_keys(meta.name, index)
+                held = calls[-1][0]
+                if len(held) >= 4 * STATS_PARTITIONS_PER_CALL or (
+                    held and self._apart(held[0], state)
+                ):
+                    calls.append(([], [now_ms]))
                 calls[-1][0].extend((state, log, lease, acked))
                 calls[-1][1].append(meta.retention_ms)
         script = self.scripts["topic_stats"]
@@ -690,10 +698,15 @@ class RedisStorage:
         read without the payloads, in calls of a bounded count, one
         pipeline."""
         script = self.scripts["stamps"]
-        calls = [
-            messages[i : i + STATS_PARTITIONS_PER_CALL]
-            for i in range(0, len(messages), STATS_PARTITIONS_PER_CALL)
-        ]
+        calls: list[list[tuple[str, int]]] = []
+        for message in messages:
+            if (
+                not calls
+                or len(calls[-1]) >= STATS_PARTITIONS_PER_CALL
+                or self._apart(calls[-1][0][0], message[0])
+            ):
+                calls.append([])
+            calls[-1].append(message)
 
         def read(r: redis.Redis) -> list[Any]:
             pipe = r.pipeline(transaction=False)

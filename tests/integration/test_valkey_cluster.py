@@ -238,3 +238,23 @@ def test_a_slot_being_migrated_is_followed_by_ask(client, valkey_cluster, topic)
             with node.client() as r:
                 r.execute_command("CLUSTER SETSLOT", slot, "STABLE")
         valkey_cluster.wait_ok()
+
+
+def test_stats_over_topics_on_every_primary(valkey_cluster, topic):
+    storage = narad_redis.connect(valkey_cluster.url, Config.load(env={}))
+    try:
+        metas = []
+        for n in range(6):
+            meta = new_meta(name=f"{topic}-{n}", partitions=2, retention_ms=3_600_000)
+            assert storage.create_topic(meta).status is Status.OK
+            entries = [Entry(p, b"", b"m", PayloadKind.TEXT, None) for p in (0, 1)]
+            for _ in range(n + 1):
+                assert storage.append(meta, entries, schema_version=0, now_ms=5).status
+            metas.append(meta)
+        # One pipeline, one script call per slot (keys of one slot each).
+        stats = storage.topic_stats(metas, now_ms=10)
+        assert [s.produced for s in stats] == [2 * (n + 1) for n in range(6)]
+        assert storage.count_not_due(metas, now_ms=10) == [0] * 6
+        assert storage.count_not_due(metas, now_ms=4) == [2 * (n + 1) for n in range(6)]
+    finally:
+        storage.close()
