@@ -39,6 +39,19 @@ Three more have defaults, for Confluent's registry API and wire format
   message's magic byte and schema id, in :attr:`SchemaType.framed_encoding`
   (what Confluent's serializers write).
 
+Schema references (Confluent's ``references``, registered under
+``/registry`` only): a type that sets :attr:`SchemaType.takes_references`
+finds the referenced versions, resolved, in ``options.references``
+(:class:`Reference`) in every call that reads a schema with references:
+:meth:`~SchemaType.parse`, :meth:`~SchemaType.load`,
+:meth:`~SchemaType.compile`, :meth:`~SchemaType.compile_framed` and
+:meth:`~SchemaType.check` (the stored versions checked against carry their
+own, in their :attr:`ParsedSchema.value`). The references are part of the
+schema's identity whatever the type does (a global id stands for a document
+and its references); a schema without references sees an empty tuple and
+takes the same path as before references existed. The registry refuses
+references for a type that does not take them.
+
 Refusals are Narad's errors: :class:`~narad.errors.InvalidSchema` for a
 schema, :class:`~narad.errors.InvalidPayload` for a payload (both 400), and
 :class:`UnusableVersion` for a stored version this node cannot use (409 on
@@ -83,6 +96,7 @@ __all__ = (
     "Finding",
     "Mode",
     "ParsedSchema",
+    "Reference",
     "Report",
     "SchemaOptions",
     "SchemaType",
@@ -90,12 +104,66 @@ __all__ = (
     "Violation",
     "check_versions",
     "collect",
+    "walk_references",
 )
 
 #: The type of a topic that names none (every topic stored before types).
 DEFAULT_TYPE = "JSON"
 #: Every payload encoding a type may take.
 ENCODINGS = ("json", "binary")
+
+
+@dataclass(frozen=True, eq=False)
+class Reference:
+    """A schema reference (Confluent's ``{"name", "subject", "version"}``)
+    resolved to the version it names, with that version's own references
+    resolved the same way.
+
+    What ``name`` means is the type's: the full name of a named type the
+    referenced schema defines (``AVRO``), the import path of the referenced
+    file (``PROTOBUF``), the URI a ``$ref`` names (``JSON``). The service
+    resolves references within bounds (:mod:`narad.schema.references`): a
+    type walks them without limits of its own. One referenced version
+    reached along two paths is one object.
+
+    Attributes:
+        name: The reference's name.
+        subject: The subject holding the referenced version.
+        version: The version's number in the subject.
+        schema_type: The referenced version's type.
+        document: The referenced version's stored document.
+        references: Its own references, resolved.
+    """
+
+    name: str
+    subject: str
+    version: int
+    schema_type: str
+    document: bytes
+    references: tuple[Reference, ...] = ()
+
+
+def walk_references(references: tuple[Reference, ...]) -> list[Reference]:
+    """Every referenced version once (by subject and version: the first
+    reference naming it), each after those it references (dependencies
+    first, in the order given)."""
+    out: list[Reference] = []
+    seen: set[tuple[str, int]] = set()
+    # Iterative post-order: the service bounds the depth, but a type need
+    # not trust that to stay off the C stack.
+    stack: list[tuple[Reference, bool]] = [(r, False) for r in reversed(references)]
+    while stack:
+        reference, done = stack.pop()
+        key = (reference.subject, reference.version)
+        if key in seen:
+            continue
+        if done:
+            seen.add(key)
+            out.append(reference)
+            continue
+        stack.append((reference, True))
+        stack.extend((r, False) for r in reversed(reference.references))
+    return out
 
 
 @dataclass(frozen=True)
@@ -110,11 +178,14 @@ class SchemaOptions:
         proto_message_kept: ``proto_message`` is the topic's current message,
             kept by a PATCH that names none (a schema naming its own message
             may then name another), not one the request gave.
+        references: The schema's references (Confluent's registry), resolved;
+            empty for a schema without any (every ``/v1`` one).
     """
 
     encoding: str
     proto_message: str = ""
     proto_message_kept: bool = False
+    references: tuple[Reference, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,11 +252,15 @@ class SchemaType(ABC):
             for a parse that mostly waits on a subprocess (the Protobuf
             type's protoc): gevent runs subprocesses only on the event
             loop's thread, where the wait costs no other request anything.
+        takes_references: The type resolves schema references from
+            ``options.references`` (module docstring); False: the registry
+            refuses a registration of it with references.
     """
 
     name: str = ""
     encodings: tuple[str, ...] = ()
     offload_parse: bool = True
+    takes_references: bool = False
 
     @property
     def default_encoding(self) -> str:

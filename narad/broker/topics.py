@@ -223,6 +223,7 @@ class TopicService:
         base_version: int | None,
         *,
         epoch: str | None = None,
+        references: bytes = b"",
     ) -> tuple[TopicMeta, bool]:
         """Apply settings and/or a schema change; say whether a version was added.
 
@@ -230,7 +231,8 @@ class TopicService:
         one step; with no new version (no schema, or one that changes
         nothing), they are written alone. A new schema is checked in the
         compatibility mode the PATCH leaves the topic in. With ``epoch``, only
-        that incarnation of the topic is altered.
+        that incarnation of the topic is altered. ``references``: the new
+        schema's (a registration under the registry's ``<t>-value``).
         """
         meta = self.records.refresh(name, epoch=epoch)
         changes = _check_mode(meta, changes)
@@ -239,7 +241,8 @@ class TopicService:
         added = False
         if schema_raw is not None:
             added = (
-                self.schemas.change(meta, schema_raw, base_version, changes) is not None
+                self.schemas.change(meta, schema_raw, base_version, changes, references)
+                is not None
             )
         elif base_version is not None:
             raise BaseVersionWithoutSchema()

@@ -34,9 +34,10 @@ _ERRORS = {
     "history's rules: budgets, version cap, type (409).",
     413: f"The request body is over {MAX_BODY} bytes.",
     415: "A Content-Encoding other than identity.",
-    422: "Invalid schema (42201), version (42202), compatibility level "
-    "(42203), an operation a topic's history refuses (42205), or a request "
-    "the API's rules refuse (422).",
+    422: "Invalid schema (42201: references that do not resolve too), "
+    "version (42202), compatibility level (42203), an operation a topic's "
+    "history refuses (42205), a version other versions reference (42206), "
+    "or a request the API's rules refuse (422).",
     429: "Too many failed logins; retry after Retry-After seconds.",
     501: "A Transfer-Encoding other than chunked.",
     503: "Temporarily unavailable: retry (50001, 50002).",
@@ -54,6 +55,7 @@ SCHEMAS: dict[str, Any] = {
     },
     "RegistryReference": {
         "type": "object",
+        "required": ["name", "subject", "version"],
         "properties": {
             "name": {"type": "string"},
             "subject": {"type": "string"},
@@ -76,7 +78,9 @@ SCHEMAS: dict[str, Any] = {
             "references": {
                 "type": "array",
                 "items": {"$ref": "#/components/schemas/RegistryReference"},
-                "description": "Not supported yet: must be empty.",
+                "description": "Registered versions the schema uses "
+                "(docs/registry.md): an Avro named type's full name, a "
+                "Protobuf import path, a JSON Schema $ref URI; at most 64.",
             },
         },
     },
@@ -393,6 +397,15 @@ def paths() -> dict[str, Any]:
                 (*subject_errors, 409, *_WRITE),
                 parameters=[_SUBJECT, _VERSION_PARAM, _PERMANENT],
             ),
+        },
+        f"{PREFIX}/subjects/{{subject}}/versions/{{version}}/referencedby": {
+            "get": _operation(
+                "registryReferencedBy",
+                "The ids of the schemas whose references name a version",
+                _response("The global ids, ascending.", _INTS),
+                subject_errors,
+                parameters=[_SUBJECT, _VERSION_PARAM],
+            )
         },
         f"{PREFIX}/subjects/{{subject}}/versions/{{version}}/schema": {
             "get": _operation(

@@ -39,11 +39,11 @@ from narad.registry.errors import SubjectNotFound
 from narad.registry.errors import confluent
 from narad.registry.service import RegistryService
 from narad.registry.service import parse_level
-from narad.registry.service import references_bytes
 from narad.registry.subjects import SUBJECT
 from narad.registry.subjects import Version
 from narad.registry.subjects import parse_version
 from narad.registry.subjects import topic_of
+from narad.schema.references import references_bytes
 from narad.security.access import authorize
 from narad.security.access import principal
 from narad.security.authn import Principal
@@ -407,6 +407,12 @@ class SubjectVersion(_Resource):
             found.document, param(req, "format") or ""
         ).encode("utf-8", "surrogatepass")
 
+    def on_get_referencedby(
+        self, req: falcon.Request, resp: falcon.Response, subject: str, version: str
+    ) -> None:
+        found = self._found(req, subject, version)
+        _answer(resp, self.registry.referenced_by(found.subject, found.version))
+
     def on_delete(
         self, req: falcon.Request, resp: falcon.Response, subject: str, version: str
     ) -> None:
@@ -537,6 +543,11 @@ def add_routes(app: falcon.App, registry: RegistryService) -> None:
         f"{PREFIX}/subjects/{{subject}}/versions/{{version}}/schema",
         version,
         suffix="schema",
+    )
+    app.add_route(
+        f"{PREFIX}/subjects/{{subject}}/versions/{{version}}/referencedby",
+        version,
+        suffix="referencedby",
     )
     check = Compatibility(registry)
     app.add_route(f"{PREFIX}/compatibility/subjects/{{subject}}/versions", check)

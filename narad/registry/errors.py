@@ -41,6 +41,7 @@ INVALID_SCHEMA = 42201
 INVALID_VERSION = 42202
 INVALID_COMPATIBILITY = 42203
 OPERATION_NOT_PERMITTED = 42205
+REFERENCE_EXISTS = 42206
 UNAUTHORIZED = 40101
 FORBIDDEN = 40301
 STORE_ERROR = 50001
@@ -168,6 +169,19 @@ class TopicHistoryAppendOnly(RegistryError, Conflict):
             f"Subject '{subject}' is the schema history of topic {topic}, which "
             "is append-only: its versions cannot be deleted. To delete the "
             f"history, delete the topic (DELETE /v1/topics/{topic})"
+        )
+
+
+class ReferenceExists(RegistryError, InvalidArgument):
+    """A delete of a version other versions reference (Confluent's 42206)."""
+
+    error_code = REFERENCE_EXISTS
+
+    def __init__(self, subject: str, version: int) -> None:
+        self.subject, self.version = subject, version
+        super().__init__(
+            "One or more references exist to the schema "
+            f"{{magic=1,keytype=SCHEMA,subject={subject},version={version}}}."
         )
 
 

@@ -25,10 +25,10 @@ takes what they decided (the topic incarnation its user owns, ``epoch``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from narad.broker.records import TopicRecords
 from narad.broker.topics import TopicService
-from narad.errors import InvalidArgument
 from narad.errors import SchemaTypesDiffer
 from narad.errors import TooManyVersions
 from narad.errors import TopicKeptChanging
@@ -36,6 +36,7 @@ from narad.errors import TopicNotFound
 from narad.registry.errors import IncompatibleWithEarlier
 from narad.registry.errors import InvalidCompatibilityLevel
 from narad.registry.errors import InvalidRegistrySchema
+from narad.registry.errors import ReferenceExists
 from narad.registry.errors import SchemaNotFound
 from narad.registry.errors import SubjectConfigNotFound
 from narad.registry.errors import SubjectNotFound
@@ -45,12 +46,14 @@ from narad.registry.errors import TopicHistoryAppendOnly
 from narad.registry.errors import VersionNotFound
 from narad.registry.errors import VersionNotSoftDeleted
 from narad.registry.errors import VersionSoftDeleted
+from narad.registry.referrers import Referrers
 from narad.registry.subjects import Version
 from narad.registry.subjects import candidate_topics
 from narad.registry.subjects import subject_of
 from narad.registry.subjects import topic_of
 from narad.schema.modes import DEFAULT
 from narad.schema.modes import Mode
+from narad.schema.references import references_bytes
 from narad.schema.service import MAX_VERSIONS
 from narad.schema.service import History
 from narad.schema.service import SchemaService
@@ -66,6 +69,8 @@ from narad.storage import StoredSchema
 from narad.storage import Subject
 from narad.storage import TopicChanges
 from narad.storage import TopicMeta
+
+__all__ = ("RegistryService", "parse_level", "references_bytes")
 
 #: The type of a registration that names none, as in Confluent.
 DEFAULT_REGISTRY_TYPE = "AVRO"
@@ -89,6 +94,7 @@ class RegistryService:
         self.records = records
         self.schemas = schemas
         self.topics = topics
+        self.referrers = Referrers(storage)
 
     # -- routing -------------------------------------------------------------
 
@@ -290,10 +296,20 @@ class RegistryService:
         return schema_type.registry_document(schema)
 
     def _parsed(
-        self, history: History, schema_type: SchemaType, schema: str
+        self,
+        history: History,
+        schema_type: SchemaType,
+        schema: str,
+        references: bytes = b"",
     ) -> ParsedSchema:
+        """``schema`` parsed as a version of ``history`` with ``references``
+        (stored form), resolved first."""
+        options = history.options
+        if references:
+            resolved = self.schemas.resolve_references(schema_type, references)
+            options = replace(options, references=resolved)
         return self.schemas.parse(
-            schema_type, self.document(schema_type, schema), history.options
+            schema_type, self.document(schema_type, schema), options
         )
 
     @staticmethod
@@ -321,11 +337,10 @@ class RegistryService:
         subject's topic is what allowed it.
         """
         kind = self.schema_type(schema_type)
-        _no_references(references)
         for _ in range(WRITE_ATTEMPTS):
             meta = self.route(subject, fresh=True)
             if meta is not None:
-                return self._register_topic(meta, kind, schema, epoch)
+                return self._register_topic(meta, kind, schema, references, epoch)
             if epoch is not None:
                 raise TopicNotFound(topic_of(subject) or subject)
             registered = self._register_standalone(subject, kind, schema, references)
@@ -335,7 +350,12 @@ class RegistryService:
         raise TopicKeptChanging(topic_of(subject) or subject)
 
     def _register_topic(
-        self, meta: TopicMeta, kind: SchemaType, schema: str, epoch: str | None
+        self,
+        meta: TopicMeta,
+        kind: SchemaType,
+        schema: str,
+        references: bytes,
+        epoch: str | None,
     ) -> int:
         """Register under a topic's subject: a schema PATCH of the topic
         (:meth:`TopicService.alter`, so the topic's framing, mode, budgets
@@ -344,13 +364,15 @@ class RegistryService:
         raw = self.document(kind, schema)
         changes = TopicChanges(schema_type=kind.name)
         typed = self.schemas.settle_type(meta, changes)
-        new = self.schemas.register_change(meta, typed, changes, raw)
-        identity = fingerprint(kind.name, new)
+        new = self.schemas.register_change(meta, typed, changes, raw, references)
+        identity = fingerprint(kind.name, new, references)
         if meta.schema_version:
             known = self.storage.schema_id_of(identity)
             if known and any(v.schema_id == known for v in self.topic_versions(meta)):
                 return known
-        after, added = self.topics.alter(meta.name, changes, raw, None, epoch=epoch)
+        after, added = self.topics.alter(
+            meta.name, changes, raw, None, epoch=epoch, references=references
+        )
         if added:
             known = self.storage.schema_id_of(identity)
             if known:
@@ -367,7 +389,7 @@ class RegistryService:
         """The id registered, or None: a topic of the subject's name exists
         (created since the subject was routed)."""
         history = self._standalone_history(subject, kind)
-        new = self._parsed(history, kind, schema)
+        new = self._parsed(history, kind, schema, references)
         identity = fingerprint(kind.name, new, references)
         limits = self.schemas.limits()
         for _ in range(WRITE_ATTEMPTS):
@@ -386,7 +408,7 @@ class RegistryService:
                 no_change, report = self.schemas.check(
                     history, latest, against, new, mode, first=True, shortcut=True
                 )
-                if no_change:
+                if no_change and latest.references == references:
                     return latest.schema_id
                 if report.findings:
                     raise IncompatibleWithEarlier(
@@ -427,7 +449,6 @@ class RegistryService:
             SubjectNotFound: 40401. SchemaNotFound: 40403.
         """
         kind = self.schema_type(schema_type)
-        _no_references(references)
         versions = self.versions(subject, deleted=deleted)
         meta = self.route(subject)
         if meta is not None:
@@ -436,7 +457,7 @@ class RegistryService:
             history = history_of(meta)
         else:
             history = self._standalone_history(subject, kind)
-        new = self._parsed(history, kind, schema)
+        new = self._parsed(history, kind, schema, references)
         known = self.storage.schema_id_of(fingerprint(kind.name, new, references))
         for version in reversed(versions):
             if known and version.schema_id == known:
@@ -464,7 +485,6 @@ class RegistryService:
             SubjectNotFound: 40401. VersionNotFound: 40402.
         """
         kind = self.schema_type(schema_type)
-        _no_references(references)
         versions = self.versions(subject)
         meta = self.route(subject)
         if meta is not None:
@@ -478,7 +498,7 @@ class RegistryService:
                 return [_types_differ(subject, stored_kind, kind.name)]
             history = self._standalone_history(subject, kind)
             mode = Mode(self._mode(self.storage.get_subject(subject)))
-        new = self._parsed(history, kind, schema)
+        new = self._parsed(history, kind, schema, references)
         stored = {v.version: _schema_version(v) for v in versions}
         latest = stored[versions[-1].version]
         if number is not None:
@@ -531,6 +551,7 @@ class RegistryService:
             if not live:
                 raise SubjectSoftDeleted(subject)
             numbers = live
+        self._check_unreferenced(subject, numbers, permanent)
         self._delete(subject, numbers, permanent)
         return numbers
 
@@ -557,8 +578,37 @@ class RegistryService:
             raise VersionNotSoftDeleted(subject, number)
         if not permanent and version.deleted:
             raise VersionSoftDeleted(subject, number)
+        self._check_unreferenced(subject, [number], permanent)
         self._delete(subject, [number], permanent)
         return number
+
+    # -- references ----------------------------------------------------------
+
+    def referenced_by(
+        self, subject: str, number: int, *, deleted: bool = False
+    ) -> list[int]:
+        """The global ids of the schemas referencing version ``number`` of
+        ``subject`` that some version holds (a live one, unless
+        ``deleted``), ascending."""
+        found = []
+        for stored in self.referrers.candidates(subject, number):
+            if self.uses(stored, deleted=deleted):
+                found.append(stored.schema_id)
+        return found
+
+    def _check_unreferenced(
+        self, subject: str, numbers: list[int], permanent: bool
+    ) -> None:
+        """Refuse (42206) to delete versions of ``subject`` that versions
+        outside ``numbers`` reference: live ones for a soft delete, any
+        stored one for a permanent delete (a soft-deleted version can still
+        be read, and its references resolved)."""
+        going = {(subject, n) for n in numbers}
+        for number in numbers:
+            for stored in self.referrers.candidates(subject, number):
+                holders = set(self.uses(stored, deleted=permanent))
+                if holders - going:
+                    raise ReferenceExists(subject, number)
 
     def _delete(self, subject: str, numbers: list[int], permanent: bool) -> None:
         status = self.storage.delete_subject_versions(
@@ -653,29 +703,6 @@ def parse_level(level: object) -> Mode:
     raise InvalidCompatibilityLevel(level, list(Mode))
 
 
-def references_bytes(value: object) -> bytes:
-    """A request's ``references`` as the storage would keep them: empty for
-    none (any other is refused until references are supported, 42201).
-
-    Raises:
-        InvalidArgument: not a list.
-    """
-    if value is None or value == []:
-        return b""
-    if not isinstance(value, list):
-        raise InvalidArgument("references must be a list")
-    _no_references(b"[]")
-    return b""
-
-
-def _no_references(references: bytes) -> None:
-    if references:
-        raise InvalidRegistrySchema(
-            "Schema references are not supported by this registry yet: register "
-            "the referenced types inline"
-        )
-
-
 def _types_differ(subject: str, stored: str, proposed: str) -> str:
     return (
         f"the schema history of {subject} is of type {stored}: a schema of type "
@@ -684,4 +711,6 @@ def _types_differ(subject: str, stored: str, proposed: str) -> str:
 
 
 def _schema_version(version: Version) -> SchemaVersion:
-    return SchemaVersion(version.version, version.document, False)
+    return SchemaVersion(
+        version.version, version.document, False, references=version.references
+    )

@@ -47,6 +47,7 @@ from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
 from narad.serve import offload
 from narad.storage import DEFAULT_FRAMING
+from narad.storage import SchemaVersion
 from narad.storage import TopicMeta
 
 if TYPE_CHECKING:
@@ -249,7 +250,7 @@ class FramedChecks:
                 raise SchemaVersionNotFound(meta.name, version)
             uri = f"narad://schema/{meta.name}/{version}"
             try:
-                cached = offload.run(self._compile, meta, stored.document, uri)
+                cached = offload.run(self._compile, meta, stored, uri)
                 size = cached.estimated_bytes
             except UnusableVersion as exc:
                 cached, size = exc.reason, len(exc.reason)
@@ -258,7 +259,7 @@ class FramedChecks:
             raise SchemaUnusable(meta.name, version, cached)
         return cached
 
-    def _compile(self, meta: TopicMeta, document: bytes, uri: str) -> Compiled:
+    def _compile(self, meta: TopicMeta, stored: SchemaVersion, uri: str) -> Compiled:
         schema_type = self.service.types.get(meta.schema_type)
         if schema_type is None:
             raise UnusableVersion(
@@ -266,6 +267,10 @@ class FramedChecks:
                 "this node: load that type's plugin (see plugins.disabled and "
                 "`narad plugins`)"
             )
-        options = SchemaOptions(schema_type.framed_encoding, meta.proto_message)
-        loaded = schema_type.load(document, options)
+        options = self.service.stored_options(
+            meta.schema_type,
+            SchemaOptions(schema_type.framed_encoding, meta.proto_message),
+            stored.references,
+        )
+        loaded = schema_type.load(stored.document, options)
         return schema_type.compile_framed(loaded, options, uri)

@@ -96,8 +96,10 @@ from narad.schema.framing import FramedChecks
 from narad.schema.limits import SCHEMA_DEPTH
 from narad.schema.modes import Mode
 from narad.schema.modes import Report
+from narad.schema.references import ReferenceResolver
 from narad.schematypes import Compiled
 from narad.schematypes import ParsedSchema
+from narad.schematypes import Reference
 from narad.schematypes import SchemaOptions
 from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
@@ -230,6 +232,8 @@ class SchemaService:
         records.attach(self.validators, _belongs, kept_on_change=False)
         # Framed topics' checks (Confluent's wire format): narad.schema.framing.
         self.framed = FramedChecks(self, large_payload=LARGE_PAYLOAD)
+        # Schema references (the registry's): narad.schema.references.
+        self.references = ReferenceResolver(storage, records)
 
     # -- registration --------------------------------------------------------
 
@@ -318,6 +322,7 @@ class SchemaService:
         raw: bytes,
         base_version: int | None,
         changes: TopicChanges,
+        references: bytes = b"",
     ) -> SchemaWriteResult | None:
         """Register ``raw`` as the next version, with ``changes`` in the same
         step (and in every child's history): the write's result (its
@@ -326,20 +331,21 @@ class SchemaService:
 
         ``changes`` may name the schema type, encoding and Protobuf message
         (None: the topic's); a topic with a history keeps its type and
-        encoding (409 for others)."""
+        encoding (409 for others). ``references``: the schema's references
+        (a registration under the registry's ``<t>-value``), stored form."""
         if meta.parent:
             raise SchemaManagedByParent(meta.name, meta.parent)
         if raw == b"null":
             raise InvalidSchema(_NULL_SCHEMA)
         typed = self.settle_type(meta, changes)
-        new = self.register_change(meta, typed, changes, raw)
+        new = self.register_change(meta, typed, changes, raw, references)
         changes = replace(
             changes,
             schema_type=typed.schema_type,
             encoding=typed.encoding,
             proto_message=new.message_name or typed.proto_message,
         )
-        identity = fingerprint(typed.schema_type, new)
+        identity = fingerprint(typed.schema_type, new, references)
         for _ in range(CHANGE_ATTEMPTS):
             current = meta.schema_version
             if base_version is not None and current != base_version:
@@ -347,12 +353,16 @@ class SchemaService:
             self.settle_type(meta, changes)
             # Checked in the mode the PATCH leaves the topic in.
             mode = Mode(changes.compatibility or meta.compatibility)
-            if current and not self._is_change(meta, new, mode):
+            if current and not self._is_change(meta, new, mode, references):
                 return None
             result = self.storage.append_schema(
                 meta,
                 SchemaVersion(
-                    current + 1, new.stored, new.high_cost, identity=identity
+                    current + 1,
+                    new.stored,
+                    new.high_cost,
+                    identity=identity,
+                    references=references,
                 ),
                 expected_current=current,
                 limits=self.limits(),
@@ -408,16 +418,47 @@ class SchemaService:
         )
 
     def register_change(
-        self, meta: TopicMeta, typed: TopicMeta, changes: TopicChanges, raw: bytes
+        self,
+        meta: TopicMeta,
+        typed: TopicMeta,
+        changes: TopicChanges,
+        raw: bytes,
+        references: bytes = b"",
     ) -> ParsedSchema:
         """``raw`` parsed as the next version of ``meta``, whose settings
         the change leaves as ``typed``: a Protobuf message the PATCH does
-        not name is the topic's, kept."""
+        not name is the topic's, kept. ``references``: the schema's, stored
+        form (resolved here)."""
         kept = changes.proto_message is None and bool(typed.proto_message)
-        options = SchemaOptions(typed.encoding, typed.proto_message, kept)
-        return self.parse(self.schema_type(typed.schema_type), raw, options)
+        schema_type = self.schema_type(typed.schema_type)
+        resolved = self.resolve_references(schema_type, references)
+        options = SchemaOptions(
+            typed.encoding, typed.proto_message, kept, references=resolved
+        )
+        return self.parse(schema_type, raw, options)
 
-    def _is_change(self, meta: TopicMeta, new: ParsedSchema, mode: Mode) -> bool:
+    def resolve_references(
+        self, schema_type: SchemaType, references: bytes
+    ) -> tuple[Reference, ...]:
+        """A registration's references (stored form), resolved for a schema
+        of ``schema_type``.
+
+        Raises:
+            InvalidSchema: the type takes no references, or they do not
+                resolve (:mod:`narad.schema.references`).
+        """
+        if not references:
+            return ()
+        if not schema_type.takes_references:
+            raise InvalidSchema(
+                f"schema references are not supported for schema type "
+                f"{schema_type.name}"
+            )
+        return self.references.resolve(references, schema_type.name)
+
+    def _is_change(
+        self, meta: TopicMeta, new: ParsedSchema, mode: Mode, references: bytes
+    ) -> bool:
         """False when ``new`` registers nothing over the current version;
         True when ``mode`` lets it be the next one; else the refusal."""
         latest, against = self._versions(meta, mode.transitive)
@@ -425,7 +466,9 @@ class SchemaService:
             history_of(meta), latest, against, new, mode, first=True, shortcut=True
         )
         if no_change:
-            return False
+            # The same schema with other references (naming versions of the
+            # same content) is another global id, accepting what it accepts.
+            return latest.references != references
         if report.findings:
             raise IncompatibleSchema(report.findings)
         return True
@@ -475,7 +518,7 @@ class SchemaService:
         size = len(new.stored)
         weight = len(mode.directions) * sum(len(v.document) + size for v in against)
         args = (self.check_deadline, self._judge, history, latest, against, new, mode)
-        referring = any(
+        referring = any(v.references for v in against) or any(
             mark in document
             for document in (new.stored, *(v.document for v in against))
             for mark in _REFERENCES
@@ -689,11 +732,34 @@ class SchemaService:
             SchemaUnusable: this node cannot use it.
         """
         try:
-            return self.schema_type(history.schema_type).load(
-                stored.document, history.options
+            options = self.stored_options(
+                history.schema_type, history.options, stored.references
             )
+            return self.schema_type(history.schema_type).load(stored.document, options)
         except UnusableVersion as exc:
             raise SchemaUnusable(history.name, stored.version, exc.reason) from None
+
+    def stored_options(
+        self, schema_type: str, options: SchemaOptions, references: bytes
+    ) -> SchemaOptions:
+        """``options`` for loading a stored version whose references are
+        ``references`` (``options`` itself when it has none).
+
+        Raises:
+            UnusableVersion: they no longer resolve (a referenced topic
+                deleted since, say).
+        """
+        if not references:
+            # What a caller's options held for another schema is not this
+            # version's.
+            return replace(options, references=()) if options.references else options
+        try:
+            resolved = self.references.resolve(references, schema_type)
+        except InvalidSchema as exc:
+            raise UnusableVersion(
+                f"its references do not resolve: {exc.detail}"
+            ) from None
+        return replace(options, references=resolved)
 
     # -- validation on produce -----------------------------------------------
 
@@ -767,7 +833,9 @@ class SchemaService:
                 "this node: load that type's plugin (see plugins.disabled and "
                 "`narad plugins`)"
             )
-        options = options_of(meta)
+        options = self.stored_options(
+            meta.schema_type, options_of(meta), stored.references
+        )
         loaded = schema_type.load(stored.document, options)
         return schema_type.compile(loaded, options, uri)
 
