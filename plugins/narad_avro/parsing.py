@@ -66,7 +66,7 @@ from narad_avro.text import dumps
 from narad_avro.text import escape
 from narad_avro.text import json_type
 
-__all__ = ("AvroSchema", "parse", "parse_text")
+__all__ = ("AvroSchema", "Known", "parse", "parse_references", "parse_text")
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _ORDERS = frozenset({"ascending", "descending", "ignore"})
@@ -150,8 +150,12 @@ class AvroSchema:
         return parse_schema(_for_fastavro(self.document))
 
 
-def parse_text(raw: bytes) -> AvroSchema:
+def parse_text(raw: bytes, known: Known | None = None) -> AvroSchema:
     """Parse a schema from its JSON text (the strict reader, 64 levels deep).
+
+    ``known``: the named types of the schemas it references (Confluent's
+    schema references, :func:`parse_references`), which it may use by name
+    but not define again.
 
     Raises:
         InvalidSchema: not one JSON text, too large or deep, or a rule broken;
@@ -168,7 +172,7 @@ def parse_text(raw: bytes) -> AvroSchema:
     compact = jsontext.compact(raw)
     if len(compact) > SCHEMA_SIZE:
         raise InvalidSchema("schema: is larger than 256 KiB")
-    return _parse(document, compact)
+    return _parse(document, compact, known)
 
 
 def parse(document: Any) -> AvroSchema:
@@ -186,13 +190,55 @@ def parse(document: Any) -> AvroSchema:
     return _parse(document, stored)
 
 
-def _parse(document: Any, stored: bytes) -> AvroSchema:
-    parser = _Parser()
+@dataclass(frozen=True)
+class Known:
+    """The named types referenced schemas define, for :func:`parse_text`.
+
+    Attributes:
+        named: Each named type by full name (the referenced schemas' nodes).
+        documents: The referenced documents, dependencies first, for
+            fastavro's second opinion.
+    """
+
+    named: dict[str, Named]
+    documents: tuple[Any, ...]
+
+
+def parse_references(documents: list[tuple[str, bytes]]) -> Known:
+    """The named types a schema's references define: ``documents`` are the
+    referenced versions' ``(reference name, stored text)``, each after those
+    it references; each may use the types defined before it. A name is
+    defined once in all.
+
+    Raises:
+        InvalidSchema: a referenced document does not parse with those
+            before it, or defines a name defined before (naming the
+            reference).
+    """
+    named: dict[str, Named] = {}
+    parsed: list[Any] = []
+    for name, raw in documents:
+        try:
+            document = jsontext.loads(raw, max_depth=SCHEMA_DEPTH)
+        except jsontext.JSONTextError as exc:
+            raise InvalidSchema(f"schema: reference {quote(name)}: {exc}") from None
+        parser = _Parser(named)
+        try:
+            parser.type(document, "", "")
+        except SchemaError as exc:
+            raise InvalidSchema(f"schema: reference {quote(name)}: {exc}") from None
+        named = parser.named
+        parsed.append(document)
+    return Known(named, tuple(parsed))
+
+
+def _parse(document: Any, stored: bytes, known: Known | None = None) -> AvroSchema:
+    parser = _Parser(known.named if known is not None else None)
     try:
         root = parser.type(document, "", "")
     except SchemaError as exc:
         raise InvalidSchema(f"schema: {exc}") from None
-    _second_opinion(document)
+    _second_opinion(document, known)
     return AvroSchema(
         root=root,
         document=document,
@@ -219,11 +265,17 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def _second_opinion(document: Any) -> None:
+def _second_opinion(document: Any, known: Known | None = None) -> None:
     from fastavro.schema import parse_schema
 
     try:
-        parse_schema(_for_fastavro(document))
+        if known is None:
+            parse_schema(_for_fastavro(document))
+            return
+        named: dict[str, Any] = {}
+        for referenced in known.documents:
+            parse_schema(_for_fastavro(referenced), named_schemas=named)
+        parse_schema(_for_fastavro(document), named_schemas=named)
     except Exception as exc:  # any refusal of the library's is a refusal
         raise InvalidSchema(f"schema: fastavro refuses it: {exc}") from None
 
@@ -240,8 +292,10 @@ def _for_fastavro(value: Any) -> Any:
 
 
 class _Parser:
-    def __init__(self) -> None:
-        self.named: dict[str, Named] = {}
+    def __init__(self, known: dict[str, Named] | None = None) -> None:
+        # The referenced schemas' types: a copy, so what this document
+        # defines stays its own.
+        self.named: dict[str, Named] = dict(known) if known else {}
 
     # -- types ---------------------------------------------------------------
 

@@ -9,6 +9,12 @@ What each question of :class:`narad.schematypes.SchemaType` gets:
   with defaults, aliases, logical types and docs): the same identity
   registers nothing, and a change of ``doc`` alone is a version, compatible
   in every mode since resolution ignores docs;
+- references (Confluent's): each names a version defining named types the
+  schema may use by full name; their types are parsed first, dependencies
+  first (:func:`~narad_avro.parsing.parse_references`), and the schema's
+  tree, canonical form and identity hold them where it uses them (inlined,
+  as Avro's own parser gives them), so payload checks and compatibility need
+  nothing more;
 - compile: :func:`~narad_avro.compile_validator` for the topic's encoding
   (``json``, the default, or ``binary``);
 - check: Avro's resolution rules per direction
@@ -33,8 +39,11 @@ from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
 from narad.schematypes import Violation
 from narad.schematypes import check_versions
+from narad.schematypes import walk_references
 from narad_avro.compatibility import violations
 from narad_avro.parsing import AvroSchema
+from narad_avro.parsing import Known
+from narad_avro.parsing import parse_references
 from narad_avro.parsing import parse_text
 from narad_avro.payloads import ENCODINGS
 from narad_avro.payloads import TYPE_NAME
@@ -51,12 +60,14 @@ class AvroType(SchemaType):
     name = TYPE_NAME
     encodings = ENCODINGS
 
+    takes_references = True
+
     def parse(self, raw: bytes, options: SchemaOptions) -> ParsedSchema:
-        return _parsed(parse_text(raw))
+        return _parsed(parse_text(raw, _known(options)))
 
     def load(self, stored: bytes, options: SchemaOptions) -> ParsedSchema:
         try:
-            return _parsed(parse_text(stored))
+            return _parsed(parse_text(stored, _known(options)))
         except InvalidSchema as exc:
             # Stored before a rule of today's parser: register a new version.
             raise UnusableVersion(exc.detail.removeprefix("schema: ")) from None
@@ -83,6 +94,14 @@ class AvroType(SchemaType):
             lambda stored, version: _findings(new.value, stored.value, version, mode),
             first=first,
         )
+
+
+def _known(options: SchemaOptions) -> Known | None:
+    """The named types of the schema's references (None: it has none)."""
+    if not options.references:
+        return None
+    ordered = walk_references(options.references)
+    return parse_references([(r.name, r.document) for r in ordered])
 
 
 def _parsed(schema: AvroSchema) -> ParsedSchema:
