@@ -19,8 +19,10 @@ file) and the parent waits with a wall-clock timeout, killing it past that.
 The child is ``python -I -c`` with a fixed driver, so no shell and no
 environment variable reaches it; it costs tens of milliseconds, paid once
 per registration, never per message. Its only inputs are a private temporary
-directory holding the one file and the well-known types' directory: an
-``import`` of anything else is "File not found" in protoc's own words.
+directory holding the one file and the well-known types' directory (and,
+for a schema with references, a ``FileDescriptorSet`` of the referenced
+files): an ``import`` of anything else is "File not found" in protoc's own
+words.
 """
 
 from __future__ import annotations
@@ -68,17 +70,19 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 # Runs in the child: limits first, then the compiler. argv: include dir, the
-# well-known types' dir, the output file, cpu, memory, the file's name.
+# well-known types' dir, the output file, cpu, memory, the file's name, and
+# a FileDescriptorSet file of the imported files ("" for none).
 _DRIVER = """
 import resource, sys
-inc, wkt, out, cpu, mem, name = sys.argv[1:7]
+inc, wkt, out, cpu, mem, name, deps = sys.argv[1:8]
 resource.setrlimit(resource.RLIMIT_CPU, (int(cpu), int(cpu) + 1))
 resource.setrlimit(resource.RLIMIT_AS, (int(mem), int(mem)))
 resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, 16 << 20))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 from grpc_tools import _protoc_compiler
+given = [b"--descriptor_set_in=" + deps.encode()] if deps else []
 sys.exit(_protoc_compiler.run_main([
-    b"protoc", b"-I" + inc.encode(), b"-I" + wkt.encode(),
+    b"protoc", b"-I" + inc.encode(), b"-I" + wkt.encode(), *given,
     b"--descriptor_set_out=" + out.encode(), b"--include_imports",
     name.encode(),
 ]))
@@ -91,11 +95,15 @@ _OUT_OF_MEMORY = ("MemoryError", "bad_alloc", "Cannot allocate memory")
 _LOCATED = re.compile(r"^" + re.escape(FILE_NAME) + r":(\d+):(\d+): (.*)$")
 
 
-def compile_proto(source: str, limits: Limits = DEFAULT_LIMITS) -> bytes:
+def compile_proto(
+    source: str, limits: Limits = DEFAULT_LIMITS, dependencies: bytes = b""
+) -> bytes:
     """Compile one ``.proto`` file to a serialized ``FileDescriptorSet``.
 
     The set holds the file and every file it imports (``--include_imports``),
-    dependencies first, without source info.
+    dependencies first, without source info. ``dependencies``: a serialized
+    ``FileDescriptorSet`` of the files it may import besides the well-known
+    types (schema references' files, by their import paths).
 
     Raises:
         ProtobufSchemaError: protoc refused the file (the first errors, each
@@ -107,6 +115,10 @@ def compile_proto(source: str, limits: Limits = DEFAULT_LIMITS) -> bytes:
         src.mkdir()
         (src / FILE_NAME).write_text(source, encoding="utf-8")
         out = Path(tmp, "out.pb")
+        deps = ""
+        if dependencies:
+            deps = str(Path(tmp, "deps.pb"))
+            Path(deps).write_bytes(dependencies)
         argv = [
             sys.executable,
             "-I",
@@ -118,6 +130,7 @@ def compile_proto(source: str, limits: Limits = DEFAULT_LIMITS) -> bytes:
             str(limits.cpu_seconds),
             str(limits.memory_bytes),
             FILE_NAME,
+            deps,
         ]
         try:
             done = subprocess.run(

@@ -175,7 +175,8 @@ def _missing_import(name: str, dep: str, single_file: bool) -> str:
         return (
             f"{_shown(name)} imports {dep}; only google/protobuf/*.proto can be "
             "imported (send a FileDescriptorSet that holds it, as "
-            "base64(FileDescriptorSet):Full.Message.Name)"
+            "base64(FileDescriptorSet):Full.Message.Name, or register it under "
+            f"/registry and give a schema reference named {dep})"
         )
     return f"{_shown(name)} imports {dep}, which the descriptors do not include"
 

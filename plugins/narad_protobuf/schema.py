@@ -23,6 +23,7 @@ import base64
 import binascii
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from enum import StrEnum
@@ -194,6 +195,7 @@ def parse_schema(
     *,
     proto_message: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    dependencies: Sequence[descriptor_pb2.FileDescriptorProto] = (),
 ) -> ProtobufSchema:
     """Parse, compile and resolve a schema string in any of the three forms.
 
@@ -202,6 +204,9 @@ def parse_schema(
         proto_message: The topic's ``proto_message`` field, if any: the full
             name of the topic's message (a leading ``.`` is allowed).
         limits: Bounds of the ``.proto`` compiler's subprocess.
+        dependencies: Files the schema may import besides the well-known
+            types, named by their import paths (schema references); they
+            are stored with it, as a ``FileDescriptorSet``'s own imports are.
 
     Raises:
         ProtobufSchemaError: naming the problem (over the 256 KiB budget, bad
@@ -230,9 +235,11 @@ def parse_schema(
             fds = _decode(blob, descriptor_pb2.FileDescriptorSet, "FileDescriptorSet")
             if not fds.file:
                 raise ProtobufSchemaError("the FileDescriptorSet holds no file")
+            given = {f.name for f in fds.file}
+            extra = [d for d in dependencies if d.name not in given]
             return _resolve(
                 SchemaForm.DESCRIPTOR_SET,
-                list(fds.file),
+                [*fds.file, *extra],
                 None,
                 named,
                 MessageSource.SCHEMA,
@@ -241,10 +248,25 @@ def parse_schema(
         if not fdp.name:
             fdp.name = FILE_NAME
         return _resolve(
-            SchemaForm.FILE_DESCRIPTOR, [fdp], fdp.name, proto_message, None
+            SchemaForm.FILE_DESCRIPTOR,
+            [fdp, *dependencies],
+            fdp.name,
+            proto_message,
+            None,
+            single_file=not dependencies,
         )
+    deps = b""
+    if dependencies:
+        if any(d.name == FILE_NAME for d in dependencies):
+            raise ProtobufSchemaError(
+                f"a reference names {FILE_NAME}, the name the .proto text "
+                "compiles as: give the referenced file another import path"
+            )
+        bundle = descriptor_pb2.FileDescriptorSet()
+        bundle.file.extend(dependencies)
+        deps = bundle.SerializeToString()
     compiled = descriptor_pb2.FileDescriptorSet.FromString(
-        compile_proto(schema, limits)
+        compile_proto(schema, limits, deps)
     )
     main = compiled.file[-1].name  # --include_imports puts dependencies first
     return _resolve(SchemaForm.PROTO, list(compiled.file), main, proto_message, None)
@@ -281,8 +303,10 @@ def _resolve(
     main: str | None,
     named: str | None,
     source: MessageSource | None,
+    *,
+    single_file: bool = False,
 ) -> ProtobufSchema:
-    pool = build_pool(files, single_file=form is SchemaForm.FILE_DESCRIPTOR)
+    pool = build_pool(files, single_file=single_file)
     own = sorted({f.name for f in files if not f.name.startswith("google/protobuf/")})
     if not own:
         raise ProtobufSchemaError("the descriptors hold only well-known types")

@@ -12,6 +12,14 @@
 - the topic's message: the event-store form names it; else ``proto_message``
   (a PATCH naming none keeps the topic's, unless the schema names its own);
   else the file's first top-level message. The record shows it.
+- references (Confluent's): each names a version whose file the schema
+  imports, by the import path (the reference's name; well-known
+  ``google/protobuf/*.proto`` imports need none, they come from the
+  runtime). The referenced versions' main files, renamed to those paths,
+  are the schema's dependencies (:func:`_dependencies`, their own
+  references' files too), and are stored with it in its
+  ``FileDescriptorSet``: a stored version loads, compiles and is checked
+  with no reference resolved again.
 - compile: :meth:`~narad_protobuf.schema.ProtobufSchema.validate` in the
   topic's encoding (``binary`` by default, or ``json``).
 - check: :func:`~narad_protobuf.compatibility.check` per direction, each
@@ -29,6 +37,9 @@ import base64
 import json
 from collections.abc import Iterable
 from collections.abc import Iterator
+from functools import lru_cache
+
+from google.protobuf import descriptor_pb2
 
 from narad import jsontext
 from narad.errors import InvalidSchema
@@ -36,6 +47,7 @@ from narad.schematypes import Compiled
 from narad.schematypes import Finding
 from narad.schematypes import Mode
 from narad.schematypes import ParsedSchema
+from narad.schematypes import Reference
 from narad.schematypes import Report
 from narad.schematypes import SchemaOptions
 from narad.schematypes import SchemaType
@@ -67,6 +79,7 @@ class ProtobufType(SchemaType):
     encodings = ("binary", "json")
     # protoc runs in a subprocess: gevent waits for it on the loop's thread.
     offload_parse = False
+    takes_references = True
 
     def parse(self, raw: bytes, options: SchemaOptions) -> ParsedSchema:
         try:
@@ -76,19 +89,21 @@ class ProtobufType(SchemaType):
         if not isinstance(text, str):
             raise InvalidSchema(_NOT_A_STRING)
         wanted = options.proto_message or None
+        deps = _dependencies(options.references)
         try:
-            schema = parse_schema(text, proto_message=wanted)
+            schema = parse_schema(text, proto_message=wanted, dependencies=deps)
         except ProtobufSchemaError:
             if not options.proto_message_kept:
                 raise
             # The topic's kept message is no order of the client's: a schema
             # that names its own (the event-store form) wins.
-            schema = parse_schema(text)
+            schema = parse_schema(text, dependencies=deps)
             if schema.message_source.value != "schema":
                 raise
         return _parsed(schema)
 
     def load(self, stored: bytes, options: SchemaOptions) -> ParsedSchema:
+        # A stored set holds its references' files already.
         try:
             return _parsed(parse_schema(jsontext.loads(stored, max_depth=1)))
         except ProtobufSchemaError as exc:
@@ -149,6 +164,46 @@ class ProtobufType(SchemaType):
             ),
             first=first,
         )
+
+
+def _dependencies(
+    references: tuple[Reference, ...],
+) -> list[descriptor_pb2.FileDescriptorProto]:
+    """The files a schema's references give it to import: each referenced
+    version's main file under the reference's name (its import path), and
+    its own references' files, each path once (the first reference naming
+    it wins; two files under one path would not build anyway).
+
+    Raises:
+        ProtobufSchemaError: a referenced version does not load.
+    """
+    files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+    stack = list(reversed(references))
+    while stack:
+        reference = stack.pop()
+        if reference.name in files:
+            continue
+        file = descriptor_pb2.FileDescriptorProto.FromString(
+            _main_file(reference.document)
+        )
+        file.name = reference.name
+        files[reference.name] = file
+        stack.extend(reversed(reference.references))
+    return list(files.values())
+
+
+@lru_cache(maxsize=64)
+def _main_file(document: bytes) -> bytes:
+    """The serialized main file (the one declaring its message, messages in
+    the order declared) of a stored version's document; versions never
+    change, so a worker reads each once."""
+    try:
+        schema = parse_schema(jsontext.loads(document, max_depth=1))
+    except ProtobufSchemaError as exc:
+        raise ProtobufSchemaError(
+            f"a referenced schema does not load: {exc.detail}"
+        ) from None
+    return main_file(schema).SerializeToString(deterministic=True)
 
 
 def _parsed(schema: ProtobufSchema) -> ParsedSchema:
