@@ -12,6 +12,11 @@ What the type adds to the generic history rules:
 
 - idempotency is the rulebook's: the same JSON value, or a change of
   annotations only (``title``, ``description``, ...), registers nothing;
+- schema references (Confluent's, through ``/registry``): each names a URI
+  the schema's ``$ref`` values use; the referenced documents are bundled
+  into one compound document (:mod:`narad_jsonschema.bundling`), which is
+  what registration checks, the validator compiles and compatibility
+  compares, while the history stores the schema as given;
 - a stored version naming a draft no plugin of this node provides, or one
   stored before registration refused what breaks the validator, is unusable
   (:class:`~narad.schematypes.UnusableVersion`, 409 on produce).
@@ -45,11 +50,16 @@ from narad.schematypes import SchemaOptions
 from narad.schematypes import SchemaType
 from narad.schematypes import UnusableVersion
 from narad.serve import offload
+from narad_jsonschema.bundling import bundle
+from narad_jsonschema.bundling import dump
 
 if TYPE_CHECKING:
     from narad.plugins import Plugins
 
 __all__ = ("TYPE", "JsonSchemaType")
+
+#: The rulebook's bound on a schema document (its compact text).
+MAX_SCHEMA_BYTES = 256 * 1024
 
 # The remedy for a version registration would refuse now.
 _STORED_BEFORE = (
@@ -63,6 +73,7 @@ class JsonSchemaType(SchemaType):
 
     name = "JSON"
     encodings = ("json",)
+    takes_references = True
 
     def __init__(
         self,
@@ -90,6 +101,8 @@ class JsonSchemaType(SchemaType):
     # -- documents -------------------------------------------------------------
 
     def parse(self, raw: bytes, options: SchemaOptions) -> ParsedSchema:
+        if options.references:
+            return self._parse_referring(raw, options)
         registered = register(raw, drafts=self.drafts, default_draft=self._default())
         return ParsedSchema(
             registered.compact,
@@ -98,9 +111,53 @@ class JsonSchemaType(SchemaType):
             (registered.document, registered.draft),
         )
 
+    def _parse_referring(self, raw: bytes, options: SchemaOptions) -> ParsedSchema:
+        """A schema with references: the bundle registered, the schema as
+        given stored (its compact text, within the rulebook's size)."""
+        try:
+            document = jsontext.loads(raw, max_depth=SCHEMA_DEPTH)
+        except jsontext.JSONTextError as exc:
+            raise InvalidSchema(f"schema: {exc}") from None
+        compact = jsontext.compact(raw)
+        if len(compact) > MAX_SCHEMA_BYTES:
+            raise InvalidSchema("schema: is larger than 256 KiB")
+        draft = self._draft_given(document)
+        bundled, embedded = bundle(document, options.references, draft.id_keyword)
+        text = dump(bundled)
+        if len(text) > MAX_SCHEMA_BYTES:
+            raise InvalidSchema(
+                "schema: with the documents its references name embedded, it "
+                "is larger than 256 KiB"
+            )
+        registered = register(
+            text,
+            drafts=self.drafts,
+            default_draft=self._default(),
+            embedded=embedded,
+        )
+        return ParsedSchema(
+            compact,
+            compact,
+            registered.high_cost,
+            (registered.document, registered.draft),
+        )
+
+    def _draft_given(self, document: Any) -> Draft:
+        """The draft a document names (the default when none); one no plugin
+        provides is left to registration to refuse."""
+        uri = document.get("$schema") if isinstance(document, dict) else None
+        found = self.drafts.get(uri) if isinstance(uri, str) else None
+        return found or self._default()
+
     def load(self, stored: bytes, options: SchemaOptions) -> ParsedSchema:
         document = _parse(stored)
-        return ParsedSchema(stored, stored, False, (document, self.draft_of(document)))
+        draft = self.draft_of(document)
+        if options.references:
+            try:
+                document, _ = bundle(document, options.references, draft.id_keyword)
+            except InvalidSchema as exc:
+                raise UnusableVersion(exc.detail.removeprefix("schema: ")) from None
+        return ParsedSchema(stored, stored, False, (document, draft))
 
     def draft_of(self, document: Any) -> Draft:
         """The draft of a stored version.

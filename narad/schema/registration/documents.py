@@ -77,7 +77,11 @@ class RegisteredSchema:
 
 
 def register(
-    raw: bytes, *, drafts: Mapping[str, Draft], default_draft: Draft
+    raw: bytes,
+    *,
+    drafts: Mapping[str, Draft],
+    default_draft: Draft,
+    embedded: frozenset[str] = frozenset(),
 ) -> RegisteredSchema:
     """Check a schema document's JSON text against every registration rule.
 
@@ -85,16 +89,23 @@ def register(
         raw: The document's own JSON text.
         drafts: Built-in drafts by ``$schema`` URI.
         default_draft: The draft of a document without ``$schema``.
+        embedded: Absolute URIs of resources the document embeds (a
+            registry schema's references, bundled by the ``JSON`` type): a
+            reference to one of them (with a fragment or not) resolves
+            inside the document, so it is not refused as loading anything.
 
     Raises:
         InvalidSchema: the document breaks a rule; the message says which.
     """
     with collector_paused():
-        return _register(raw, drafts, default_draft)
+        return _register(raw, drafts, default_draft, embedded)
 
 
 def _register(
-    raw: bytes, drafts: Mapping[str, Draft], default_draft: Draft
+    raw: bytes,
+    drafts: Mapping[str, Draft],
+    default_draft: Draft,
+    embedded: frozenset[str] = frozenset(),
 ) -> RegisteredSchema:
     try:
         document = jsontext.loads(raw, max_depth=MAX_DEPTH)
@@ -112,7 +123,7 @@ def _register(
     draft = _draft_of(document, drafts, default_draft)
     if document is True:
         return RegisteredSchema(document, compact, draft, high_cost=False)
-    survey = _survey(document, draft)
+    survey = _survey(document, draft, embedded=embedded)
     index = SchemaIndex(document, draft=draft, base_uri=BASE_URI)
     if index.duplicates:
         # Which of the two a reference means is left undefined by the spec.
@@ -129,7 +140,7 @@ def _register(
     )
     for pointer, target in targets.items():
         if not _surveyed(document, pointer):
-            more = _survey(target, draft, at=_where_of(pointer))
+            more = _survey(target, draft, at=_where_of(pointer), embedded=embedded)
             survey.names += more.names
             survey.pattern_properties += more.pattern_properties
     # Last, because it is the slowest check: the analyses above only follow
@@ -210,7 +221,13 @@ _REFERENCING = frozenset(REFERENCE_KEYWORDS)
 _SURVEYED = _REFERENCING | _NAMING | {"$schema", "pattern", "patternProperties"}
 
 
-def _survey(document: Any, draft: Draft, at: _Where = None) -> _Survey:
+def _survey(
+    document: Any,
+    draft: Draft,
+    at: _Where = None,
+    *,
+    embedded: frozenset[str] = frozenset(),
+) -> _Survey:
     """Check references, patterns and nested ``$schema``; count cost drivers.
 
     Every object outside data keywords counts as a schema, wherever it sits
@@ -224,7 +241,7 @@ def _survey(document: Any, draft: Draft, at: _Where = None) -> _Survey:
         if _SURVEYED.isdisjoint(schema):
             continue
         if not _REFERENCING.isdisjoint(schema):
-            _check_references(where, schema)
+            _check_references(where, schema, embedded)
         if "pattern" in schema or "patternProperties" in schema:
             _check_patterns(where, schema)
         nested = schema.get("$schema")
@@ -347,12 +364,19 @@ def _pointer(where: _Where) -> str:
     return join_pointer("", *reversed(tokens))
 
 
-def _check_references(where: _Where, schema: dict[str, Any]) -> None:
+def _check_references(
+    where: _Where, schema: dict[str, Any], embedded: frozenset[str] = frozenset()
+) -> None:
     for keyword in REFERENCE_KEYWORDS:
         ref = schema.get(keyword)
         # Only a fragment resolves inside the document; anything else (a URL,
-        # a relative path, "", even the document's own $id) would load.
-        if isinstance(ref, str) and not ref.startswith("#"):
+        # a relative path, "", even the document's own $id) would load, but
+        # for a resource the registry embedded.
+        if (
+            isinstance(ref, str)
+            and not ref.startswith("#")
+            and ref.partition("#")[0] not in embedded
+        ):
             at = _pointer((keyword, where))
             raise InvalidSchema(
                 f"schema: the {keyword} at {quote_pointer(at)} does not resolve "
