@@ -4,13 +4,13 @@ A worker serves many requests at once, and each storage call is a round trip
 whose fixed part (the client's send and receive, the script call, the
 topic's record and partition state read and written) costs a small produce
 or ack more than its own message does. So calls under one key (a topic, and
-for settles the action) go up to :data:`IN_FLIGHT` at once per worker, as
-they come; calls arriving while that many are in flight queue, and when one
-returns, those queued go together as the next (up to
-:data:`MAX_GROUP_MESSAGES` messages and :data:`MAX_GROUP_BYTES` payload
-bytes, and only calls that may join the first of them), led by that first
-one. A key with few concurrent callers sees no wait; a busy one's calls grow
-with its load.
+for settles the action) go up to :data:`IN_FLIGHT` (or a group's own
+``in_flight``) at once per worker, as they come; calls arriving while that
+many are in flight queue, and when one returns, those queued go together as
+the next (up to :data:`MAX_GROUP_MESSAGES` messages and
+:data:`MAX_GROUP_BYTES` payload bytes, and only calls that may join the
+first of them), led by that first one. A key with few concurrent callers
+sees no wait; a busy one's calls grow with its load.
 
 Members share their call's fate: ``send`` gives each its own result, and an
 error it raises is raised to each of them. The broker's scripts are all or
@@ -91,6 +91,7 @@ class Groups(Generic[T, R]):
         send: Makes one storage call for the items of a group (in order),
             and gives back each item's result, in the same order.
         joins: Whether an item may go in a group that ``first`` leads.
+        in_flight: Calls under one key in flight before the next ones queue.
     """
 
     def __init__(
@@ -98,9 +99,11 @@ class Groups(Generic[T, R]):
         send: Callable[[list[T]], Sequence[R]],
         *,
         joins: Callable[[T, T], bool],
+        in_flight: int = IN_FLIGHT,
     ) -> None:
         self.send = send
         self.joins = joins
+        self.in_flight = in_flight
         self._lock = threading.Lock()
         # Only keys with a call in flight: a topic used once costs nothing later.
         self._queues: dict[Hashable, _Queue[T, R]] = {}
@@ -113,7 +116,7 @@ class Groups(Generic[T, R]):
             queue = self._queues.get(key)
             if queue is None:
                 queue = self._queues[key] = _Queue()
-            if queue.in_flight < IN_FLIGHT:
+            if queue.in_flight < self.in_flight:
                 queue.in_flight += 1
                 mine.taken = True
             else:

@@ -1,6 +1,6 @@
-"""Group commit over real HTTP and Valkey: produces (and single acks) that
-arrive while calls of their topic are in flight go together in the next one,
-each answered as alone and each applied once.
+"""Group commit over real HTTP and Valkey: produces (and single acks and
+consumes) that arrive while calls of their topic are in flight go together
+in the next one, each answered as alone and each applied once.
 
 Valkey's writes are paused (``CLIENT PAUSE WRITE``), so the first calls wait
 in Valkey and the others queue behind them in the node's one worker.
@@ -16,6 +16,7 @@ import redis
 
 from narad.broker.group_commit import IN_FLIGHT
 from narad.broker.messages import ALONE_MESSAGES
+from narad.broker.messages import LEASE_CALLS_IN_FLIGHT
 from tests.integration.test_security_http import metric
 from tests.nodes import Node
 from tests.nodes import start_valkey
@@ -23,6 +24,7 @@ from tests.nodes import tcp_url
 
 APPENDS = 'narad_storage_script_duration_seconds_count{script="append"}'
 SETTLES = 'narad_storage_script_duration_seconds_count{script="settle"}'
+RESERVES = 'narad_storage_script_duration_seconds_count{script="reserve"}'
 PAUSE_MS = 2000
 CALLS = 12
 
@@ -118,8 +120,45 @@ def test_single_acks_share_a_settle_and_each_gets_its_own_answer(stack):
     )
 
     assert statuses == [410 if h == given_back else 204 for h in handles]
-    assert metric(http, SETTLES) - before == IN_FLIGHT + 1
+    assert metric(http, SETTLES) - before == LEASE_CALLS_IN_FLIGHT + 1
     # Only the message given back is there to consume again.
     again = http.get("/v1/topics/acks/consume/batch?max=100").json()["messages"]
     assert [m["payload"] for m in again] == [leased[7]["payload"]]
+    http.close()
+
+
+def test_single_consumes_share_a_reserve_and_each_gets_its_own_message(stack):
+    node, valkey = stack
+    http = node.client()
+    assert http.post("/v1/topics", {"name": "takes", "partitions": 3}).status == 201
+    for i in range(CALLS):
+        assert http.post("/v1/topics/takes/produce", b"%d" % i).status == 202
+    before = metric(http, RESERVES)
+
+    valkey.client_pause(PAUSE_MS, all=False)
+    answers: list[dict] = [{}] * CALLS
+
+    def consume(index: int) -> None:
+        client = node.client()
+        try:
+            resp = client.get("/v1/topics/takes/consume")
+            assert resp.status == 200
+            answers[index] = resp.json()
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(CALLS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    # Those held, then all the others together: a message each, none twice.
+    assert metric(http, RESERVES) - before == LEASE_CALLS_IN_FLIGHT + 1
+    assert sorted(a["payload"] for a in answers) == list(range(CALLS))
+    handles = {a["receipt_handle"] for a in answers}
+    assert len(handles) == CALLS
+    assert http.get("/v1/topics/takes/consume").status == 204
+    for handle in handles:
+        assert http.post(f"/v1/topics/takes/ack?receipt_handle={handle}").status == 204
     http.close()

@@ -53,32 +53,31 @@ def test_a_stale_record_does_not_refuse_a_partition_the_topic_has(recreated):
 
 
 def test_concurrent_single_consumes_share_one_reserve():
-    """Single consumes queued behind IN_FLIGHT others go as one reserve: a
+    """Single consumes queued behind in_flight others go as one reserve: a
     message each while the topic has them; those left without one look
     again alone, and nothing is leased twice or lost."""
     import threading
     import time
 
-    from narad.broker.group_commit import IN_FLIGHT
-
     storage = MemoryStorage()
     events = Events()
     records = TopicRecords(storage, events, max_entries=100)
     service = MessageService(storage, records, None, Waiters(events), max_wait_ms=0)
+    in_flight = service._reserves.in_flight
     meta = new_meta(partitions=1)
     storage.create_topic(meta)
     stored = [b"m0", b"m1", b"m2"]
     for payload in stored:
         entry = Entry(0, b"", payload, PayloadKind.TEXT, None)
         storage.append(meta, [entry], schema_version=0, now_ms=now_ms())
-    gates = [threading.Event() for _ in range(IN_FLIGHT)]
+    gates = [threading.Event() for _ in range(in_flight)]
     alone, grouped = [], []
     reserve, reserve_batch = storage.reserve, storage.reserve_batch
 
     def held_reserve(*args, **kwargs):
         call = len(alone)
         alone.append(1)
-        if call < IN_FLIGHT:  # the first ones wait to be let through
+        if call < in_flight:  # the first ones wait to be let through
             assert gates[call].wait(10)
         return reserve(*args, **kwargs)
 
@@ -93,10 +92,10 @@ def test_concurrent_single_consumes_share_one_reserve():
     def consume():
         got.append(service.consume(meta.name, wait_ms=0, partition=None))
 
-    first = [threading.Thread(target=consume) for _ in range(IN_FLIGHT)]
+    first = [threading.Thread(target=consume) for _ in range(in_flight)]
     for thread in first:
         thread.start()
-    while len(alone) < IN_FLIGHT:
+    while len(alone) < in_flight:
         time.sleep(0.001)
     queued = [threading.Thread(target=consume) for _ in range(4)]
     for thread in queued:
@@ -111,7 +110,7 @@ def test_concurrent_single_consumes_share_one_reserve():
     assert grouped == [4]  # one call for the four
     # It leased m1 and m2; the two members left without one looked again
     # alone and found nothing.
-    assert len(alone) == IN_FLIGHT + 2
+    assert len(alone) == in_flight + 2
     assert sorted(d.message.payload for d in got if d is not None) == stored
     assert got.count(None) == 2
     for gate in gates[1:]:
