@@ -73,7 +73,11 @@ def test_the_fakeredis_backend_is_for_tests_only():
 
 def test_every_lua_script_is_used_and_documents_its_keys_and_args():
     scripts = ROOT / "plugins" / "narad_redis" / "scripts"
-    storage = (ROOT / "plugins" / "narad_redis" / "storage.py").read_text()
+    # The cluster storage (sharded.py) runs the scripts of its global steps.
+    storage = "".join(
+        (ROOT / "plugins" / "narad_redis" / module).read_text()
+        for module in ("storage.py", "sharded.py")
+    )
     names = sorted(p.stem for p in scripts.glob("*.lua"))
     assert names
     for name in names:
@@ -94,7 +98,8 @@ def test_builtins_provide_drafts_formats_rules_storage_and_settings():
     assert "https://json-schema.org/draft/2020-12/schema" in by_uri
     assert "date-time" in plugins.format_checkers()
     assert "type" in plugins.compatibility_rules()
-    assert {"redis", "rediss", "unix"} == set(plugins.storage_backends())
+    schemes = {"redis", "rediss", "unix", "redis+cluster", "rediss+cluster"}
+    assert schemes == set(plugins.storage_backends())
     assert [s.name for s in plugins.settings()["redis"]][:1] == ["retry_attempts"]
 
 
@@ -242,7 +247,8 @@ def test_trace_writes_every_hook_call(monkeypatch, capsys):
 def test_describe_lists_each_plugin_its_distribution_and_claims():
     infos = {i.name: i for i in testing.load_plugins({"acme": acme}).describe()}
     redis = infos["narad_redis"]
-    assert (redis.distribution, redis.schemes) == ("narad", ("redis", "rediss", "unix"))
+    schemes = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+    assert (redis.distribution, redis.schemes) == ("narad", schemes)
     assert "plugins.redis.retry_attempts" in redis.settings
     assert redis.hooks == ("narad_settings", "narad_storage_backends")
     assert infos["narad_draft7"].drafts == ("07",)
@@ -262,7 +268,8 @@ def test_plugins_command_lists_the_loaded_plugins(capsys):
     lines = capsys.readouterr().out.splitlines()
     redis = next(line for line in lines if line.startswith("narad_redis "))
     assert re.fullmatch(
-        r"narad_redis \(narad [\w.]+\): storage schemes redis, rediss, unix; "
+        r"narad_redis \(narad [\w.]+\): storage schemes redis, rediss, unix, "
+        r"redis\+cluster, rediss\+cluster; "
         r"settings \[plugins\.redis\] retry_attempts, .*",
         redis,
     )
