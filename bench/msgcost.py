@@ -603,6 +603,54 @@ def cost_table(costs: dict[tuple[str, str], Cost], order: list[str]) -> list[str
     return lines
 
 
+def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
+    """What the table says of issue 57's two targets, by CPU per message:
+    the flow's parts against the floor's, the flow as it would be with the
+    lease and the ack at the floor's cost and the produce as it is (on
+    cores the sides share, the rate follows the CPU a message takes), and
+    single consume+ack against single produce."""
+
+    def total(phase: str, side: str) -> float | None:
+        c = costs.get((phase, side))
+        if c is None or not c.messages:
+            return None
+        return 1e6 * c.per(c.worker_cpu + c.valkey_cpu)
+
+    parts = ("batch produce", "batch consume", "batch ack")
+    narad = [total(p, "narad") for p in parts]
+    floor = [total(p, "floor") for p in parts]
+    flow, floor_flow = (
+        total("flow (per ack)", "narad"),
+        total("flow (per ack)", "floor"),
+    )
+    lines = []
+    if None not in narad and None not in floor and flow and floor_flow:
+        # The lease and the ack at the floor's cost, the produce as it is.
+        leaner = flow - narad[1] - narad[2] + floor[1] + floor[2]
+        lines += [
+            "worker + Valkey CPU per message, narad (floor): produce "
+            f"{narad[0]:.1f} ({floor[0]:.1f}), lease {narad[1]:.1f} ({floor[1]:.1f}), "
+            f"ack {narad[2]:.1f} ({floor[2]:.1f}) us; flow per acked message "
+            f"{flow:.1f} ({floor_flow:.1f}) us: {100 * floor_flow / flow:.0f}% of the "
+            "floor's rate by CPU",
+            f"  85% of the floor's rate takes at most {floor_flow / 0.85:.1f} us a "
+            "message; with the lease and the ack at the floor's cost and the "
+            f"produce as it is, the flow would take {leaner:.1f} us: "
+            f"{100 * floor_flow / leaner:.0f}% at most; the produce alone is "
+            f"{narad[0] - floor[0]:+.1f} us beside the floor's",
+        ]
+    produce = total("single produce", "narad")
+    consume, ack = total("single consume", "narad"), total("single ack", "narad")
+    if produce and consume and ack:
+        lines.append(
+            f"single consume + ack {consume:.1f} + {ack:.1f} = {consume + ack:.1f} us "
+            f"a message against single produce's {produce:.1f} us: "
+            f"{100 * produce / (consume + ack):.0f}% of its rate by CPU (60% takes "
+            f"at most {produce / 0.6:.1f} us)"
+        )
+    return lines
+
+
 def run_drivers(
     port: int,
     connections: int,
