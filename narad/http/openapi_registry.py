@@ -19,7 +19,12 @@ from narad.schema.modes import Mode
 
 TAG = "registry"
 _ID = "^[0-9]{1,10}$"
-_VERSION = "^(latest|-1|[1-9][0-9]{0,9})$"
+# A version number is 1 to 2^31 - 1 (2147483647), spelled out digit by digit.
+_VERSION = (
+    "^(latest|-1|[1-9][0-9]{0,8}|1[0-9]{9}|20[0-9]{8}|21[0-3][0-9]{7}"
+    "|214[0-6][0-9]{6}|2147[0-3][0-9]{5}|21474[0-7][0-9]{4}|214748[0-2][0-9]{3}"
+    "|2147483[0-5][0-9]{2}|21474836[0-3][0-9]|214748364[0-7])$"
+)
 
 _ERRORS = {
     400: "A request the HTTP layer refuses.",
