@@ -34,6 +34,7 @@ from narad.http.messages import REPLAYED_HEADER
 from narad.http.schemas import CHECKED_HEADER
 from narad.http.schemas import MAX_VERSION
 from narad.http.schemas import NO_CHANGE_HEADER
+from narad.http.schemas import REFERENCES_HEADER
 from narad.http.schemas import TRUNCATED_HEADER
 from narad.http.schemas import TYPE_HEADER
 from narad.http.topics import MAX_PAGE
@@ -853,6 +854,12 @@ def _paths() -> dict[str, Any]:
                         "schema": {"type": "string", "pattern": "^[0-9]+$"},
                     },
                     TYPE_HEADER: {"required": True, "schema": {"type": "string"}},
+                    REFERENCES_HEADER: {
+                        "description": "The version's schema references "
+                        "(registered under /registry), compact JSON; absent "
+                        "when it has none.",
+                        "schema": {"type": "string"},
+                    },
                 },
             )
         },

@@ -3,6 +3,7 @@ the dry-run compatibility check of a proposed schema."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import falcon
@@ -34,6 +35,9 @@ CHECKED_HEADER = "Narad-Checked-Versions"
 NO_CHANGE_HEADER = "Narad-No-Change"
 TRUNCATED_HEADER = "Narad-Report-Truncated"
 TYPE_HEADER = "Narad-Schema-Type"
+#: A version registered with schema references (under /registry) names them
+#: here, as compact JSON (ASCII): what its document needs to be read.
+REFERENCES_HEADER = "Narad-Schema-References"
 
 
 class SchemaHistory:
@@ -88,6 +92,11 @@ class SchemaHistory:
         resp.content_type = falcon.MEDIA_JSON
         resp.set_header("Narad-Schema-Version", str(stored.version))
         resp.set_header(TYPE_HEADER, meta.schema_type)
+        if stored.references:
+            references = jsontext.loads(stored.references, max_depth=3)
+            resp.set_header(
+                REFERENCES_HEADER, json.dumps(references, separators=(",", ":"))
+            )
         resp.data = stored.document
 
     on_head_version = on_get_version

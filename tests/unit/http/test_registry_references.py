@@ -169,6 +169,10 @@ def test_a_topic_subject_takes_references_and_validates_with_them(client):
     order = registered(client, "orders-value", ORDER, [ADDRESS_REF])
     shown = client.simulate_get("/registry/subjects/orders-value/versions/1").json
     assert (shown["id"], shown["references"]) == (order, [ADDRESS_REF])
+    # /v1 shows the version's references beside its document.
+    version = client.simulate_get("/v1/topics/orders/schemas/1")
+    assert json.loads(version.headers["narad-schema-references"]) == [ADDRESS_REF]
+    assert json.loads(version.text) == ORDER
     # The topic's history holds it; produce validates with the referenced
     # type (Avro's JSON encoding, the topic's default).
     good = client.simulate_post(
