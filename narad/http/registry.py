@@ -16,7 +16,9 @@ Who may do what (docs/registry.md):
   subject's name; registering needs a create (or admin) grant matching it;
   deleting and its config need an admin grant matching it;
 - ``/schemas/ids/{id}``: anyone who may read a subject using the id;
-- the registry's default config: a full admin to change, anyone to read.
+- the registry's default config: a full admin to change, anyone to read;
+- schema references (register, lookup, compatibility): reading each subject
+  referenced, besides what the request itself needs.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from narad.registry.subjects import SUBJECT
 from narad.registry.subjects import Version
 from narad.registry.subjects import parse_version
 from narad.registry.subjects import topic_of
+from narad.schema.references import reference_items
 from narad.schema.references import references_bytes
 from narad.security.access import authorize
 from narad.security.access import principal
@@ -194,6 +197,22 @@ class Access:
                 "grant matching the topic too",
             )
         return None
+
+    def references(self, req: falcon.Request, references: bytes) -> None:
+        """Refuse unless the caller may read every subject ``references``
+        names: a schema using another's types would otherwise show them
+        (in a compatibility check's messages, say) to one who may not read
+        it. Their own references were checked when they were registered."""
+        for subject in sorted({s for _, s, _ in reference_items(references)}):
+            meta = self.registry.route(subject)
+            who = principal(req)
+            if not _readable(who, subject, meta):
+                raise _refuse(
+                    who,
+                    "reference",
+                    subject,
+                    "referencing a subject takes what reading it takes",
+                )
 
     def admin(self, req: falcon.Request) -> None:
         who = principal(req)
@@ -347,6 +366,7 @@ class SubjectItem(_Resource):
         subject = _subject(subject)
         self.access.read(req, subject)
         schema, kind, references = _schema_request(req)
+        self.access.references(req, references)
         found = self.registry.lookup(
             subject, schema, kind, references, deleted=_flag(req, "deleted")
         )
@@ -375,6 +395,7 @@ class SubjectVersions(_Resource):
         epoch = self.access.write(req, subject, Action.CREATE)
         _flag(req, "normalize")  # identities are normalised whatever it says
         schema, kind, references = _schema_request(req)
+        self.access.references(req, references)
         schema_id = self.registry.register(
             subject, schema, kind, references, epoch=epoch
         )
@@ -440,6 +461,7 @@ class Compatibility(_Resource):
         _flag(req, "normalize")
         verbose = _flag(req, "verbose")
         schema, kind, references = _schema_request(req)
+        self.access.references(req, references)
         messages = self.registry.check(
             subject, number, schema, kind, references, every=every
         )

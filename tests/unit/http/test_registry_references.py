@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 
+from narad import testing
 from narad.schema import references as bounds
 from narad.storage import SchemaIdentity
 from narad.storage import SchemaLimits
 from narad.storage import SchemaVersion
+from narad.testing import basic_auth
 
 ADDRESS = {
     "type": "record",
@@ -375,3 +377,35 @@ def test_references_are_bounded(client, monkeypatch):
     assert "larger than 0 KiB" in message
     monkeypatch.setattr(bounds, "MAX_REFERENCED_BYTES", 1 << 20)
     assert registered(client, "x", {**ADDRESS, "name": "X"}, [deepest])
+
+
+def test_referencing_a_subject_takes_reading_it(tmp_path):
+    secure = testing.client(testing.make_config(tmp_path, security__enabled=True))
+    registered(secure, "shop.Address", ADDRESS)
+    registered(secure, "team.Address", {**ADDRESS, "namespace": "team"})
+    body = {"username": "creator", "password": "a-good-password"}
+    grants = [{"action": "create", "patterns": ["team.*"]}]
+    made = secure.simulate_post("/v1/users", json={**body, "grants": grants})
+    assert made.status_code == 201
+    creator = basic_auth("creator", "a-good-password")
+    order = {**ORDER, "namespace": "team"}
+    order["fields"] = [order["fields"][0], {"name": "to", "type": "team.Address"}]
+    team_ref = {"name": "team.Address", "subject": "team.Address", "version": 1}
+    ok = secure.simulate_post(
+        "/registry/subjects/team.Order/versions",
+        json={"schema": json.dumps(order), "references": [team_ref]},
+        headers=creator,
+    )
+    assert ok.status_code == 200, ok.text
+    for path in (
+        "/registry/subjects/team.Other/versions",
+        "/registry/subjects/team.Order",
+        "/registry/compatibility/subjects/team.Order/versions/latest",
+    ):
+        resp = secure.simulate_post(
+            path,
+            json={"schema": json.dumps(ORDER), "references": [ADDRESS_REF]},
+            headers=creator,
+        )
+        message = refused(resp, 403, 40301)
+        assert "may not reference subject shop.Address" in message
