@@ -1338,13 +1338,14 @@ def storage_report(servers: Servers, url: str, seconds: float) -> None:
     (``FLOW_ROUNDS`` each), each turn on a topic of its own."""
     other, _, _ = servers.spawn_node("other", NARAD_STORAGE_URL=url)
     sides = {"one Valkey": servers.port, url.partition("://")[0]: other}
+    run = secrets.token_hex(4)  # an external storage may hold earlier runs' topics
     produce: Counter = Counter()
     flow: Counter = Counter()
     for turn in range(FLOW_ROUNDS):
         order = list(sides) if turn % 2 == 0 else list(reversed(sides))
         for name in order:
             port = sides[name]
-            topic = f"bench-storage-{turn}"
+            topic = f"bench-storage-{run}-{turn}"
             create_topic(port, topic)
             body = request("POST", f"/v1/topics/{topic}/produce", BODY)
             rate, st = run_load(port, CLIENTS, seconds, constant(body, 202, 1))
