@@ -612,8 +612,18 @@ class ClusterStorage(RedisStorage):
             ),
         )
         if result.status is Status.OK:
-            self.client.call(lambda r: r.zadd(self.SUBJECTS, {name: 0}))
+            self._list_subject(name, tag)
         return result
+
+    def _list_subject(self, name: str, tag: str) -> None:
+        """Step 3 of a subject's write: list it globally iff the script
+        listed it in its slot's stand-in (the script decides, as on a single
+        server)."""
+        standin = self._standin(tag, self.SUBJECTS)
+        if self.client.call(lambda r: r.zscore(standin, name)) is None:
+            self.client.call(lambda r: r.zrem(self.SUBJECTS, name))
+        else:
+            self.client.call(lambda r: r.zadd(self.SUBJECTS, {name: 0}))
 
     def delete_subject_versions(
         self, name: str, versions: Sequence[int], *, permanent: bool
@@ -626,10 +636,7 @@ class ClusterStorage(RedisStorage):
             self._give_back(sum(sizes.values()))
             self._uses(False, [(ids[v], f"{name}\n{v}") for v in versions if v in ids])
         if status is Status.OK:
-            left = self.client.call(lambda r: r.exists(key + ":meta"))
-            count = self.client.call(lambda r: r.hget(key + ":meta", "count"))
-            if not left or not int(count or 0):
-                self.client.call(lambda r: r.zrem(self.SUBJECTS, name))
+            self._list_subject(name, tag_of(key))
         return status
 
     def _sizes(self, key: str, versions: Sequence[int]) -> dict[int, int]:
