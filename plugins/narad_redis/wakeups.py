@@ -73,7 +73,9 @@ class _Link:
 
     def subscribe(self, name: str) -> None:
         with self.lock:
-            self.connection.send_command("SSUBSCRIBE", name)
+            # No health check: its PING's reply would be read here while the
+            # link's thread reads the connection too.
+            self.connection.send_command("SSUBSCRIBE", name, check_health=False)
 
     def _read(self) -> None:
         try:
