@@ -12,8 +12,9 @@ primary serving the channel's slot) to the channels of the topics its
 consumers wait on: :meth:`ShardedWakeups.want` is called from
 ``mark_waiting``, which runs before a waiting consumer's look, and returns
 once the subscription is confirmed, so that an append committed after the
-look is heard. The channels stay wanted for :data:`WANT_S` after the last
-mark. Topic and user events (rare) stay on plain ``PUBLISH``.
+look is heard. A channel stays subscribed for :data:`WANT_S` after the last
+mark that wanted it, then is unsubscribed. Topic and user events (rare) stay
+on plain ``PUBLISH``.
 
 The stream (:meth:`ShardedWakeups.stream`) merges the plain subscription's
 notifications with the shard channels'; it says LISTENING once every wanted
@@ -47,6 +48,8 @@ MAX_WANTED = 100_000
 CONFIRM_S = 5.0
 #: Silence on the stream before it yields None (a tick).
 TICK_S = 1.0
+#: How often idle ticks look for channels no longer wanted.
+SWEEP_S = 60.0
 
 _LOST = object()
 _EVENTS = {event.value: event for event in Event}
@@ -72,10 +75,16 @@ class _Link:
         self.thread.start()
 
     def subscribe(self, name: str) -> None:
+        self._send("SSUBSCRIBE", name)
+
+    def unsubscribe(self, name: str) -> None:
+        self._send("SUNSUBSCRIBE", name)
+
+    def _send(self, *command: str) -> None:
         with self.lock:
             # No health check: its PING's reply would be read here while the
             # link's thread reads the connection too.
-            self.connection.send_command("SSUBSCRIBE", name, check_health=False)
+            self.connection.send_command(*command, check_health=False)
 
     def _read(self) -> None:
         try:
@@ -124,7 +133,10 @@ class ShardedWakeups:
         self._wanted: dict[str, float] = {}  # channel -> wanted until (monotonic)
         self._confirmed: dict[str, threading.Event] = {}
         self._links: dict[tuple[str, int], _Link] = {}
+        self._subscribed: dict[str, _Link] = {}  # channel -> its link
+        self._leaving: dict[str, _Link] = {}  # unsubscribed as no longer wanted
         self._queue: queue.Queue[Any] | None = None  # while a stream runs
+        self._swept = time.monotonic()
 
     # -- request side -------------------------------------------------------------
 
@@ -184,6 +196,7 @@ class ShardedWakeups:
                 try:
                     item = events.get(timeout=TICK_S)
                 except queue.Empty:
+                    self._sweep()
                     yield None
                     continue
                 _raise_if_lost(item)
@@ -222,6 +235,22 @@ class ShardedWakeups:
             if close is not None:
                 close()
 
+    def _sweep(self) -> None:
+        """Unsubscribe the channels no mark wanted for :data:`WANT_S`
+        (once a minute at most, on an idle tick)."""
+        now = time.monotonic()
+        if now - self._swept < SWEEP_S:
+            return
+        self._swept = now
+        with self._lock:
+            for name in [c for c, until in self._wanted.items() if until <= now]:
+                del self._wanted[name]
+                self._confirmed.pop(name, None)
+                link = self._subscribed.pop(name, None)
+                if link is not None and not link.closed:
+                    self._leaving[name] = link
+                    link.unsubscribe(name)
+
     # -- links (under self._lock) -----------------------------------------------------
 
     def _subscribe(self, name: str) -> None:
@@ -231,13 +260,14 @@ class ShardedWakeups:
             if link is None:
                 link = self._links[address] = _Link(self._connect(address), self)
             link.subscribe(name)
+            self._subscribed[name] = link
         except (redis.RedisError, OSError) as exc:
             self._refresh()  # the slot map may name a primary that died
             self._lost(f"cannot subscribe to {name}: {exc}")
 
     def _close_links(self) -> None:
         links, self._links = self._links, {}
-        self._confirmed = {}
+        self._confirmed, self._subscribed, self._leaving = {}, {}, {}
         for link in links.values():
             link.close()
 
@@ -255,8 +285,14 @@ class ShardedWakeups:
             if confirmed is not None:
                 confirmed.set()
         elif kind == b"sunsubscribe":
-            # The slot moved (a failover, a resharding): subscribe anew.
-            self._lost(f"{reply[1].decode()} unsubscribed by the server")
+            name = reply[1].decode()
+            with self._lock:
+                asked = self._leaving.get(name) is link
+                if asked:
+                    del self._leaving[name]
+            if not asked:
+                # The slot moved (a failover, a resharding): subscribe anew.
+                self._lost(f"{name} unsubscribed by the server")
 
     def _lost(self, why: str) -> None:
         events = self._queue

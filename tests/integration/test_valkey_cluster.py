@@ -19,6 +19,7 @@ from narad.storage import Notification
 from narad.storage import PayloadKind
 from narad.storage import Status
 from narad.testing.storage_contract import new_meta
+from narad_redis import wakeups
 from narad_redis.client import NotEnoughReplicas
 from narad_redis.client import RetryingClient
 from narad_redis.client import detached
@@ -257,4 +258,32 @@ def test_stats_over_topics_on_every_primary(valkey_cluster, topic):
         assert storage.count_not_due(metas, now_ms=10) == [0] * 6
         assert storage.count_not_due(metas, now_ms=4) == [2 * (n + 1) for n in range(6)]
     finally:
+        storage.close()
+
+
+def test_a_channel_no_mark_wants_is_unsubscribed(valkey_cluster, topic, monkeypatch):
+    monkeypatch.setattr(wakeups, "WANT_S", 0.0)  # wanted until the next sweep
+    monkeypatch.setattr(wakeups, "SWEEP_S", 0.0)
+    storage = narad_redis.connect(valkey_cluster.url, Config.load(env={}))
+    stream = storage.notifications()
+    shard = f"narad:{{{topic}}}:events"
+    try:
+        assert next(stream) == Notification(Event.LISTENING)
+        meta = new_meta(name=topic)
+        assert storage.create_topic(meta).status is Status.OK
+        assert storage.mark_waiting(meta, 1 << 50) is Status.OK
+        primary = valkey_cluster.primary_of(shard)
+        with primary.client() as r:
+            assert r.execute_command("PUBSUB", "SHARDNUMSUB", shard)[1] == 1
+        # Idle ticks sweep it out; the stream goes on (the server's
+        # unsubscribe reply was asked for, not a moved slot).
+        for _ in range(3):
+            next(stream)
+        with primary.client() as r:
+            assert r.execute_command("PUBSUB", "SHARDNUMSUB", shard)[1] == 0
+        assert storage.mark_waiting(meta, 1 << 50) is Status.OK
+        with primary.client() as r:
+            assert r.execute_command("PUBSUB", "SHARDNUMSUB", shard)[1] == 1
+    finally:
+        stream.close()
         storage.close()
