@@ -250,7 +250,9 @@ class FramedChecks:
                 raise SchemaVersionNotFound(meta.name, version)
             uri = f"narad://schema/{meta.name}/{version}"
             try:
-                cached = offload.run(self._compile, meta, stored, uri)
+                # References are read here, on the event loop.
+                options = self._options(meta, stored)
+                cached = offload.run(self._compile, meta, stored, uri, options)
                 size = cached.estimated_bytes
             except UnusableVersion as exc:
                 cached, size = exc.reason, len(exc.reason)
@@ -259,7 +261,7 @@ class FramedChecks:
             raise SchemaUnusable(meta.name, version, cached)
         return cached
 
-    def _compile(self, meta: TopicMeta, stored: SchemaVersion, uri: str) -> Compiled:
+    def _options(self, meta: TopicMeta, stored: SchemaVersion) -> SchemaOptions:
         schema_type = self.service.types.get(meta.schema_type)
         if schema_type is None:
             raise UnusableVersion(
@@ -267,10 +269,19 @@ class FramedChecks:
                 "this node: load that type's plugin (see plugins.disabled and "
                 "`narad plugins`)"
             )
-        options = self.service.stored_options(
+        return self.service.stored_options(
             meta.schema_type,
             SchemaOptions(schema_type.framed_encoding, meta.proto_message),
             stored.references,
         )
+
+    def _compile(
+        self,
+        meta: TopicMeta,
+        stored: SchemaVersion,
+        uri: str,
+        options: SchemaOptions,
+    ) -> Compiled:
+        schema_type = self.service.types[meta.schema_type]
         loaded = schema_type.load(stored.document, options)
         return schema_type.compile_framed(loaded, options, uri)

@@ -59,6 +59,7 @@ import hashlib
 from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import dataclass
+from dataclasses import field
 from dataclasses import replace
 from typing import Any
 
@@ -517,6 +518,10 @@ class SchemaService:
         few KiB can take seconds), and a dry run is open to any reader."""
         size = len(new.stored)
         weight = len(mode.directions) * sum(len(v.document) + size for v in against)
+        # References are read here, on the event loop: the check's thread
+        # reads no storage.
+        loaded = self._with_references(history, [latest, *against])
+        latest, against = loaded[0], loaded[1:]
         args = (self.check_deadline, self._judge, history, latest, against, new, mode)
         referring = any(v.references for v in against) or any(
             mark in document
@@ -556,7 +561,7 @@ class SchemaService:
 
         def loaded() -> Iterator[tuple[int, ParsedSchema]]:
             for stored in against:
-                if stored is latest:
+                if stored.version == latest.version:
                     yield stored.version, parsed
                 else:
                     yield stored.version, self.load(history, stored)
@@ -726,18 +731,62 @@ class SchemaService:
         raise TopicKeptChanging(meta.name)
 
     def load(self, history: History, stored: SchemaVersion) -> ParsedSchema:
-        """A stored version of ``history``, read back by its type.
+        """A stored version of ``history``, read back by its type (its
+        references resolved now, unless :meth:`_with_references` did).
+        Reads storage only for a version with references not resolved yet:
+        call it on the event loop then.
 
         Raises:
             SchemaUnusable: this node cannot use it.
         """
         try:
-            options = self.stored_options(
-                history.schema_type, history.options, stored.references
-            )
+            if isinstance(stored, _Resolved):
+                options = stored.options
+            else:
+                options = self.stored_options(
+                    history.schema_type, history.options, stored.references
+                )
             return self.schema_type(history.schema_type).load(stored.document, options)
         except UnusableVersion as exc:
             raise SchemaUnusable(history.name, stored.version, exc.reason) from None
+
+    def _with_references(
+        self, history: History, versions: list[SchemaVersion]
+    ) -> list[SchemaVersion]:
+        """``versions``, those with references resolved (once per version)
+        for :meth:`load` to read off the event loop.
+
+        Raises:
+            SchemaUnusable: a version's references no longer resolve.
+        """
+        if not any(v.references for v in versions):
+            return versions
+        done: dict[int, _Resolved] = {}
+        out: list[SchemaVersion] = []
+        for stored in versions:
+            if not stored.references or isinstance(stored, _Resolved):
+                out.append(stored)
+                continue
+            if stored.version not in done:
+                try:
+                    options = self.stored_options(
+                        history.schema_type, history.options, stored.references
+                    )
+                except UnusableVersion as exc:
+                    raise SchemaUnusable(
+                        history.name, stored.version, exc.reason
+                    ) from None
+                done[stored.version] = _Resolved(
+                    stored.version,
+                    stored.document,
+                    stored.high_cost,
+                    schema_id=stored.schema_id,
+                    references=stored.references,
+                    deleted=stored.deleted,
+                    options=options,
+                )
+            out.append(done[stored.version])
+        return out
 
     def stored_options(
         self, schema_type: str, options: SchemaOptions, references: bytes
@@ -816,7 +865,11 @@ class SchemaService:
             stored = self.stored(meta.name, meta.schema_version)
             uri = f"narad://schema/{meta.name}/{meta.schema_version}"
             try:
-                cached = offload.run(self._compile, meta, stored, uri)
+                # References are read here, on the event loop.
+                options = self.stored_options(
+                    meta.schema_type, options_of(meta), stored.references
+                )
+                cached = offload.run(self._compile, meta, stored, uri, options)
                 size = cached.estimated_bytes
             except UnusableVersion as exc:
                 cached, size = exc.reason, len(exc.reason)
@@ -825,7 +878,13 @@ class SchemaService:
             raise SchemaUnusable(meta.name, meta.schema_version, cached)
         return cached
 
-    def _compile(self, meta: TopicMeta, stored: SchemaVersion, uri: str) -> Compiled:
+    def _compile(
+        self,
+        meta: TopicMeta,
+        stored: SchemaVersion,
+        uri: str,
+        options: SchemaOptions,
+    ) -> Compiled:
         schema_type = self.types.get(meta.schema_type)
         if schema_type is None:
             raise UnusableVersion(
@@ -833,11 +892,16 @@ class SchemaService:
                 "this node: load that type's plugin (see plugins.disabled and "
                 "`narad plugins`)"
             )
-        options = self.stored_options(
-            meta.schema_type, options_of(meta), stored.references
-        )
         loaded = schema_type.load(stored.document, options)
         return schema_type.compile(loaded, options, uri)
+
+
+@dataclass(frozen=True)
+class _Resolved(SchemaVersion):
+    """A stored version with its references resolved (:meth:`SchemaService.
+    _with_references`): the options its type loads it with."""
+
+    options: SchemaOptions = field(default_factory=lambda: SchemaOptions(""))
 
 
 def options_of(meta: TopicMeta) -> SchemaOptions:
