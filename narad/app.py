@@ -56,6 +56,7 @@ from narad.http.middleware import RequestLog
 from narad.http.openapi import PATH as OPENAPI_PATH
 from narad.http.openapi import OpenAPI
 from narad.http.registry import MEDIA as REGISTRY_MEDIA
+from narad.http.registry import SubjectSlashes
 from narad.http.registry import add_routes as add_registry_routes
 from narad.http.registry import error_body as registry_error_body
 from narad.http.registry import is_registry
@@ -289,6 +290,7 @@ def create_app(
         middleware=[
             RequestLog(config.get("server.access_log")),
             RequestMetrics(STORAGE_TROUBLE, count=config.get("metrics.requests")),
+            SubjectSlashes(),
             authenticate,
             WriteGuard(guard),
         ],

@@ -201,7 +201,11 @@ class AccessRecord(logging.LogRecord):
 
 
 def _encoded_slash(req: falcon.Request) -> bool:
-    """Whether the path as sent holds ``%2F``, which routing saw as ``/``."""
+    """Whether the path as sent holds ``%2F``, which routing saw as ``/``
+    (not a ``/registry`` subject's, which routing saw as sent:
+    :class:`narad.http.registry.SubjectSlashes`)."""
+    if getattr(req.context, "subject_slashes", False):
+        return False
     raw = req.env.get("RAW_URI") or req.env.get("REQUEST_URI") or ""
     path = raw.partition("?")[0]
     return "%2" in path and "%2f" in path.lower()

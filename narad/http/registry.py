@@ -24,6 +24,7 @@ Who may do what (docs/registry.md):
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 import falcon
 
@@ -92,10 +93,52 @@ def _flag(req: falcon.Request, name: str) -> bool:
 
 
 def _subject(subject: str) -> str:
-    """A subject from the path; a name no subject can have is none (40401)."""
+    """A subject from the path (a "/" it held as ``%2F`` given back, see
+    :class:`SubjectSlashes`); a name no subject can have is none (40401)."""
+    subject = subject.replace(SLASH, "/")
     if SUBJECT.fullmatch(subject) is None:
         raise SubjectNotFound(quote(subject))
     return subject
+
+
+#: What stands for a "/" sent as ``%2F`` inside one segment of a registry
+#: path, from routing until the resource reads the subject (a private-use
+#: character: no subject holds it).
+SLASH = "\ue000"
+
+
+class SubjectSlashes:
+    """Middleware: a ``%2F`` inside a segment of a ``/registry`` path stays
+    inside that segment.
+
+    The server decodes the path before routing, so ``/registry/subjects/
+    common%2Faddress.proto/versions`` would route as if ``common`` were the
+    subject and ``address.proto`` a route of it (nowhere: 404, as every
+    ``%2F`` in a path is elsewhere). Confluent's Protobuf serializer names
+    an imported file's subject by its import path, which holds "/" when the
+    file sits in a directory: for ``/registry`` paths, the path is decoded
+    again from the request as sent, segment by segment, each "/" a segment
+    held standing as :data:`SLASH`, so routing sees the segments the client
+    sent and :func:`_subject` gives the "/" back. A segment other than a
+    subject holding one routes nowhere or is refused as before.
+    """
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if not is_registry(req):
+            return
+        raw = req.env.get("RAW_URI") or req.env.get("REQUEST_URI") or ""
+        path = raw.partition("?")[0]
+        if "%2" not in path or "%2f" not in path.lower():
+            return
+        decoded = [unquote(segment) for segment in path.split("/")]
+        if any(SLASH in segment for segment in decoded):
+            return  # sent as such: no subject holds it, leave it to 404
+        routed = "/".join(segment.replace("/", SLASH) for segment in decoded)
+        # Only where it is the path the server gave (an absolute-form
+        # request target or a rewritten path is left as it was).
+        if routed.replace(SLASH, "/") == req.path:
+            req.path = routed
+            req.context.subject_slashes = True
 
 
 def _version(text: str) -> int | None:

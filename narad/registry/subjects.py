@@ -20,9 +20,11 @@ _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 #: (249) plus a suffix, or a record's full name; this keeps keys, messages
 #: and request lines small.
 MAX_SUBJECT = 255
-#: What a subject name may hold: printable ASCII but "/" (which no route
-#: could carry), as Kafka topic names and Avro/Protobuf full names are.
-SUBJECT = re.compile(rf"[ -.0-~]{{1,{MAX_SUBJECT}}}")
+#: What a subject name may hold: printable ASCII, as Kafka topic names,
+#: Avro/Protobuf full names and .proto import paths (Confluent's Protobuf
+#: serializer names an imported file's subject by its path) are. A "/"
+#: arrives percent-encoded in a route's subject (narad.http.registry).
+SUBJECT = re.compile(rf"[ -~]{{1,{MAX_SUBJECT}}}")
 #: Version numbers are Confluent's: 1 up to 2^31 - 1.
 MAX_VERSION = 2**31 - 1
 

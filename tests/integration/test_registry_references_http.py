@@ -4,7 +4,8 @@ references over HTTP, errors included; and Confluent's own clients, as a
 Kafka team drives them: an AvroSerializer whose schema uses a named type
 of a referenced subject, ProtobufSerializers of messages whose .proto
 imports another user .proto (and google/protobuf/timestamp.proto),
-generated with grpcio-tools here; a JSONSerializer whose schema $refs a
+generated with grpcio-tools here (the imported file in a directory, so its
+subject holds a "/"); a JSONSerializer whose schema $refs a
 referenced document. Their framed bytes are produced over /v1, consumed,
 and decoded by the deserializers. In-process: tests/unit/http/
 test_registry_references.py."""
@@ -258,8 +259,8 @@ def test_protobuf_serializer_of_a_file_importing_another(
 ):
     package = "t" + topic.replace("-", "_").replace(".", "_")[:60]
     # The imported file's import path is its subject (Confluent's default
-    # reference.subject.name.strategy): one per test, at the top level.
-    address = f"{package}_address.proto"
+    # reference.subject.name.strategy), "/" included: one per test.
+    address = f"{package}/common/address.proto"
     files = {
         address: ADDRESS_PROTO.format(package=package),
         f"{package}_order.proto": ORDER_PROTO.format(package=package, address=address),

@@ -409,3 +409,34 @@ def test_referencing_a_subject_takes_reading_it(tmp_path):
         )
         message = refused(resp, 403, 40301)
         assert "may not reference subject shop.Address" in message
+
+
+def test_a_subject_may_hold_a_slash_sent_encoded(client):
+    # Confluent's Protobuf serializer names an imported file's subject by
+    # its import path. The server decodes the path before routing; the
+    # request as sent (RAW_URI) keeps the "%2F" inside its segment.
+    def sent(method, path, **kw):
+        return client.simulate_request(method, path, extras={"RAW_URI": path}, **kw)
+
+    subject = "/registry/subjects/common%2Faddress.proto"
+    made = sent(
+        "POST",
+        subject + "/versions",
+        json={"schema": ADDRESS_PROTO, "schemaType": "PROTOBUF"},
+    )
+    assert made.status_code == 200, made.text
+    assert client.simulate_get("/registry/subjects").json == ["common/address.proto"]
+    shown = sent("GET", subject + "/versions/1")
+    assert shown.json["subject"] == "common/address.proto"
+    ref = {**PROTO_REF, "subject": "common/address.proto"}
+    assert registered(client, "shop.Order", ORDER_PROTO, [ref], "PROTOBUF")
+    assert sent("GET", subject + "/versions/1/referencedby").status_code == 200
+    # Elsewhere an encoded slash still routes nowhere, and one sent plain
+    # is a path boundary.
+    for path in (
+        "/registry%2Fsubjects",
+        "/registry/subjects/common/address.proto/versions",
+        "/registry/subjects/shop.Order/versions/1%2F2",
+    ):
+        assert sent("GET", path).status_code in (404, 422), path
+    assert sent("POST", "/v1/topics/t%2Fproduce", body=b"x").status_code == 404
