@@ -18,13 +18,16 @@ from narad.storage import Event
 from narad.storage import Notification
 from narad.storage import PayloadKind
 from narad.storage import Status
+from narad.testing.storage_contract import LIMITS
 from narad.testing.storage_contract import new_meta
+from narad.testing.storage_contract import schema_version
 from narad_redis import wakeups
 from narad_redis.client import NotEnoughReplicas
 from narad_redis.client import RetryingClient
 from narad_redis.client import detached
 from narad_redis.client import run_script
 from narad_redis.cluster import ClusterClient
+from tests.nodes import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("valkey_cluster")]
 
@@ -284,6 +287,45 @@ def test_a_channel_no_mark_wants_is_unsubscribed(valkey_cluster, topic, monkeypa
         assert storage.mark_waiting(meta, 1 << 50) is Status.OK
         with primary.client() as r:
             assert r.execute_command("PUBSUB", "SHARDNUMSUB", shard)[1] == 1
+    finally:
+        stream.close()
+        storage.close()
+
+
+def test_the_shipped_cluster_acl_lets_narad_do_all_it_does(valkey_cluster, topic):
+    # conf/valkey-cluster.conf's user narad, given to every node: a node's
+    # whole round (readiness, durability, slot map, scripts with WAIT,
+    # sharded wake-ups, users, repair) runs under it.
+    conf = (ROOT / "conf" / "valkey-cluster.conf").read_text().splitlines()
+    [rule] = [line.split()[2:] for line in conf if line.startswith("user narad ")]
+    rule = [">acl-test" if word.startswith(">") else word for word in rule]
+    for server in valkey_cluster.nodes:
+        with server.client() as r:
+            r.execute_command("ACL", "SETUSER", "narad", "reset", *rule)
+    url = valkey_cluster.url.replace("//", "//narad:acl-test@")
+    config = Config.load(env={"NARAD_STORAGE_MIN_REPLICAS": "1"})
+    storage = narad_redis.connect(url, config)
+    stream = storage.notifications()
+    try:
+        assert storage.ping() is True
+        assert storage.server_status().durable
+        assert next(stream) == Notification(Event.LISTENING)
+        meta = new_meta(name=topic)
+        doc = schema_version(1, b'{"type":"object"}')
+        assert storage.create_topic(meta, doc, limits=LIMITS).status is Status.OK
+        meta = storage.get_topic(topic)
+        child = new_meta(name=f"{topic}-child")
+        made = storage.create_child(
+            child, meta, delay_ms=0, limits=LIMITS, max_children=10
+        )
+        assert made.status is Status.OK
+        assert storage.mark_waiting(meta, 1 << 50) is Status.OK
+        meta = storage.get_topic(topic)
+        entry = Entry(0, b"", b"{}", PayloadKind.TEXT, None)
+        assert storage.append(meta, [entry], schema_version=1, now_ms=5).status
+        heard = [next(stream) for _ in range(4)]
+        assert Notification(Event.MESSAGES, topic) in heard
+        assert storage.repair()["unlisted"] == 0
     finally:
         stream.close()
         storage.close()
