@@ -275,8 +275,9 @@ class ClusterClient:
             except OutOfMemoryError as exc:
                 raise StorageFull(str(exc)) from exc
             except NoScriptError as exc:
+                # A primary promoted, or a slot moved, since: not run.
                 self._load_scripts()
-                last, reason = exc, "noscript"
+                last, reason = exc, "moved"
             except NotEnoughReplicas:
                 raise
             except ReplyLost as exc:
@@ -299,10 +300,16 @@ class ClusterClient:
             except (ClusterDownError, SlotNotCoveredError) as exc:
                 self._refresh()
                 last, reason = exc, "clusterdown"
-            except (TryAgainError, MovedError, AskError) as exc:
+            except (MovedError, AskError) as exc:
                 self._refresh()
                 last, reason = exc, "moved"
-            except (BusyLoadingError, ReadOnlyError) as exc:
+            except TryAgainError as exc:
+                self._refresh()
+                last, reason = exc, "tryagain"
+            except BusyLoadingError as exc:
+                self._refresh()
+                last, reason = exc, "loading"
+            except ReadOnlyError as exc:
                 self._refresh()
                 last, reason = exc, "readonly"
             except RedisClusterException as exc:
