@@ -122,7 +122,7 @@ class JsonSchemaType(SchemaType):
         if len(compact) > MAX_SCHEMA_BYTES:
             raise InvalidSchema("schema: is larger than 256 KiB")
         draft = self._draft_given(document)
-        bundled, embedded = bundle(document, options.references, draft.id_keyword)
+        bundled, embedded = bundle(document, options.references, draft, self.drafts)
         text = dump(bundled)
         if len(text) > MAX_SCHEMA_BYTES:
             raise InvalidSchema(
@@ -154,7 +154,7 @@ class JsonSchemaType(SchemaType):
         draft = self.draft_of(document)
         if options.references:
             try:
-                document, _ = bundle(document, options.references, draft.id_keyword)
+                document, _ = bundle(document, options.references, draft, self.drafts)
             except InvalidSchema as exc:
                 raise UnusableVersion(exc.detail.removeprefix("schema: ")) from None
         return ParsedSchema(stored, stored, False, (document, draft))

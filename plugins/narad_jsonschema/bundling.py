@@ -23,6 +23,7 @@ the bundle counts as a whole.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urljoin
@@ -30,6 +31,7 @@ from urllib.parse import urljoin
 from narad import jsontext
 from narad.errors import InvalidSchema
 from narad.jsonschema import SCHEMA_DEPTH
+from narad.jsonschema import Draft
 from narad.quoting import quote
 from narad.schematypes import Reference
 from narad.schematypes import walk_references
@@ -45,18 +47,24 @@ _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 
 
 def bundle(
-    document: Any, references: tuple[Reference, ...], id_keyword: str
+    document: Any,
+    references: tuple[Reference, ...],
+    draft: Draft,
+    drafts: Mapping[str, Draft],
 ) -> tuple[Any, frozenset[str]]:
     """``document`` with its references embedded, and their ``$id`` values.
 
-    ``id_keyword``: the document's draft's (``$id``, or ``id`` for
-    draft-04). A document that is no object (``true``) refers to nothing
-    and is given back as is.
+    ``draft``: the document's; ``drafts``: the node's by ``$schema`` URI. A
+    referenced document naming the same draft (by any of its URIs) loses its
+    ``$schema``, one document having one draft; one naming another is
+    refused. A document that is no object (``true``) refers to nothing and
+    is given back as is.
 
     Raises:
-        InvalidSchema: a referenced document does not parse, or the
-            document's ``$defs`` is not an object.
+        InvalidSchema: a referenced document does not parse or is of another
+            draft, or the document's ``$defs`` is not an object.
     """
+    id_keyword = draft.id_keyword
     if not isinstance(document, dict) or not references:
         return document, frozenset()
     ordered = walk_references(references)
@@ -75,7 +83,18 @@ def bundle(
             ) from None
         if not isinstance(embedded, dict):
             embedded = {} if embedded is True else {"not": {}}
+        named = embedded.get("$schema")
+        if named is not None:
+            theirs = drafts.get(named) if isinstance(named, str) else None
+            if theirs is None or theirs.name != draft.name:
+                shown = theirs.name if theirs is not None else quote(str(named))
+                raise InvalidSchema(
+                    f"schema: reference {quote(reference.name)} is written in "
+                    f"draft {shown} and the schema in draft {draft.name}: a "
+                    "schema and the documents it references are one draft"
+                )
         embedded = _rewrite(embedded, reference.references, uris, id_keyword)
+        embedded.pop("$schema", None)
         embedded[id_keyword] = uris[(reference.subject, reference.version)]
         defs[f"{reference.subject} version {reference.version}"] = embedded
     main = _rewrite(document, references, uris, id_keyword)

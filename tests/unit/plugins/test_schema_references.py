@@ -324,7 +324,9 @@ def test_json_references_resolve_through_the_bundle(json_type):
 
 
 def test_json_bundle_embeds_each_version_once_and_keeps_data(json_type):
-    bundled, embedded = bundle(INVOICE, json_refs(), "$id")
+    bundled, embedded = bundle(
+        INVOICE, json_refs(), json_type.draft_of(INVOICE), json_type.drafts
+    )
     defs = bundled["$defs"]
     assert sorted(defs) == ["customer version 1", "name version 1"]
     assert embedded == {"narad://reference/0", "narad://reference/1"}
@@ -367,3 +369,17 @@ def test_json_checks_compatibility_through_references(json_type):
     )
     assert report.findings
     assert "maxLength" in str(report.findings[0])
+
+
+def test_json_references_are_of_the_schemas_draft(json_type):
+    # The same draft by another of its URIs: one document, one draft.
+    same = {**NAME, "$schema": "http://json-schema.org/draft-07/schema"}
+    options = SchemaOptions("json", references=(ref("n.json", "n", same, kind="JSON"),))
+    main = {"$schema": DRAFT7, "properties": {"n": {"$ref": "n.json"}}}
+    parsed = json_type.parse(json.dumps(main).encode(), options)
+    validate = json_type.compile(parsed, options, "narad://schema/t/1").validate
+    with pytest.raises(Exception, match="jsonschema validation failed"):
+        validate(b'{"n": ""}')
+    other = {**main, "$schema": "https://json-schema.org/draft/2020-12/schema"}
+    with pytest.raises(InvalidSchema, match="written in draft 07 and the schema in"):
+        json_type.parse(json.dumps(other).encode(), options)
