@@ -180,12 +180,18 @@ class SchemaOptions:
             may then name another), not one the request gave.
         references: The schema's references (Confluent's registry), resolved;
             empty for a schema without any (every ``/v1`` one).
+        payloads: The history validates payloads (a topic's). False for a
+            registry's standalone subject, whose versions only clients read
+            and other schemas reference: a type may take there what no
+            payload could be checked against (a Protobuf file declaring
+            enums but no message, which other files import).
     """
 
     encoding: str
     proto_message: str = ""
     proto_message_kept: bool = False
     references: tuple[Reference, ...] = ()
+    payloads: bool = True
 
 
 @dataclass(frozen=True, eq=False)

@@ -315,7 +315,9 @@ class RegistryService:
     @staticmethod
     def _standalone_history(subject: str, schema_type: SchemaType) -> History:
         return History(
-            subject, schema_type.name, SchemaOptions(schema_type.default_encoding)
+            subject,
+            schema_type.name,
+            SchemaOptions(schema_type.default_encoding, payloads=False),
         )
 
     # -- registering ---------------------------------------------------------

@@ -95,6 +95,7 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.descriptor import FieldDescriptor
 
+from narad_protobuf.framing import main_file
 from narad_protobuf.schema import Encoding
 from narad_protobuf.schema import ProtobufSchema
 
@@ -191,6 +192,8 @@ def check(
     """
     if not directions:
         return []
+    if not stored.message_name or not proposed.message_name:
+        return list(dict.fromkeys(_enums_only(stored, proposed, directions, encoding)))
     pairs, enums = _pairs(stored.descriptor, proposed.descriptor)
     found: list[Violation] = []
     found.extend(_change_rules(pairs, stored, proposed))
@@ -212,6 +215,34 @@ def check(
             writer_enum, reader_enum = (s, p) if backward else (p, s)
             found.extend(_enum_rules(writer_enum, reader_enum, encoding))
     return list(dict.fromkeys(found))
+
+
+def _enums_only(
+    stored: ProtobufSchema,
+    proposed: ProtobufSchema,
+    directions: Sequence[Direction],
+    encoding: Encoding,
+) -> Iterator[Violation]:
+    """A version declaring no message (a file of enums other files import,
+    in a registry subject) against another: the enum rules between the
+    main files' top-level enums of the same full name, in each direction;
+    with no message there is no reading root for the other rules."""
+
+    def enums(schema: ProtobufSchema) -> dict[str, EnumDescriptor]:
+        file = main_file(schema)
+        prefix = f"{file.package}." if file.package else ""
+        return {
+            prefix + e.name: schema.pool.FindEnumTypeByName(prefix + e.name)
+            for e in file.enum_type
+        }
+
+    old, new = enums(stored), enums(proposed)
+    for direction in directions:
+        backward = direction is Direction.BACKWARD
+        for name in sorted(old.keys() & new.keys()):
+            pair = (old[name], new[name])
+            writer, reader = pair if backward else pair[::-1]
+            yield from _enum_rules(writer, reader, encoding)
 
 
 def check_history(

@@ -38,8 +38,8 @@ _MAX_VARINT = 10
 
 def main_file(schema: ProtobufSchema) -> descriptor_pb2.FileDescriptorProto:
     """The stored file that declares the topic's message (the one whose
-    messages the indexes count)."""
-    name = schema.descriptor.file.name
+    messages the indexes count), or the main file of a schema without one."""
+    name = schema.main or schema.descriptor.file.name
     files = schema.declared if schema.declared is not None else schema.files
     for file in files.file:
         if file.name == name:

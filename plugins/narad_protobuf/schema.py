@@ -109,6 +109,9 @@ class ProtobufSchema:
             types they import.
         declared: :attr:`files` with messages in the order declared (what
             is stored, and what Confluent's message indexes count).
+        main: The main file's name where it declares no message (then
+            :attr:`message_name` is ``""``: a file of enums, say, that
+            other files import, registered where no payload is checked).
     """
 
     form: SchemaForm
@@ -117,6 +120,7 @@ class ProtobufSchema:
     files: descriptor_pb2.FileDescriptorSet
     pool: DescriptorPool = field(repr=False)
     declared: descriptor_pb2.FileDescriptorSet | None = field(default=None, repr=False)
+    main: str = ""
 
     @cached_property
     def canonical(self) -> bytes:
@@ -151,6 +155,8 @@ class ProtobufSchema:
         position in the file (its message indexes)."""
         files = self.declared if self.declared is not None else self.files
         stored = files.SerializeToString(deterministic=True)
+        # No message: nothing after the ":" (the main file is the one no
+        # other imports).
         return base64.b64encode(stored).decode() + ":" + self.message_name
 
     @property
@@ -196,6 +202,7 @@ def parse_schema(
     proto_message: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
     dependencies: Sequence[descriptor_pb2.FileDescriptorProto] = (),
+    message_optional: bool = False,
 ) -> ProtobufSchema:
     """Parse, compile and resolve a schema string in any of the three forms.
 
@@ -207,6 +214,9 @@ def parse_schema(
         dependencies: Files the schema may import besides the well-known
             types, named by their import paths (schema references); they
             are stored with it, as a ``FileDescriptorSet``'s own imports are.
+        message_optional: A main file declaring no message is taken (with
+            ``message_name`` ``""``), as is the stored form of one
+            (``base64(FileDescriptorSet):`` with no name).
 
     Raises:
         ProtobufSchemaError: naming the problem (over the 256 KiB budget, bad
@@ -226,6 +236,8 @@ def parse_schema(
     if _NOT_PROTO_TEXT.fullmatch(text):
         if ":" in text:
             blob, _, name = text.partition(":")
+            if not name.strip() and message_optional and proto_message is None:
+                return _no_message_set(blob, dependencies)
             named = _message_name(name, "the message name after ':'")
             if proto_message is not None and proto_message != named:
                 raise ProtobufSchemaError(
@@ -254,6 +266,7 @@ def parse_schema(
             proto_message,
             None,
             single_file=not dependencies,
+            message_optional=message_optional,
         )
     deps = b""
     if dependencies:
@@ -269,7 +282,38 @@ def parse_schema(
         compile_proto(schema, limits, deps)
     )
     main = compiled.file[-1].name  # --include_imports puts dependencies first
-    return _resolve(SchemaForm.PROTO, list(compiled.file), main, proto_message, None)
+    return _resolve(
+        SchemaForm.PROTO,
+        list(compiled.file),
+        main,
+        proto_message,
+        None,
+        message_optional=message_optional,
+    )
+
+
+def _no_message_set(
+    blob: str, dependencies: Sequence[descriptor_pb2.FileDescriptorProto]
+) -> ProtobufSchema:
+    """The stored form of a schema whose main file declares no message:
+    ``base64(FileDescriptorSet):``; the main file is the one no other file
+    of the set imports."""
+    fds = _decode(blob, descriptor_pb2.FileDescriptorSet, "FileDescriptorSet")
+    own = [f for f in fds.file if not f.name.startswith("google/protobuf/")]
+    imported = {d for f in own for d in f.dependency}
+    roots = sorted(f.name for f in own if f.name not in imported)
+    if not roots:
+        raise ProtobufSchemaError("the FileDescriptorSet holds no file")
+    given = {f.name for f in fds.file}
+    extra = [d for d in dependencies if d.name not in given]
+    return _resolve(
+        SchemaForm.DESCRIPTOR_SET,
+        [*fds.file, *extra],
+        roots[-1],
+        None,
+        None,
+        message_optional=True,
+    )
 
 
 def _message_name(name: str, what: str) -> str:
@@ -305,6 +349,7 @@ def _resolve(
     source: MessageSource | None,
     *,
     single_file: bool = False,
+    message_optional: bool = False,
 ) -> ProtobufSchema:
     pool = build_pool(files, single_file=single_file)
     own = sorted({f.name for f in files if not f.name.startswith("google/protobuf/")})
@@ -313,6 +358,19 @@ def _resolve(
     resolved = user_files(pool, own)
     if named is None:
         first = next((f for f in resolved if f.name == main), None)
+        if first is not None and not first.message_type and message_optional:
+            declared = canonical_set(resolved, keep_message_order=True)
+            # A lone file is stored under the canonical name.
+            stored_main = declared.file[0].name if len(resolved) == 1 else first.name
+            return ProtobufSchema(
+                form,
+                "",
+                MessageSource.FIRST_MESSAGE,
+                canonical_set(resolved),
+                pool,
+                declared=declared,
+                main=stored_main,
+            )
         if first is None or not first.message_type:
             raise ProtobufSchemaError("the schema declares no message")
         prefix = f"{first.package}." if first.package else ""

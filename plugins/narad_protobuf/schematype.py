@@ -90,14 +90,19 @@ class ProtobufType(SchemaType):
             raise InvalidSchema(_NOT_A_STRING)
         wanted = options.proto_message or None
         deps = _dependencies(options.references)
+        # A registry subject's file may declare no message (enums other
+        # files import); a topic's is what its payloads are checked against.
+        optional = not options.payloads
         try:
-            schema = parse_schema(text, proto_message=wanted, dependencies=deps)
+            schema = parse_schema(
+                text, proto_message=wanted, dependencies=deps, message_optional=optional
+            )
         except ProtobufSchemaError:
             if not options.proto_message_kept:
                 raise
             # The topic's kept message is no order of the client's: a schema
             # that names its own (the event-store form) wins.
-            schema = parse_schema(text, dependencies=deps)
+            schema = parse_schema(text, dependencies=deps, message_optional=optional)
             if schema.message_source.value != "schema":
                 raise
         return _parsed(schema)
@@ -105,14 +110,14 @@ class ProtobufType(SchemaType):
     def load(self, stored: bytes, options: SchemaOptions) -> ParsedSchema:
         # A stored set holds its references' files already.
         try:
-            return _parsed(parse_schema(jsontext.loads(stored, max_depth=1)))
+            return _parsed(_stored(stored))
         except ProtobufSchemaError as exc:
             raise UnusableVersion(exc.detail) from None
 
     def compile(
         self, schema: ParsedSchema, options: SchemaOptions, uri: str
     ) -> Compiled:
-        parsed: ProtobufSchema = schema.value
+        parsed: ProtobufSchema = _with_message(schema.value)
         encoding = options.encoding
         # Built now, once per version, not on the first produce.
         if encoding == "json":
@@ -127,7 +132,7 @@ class ProtobufType(SchemaType):
     ) -> Compiled:
         # Confluent's message indexes, then a binary message, whatever the
         # topic's encoding (narad_protobuf.framing).
-        validator = FramedValidator(schema.value)
+        validator = FramedValidator(_with_message(schema.value))
         size = len(schema.stored) * _BYTES_PER_SCHEMA_BYTE
         return Compiled(validator.validate, size)
 
@@ -135,7 +140,7 @@ class ProtobufType(SchemaType):
         # .proto text rendered from the stored descriptors; Confluent's
         # deserializers ask for format=serialized: base64 of the main file.
         try:
-            schema = parse_schema(jsontext.loads(stored, max_depth=1))
+            schema = _stored(stored)
         except ProtobufSchemaError as exc:
             raise UnusableVersion(exc.detail) from None
         file = main_file(schema)
@@ -198,12 +203,32 @@ def _main_file(document: bytes) -> bytes:
     the order declared) of a stored version's document; versions never
     change, so a worker reads each once."""
     try:
-        schema = parse_schema(jsontext.loads(document, max_depth=1))
+        schema = _stored(document)
     except ProtobufSchemaError as exc:
         raise ProtobufSchemaError(
             f"a referenced schema does not load: {exc.detail}"
         ) from None
     return main_file(schema).SerializeToString(deterministic=True)
+
+
+def _stored(document: bytes) -> ProtobufSchema:
+    """A stored version's schema (one declaring no message too: it passed
+    registration where that is taken)."""
+    return parse_schema(jsontext.loads(document, max_depth=1), message_optional=True)
+
+
+def _with_message(schema: ProtobufSchema) -> ProtobufSchema:
+    """``schema``, which payloads are checked against: it declares a message.
+
+    Raises:
+        UnusableVersion: it declares none (a registry subject's file that
+            other files import is never a topic's version).
+    """
+    if not schema.message_name:
+        raise UnusableVersion(
+            "it declares no message, so no payload can be checked against it"
+        )
+    return schema
 
 
 def _parsed(schema: ProtobufSchema) -> ParsedSchema:

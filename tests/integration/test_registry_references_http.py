@@ -200,15 +200,22 @@ syntax = "proto3";
 package {package};
 message Address {{ string street = 1; int32 zip = 2; }}
 """
+STATUS_PROTO = """
+syntax = "proto3";
+package {package};
+enum Status {{ UNKNOWN = 0; PLACED = 1; }}
+"""
 ORDER_PROTO = """
 syntax = "proto3";
 package {package};
 import "{address}";
+import "{status}";
 import "google/protobuf/timestamp.proto";
 message Order {{
   string order_id = 1;
   {package}.Address ship_to = 2;
   google.protobuf.Timestamp placed_at = 3;
+  {package}.Status status = 4;
 }}
 """
 STAMPED_PROTO = """
@@ -261,9 +268,14 @@ def test_protobuf_serializer_of_a_file_importing_another(
     # The imported file's import path is its subject (Confluent's default
     # reference.subject.name.strategy), "/" included: one per test.
     address = f"{package}/common/address.proto"
+    # A file of enums alone is a subject too (it declares no message).
+    status = f"{package}/common/status.proto"
     files = {
         address: ADDRESS_PROTO.format(package=package),
-        f"{package}_order.proto": ORDER_PROTO.format(package=package, address=address),
+        status: STATUS_PROTO.format(package=package),
+        f"{package}_order.proto": ORDER_PROTO.format(
+            package=package, address=address, status=status
+        ),
     }
     classes = generated(tmp_path, files, f"{package}_order.proto")
     order_class = classes["Order"]
@@ -273,15 +285,18 @@ def test_protobuf_serializer_of_a_file_importing_another(
     order.ship_to.street = "Main St"
     order.ship_to.zip = 7
     order.placed_at.seconds = 1_700_000_000
+    order.status = 1
     framed = serialize(order, value_of(topic))
     assert produce(http, topic, framed).status == 202
     # The imported file is a subject of its own, referenced by import path;
     # the well-known import needs no reference.
     shown = registry.get_latest_version(f"{topic}-value")
     assert [(r.name, r.subject) for r in shown.schema.references] == [
-        (address, address)
+        (address, address),
+        (status, status),
     ]
     assert registry.get_latest_version(address).version == 1
+    assert "enum Status" in registry.get_latest_version(status).schema.schema_str
     record = http.get(f"/v1/topics/{topic}").json()
     assert record["proto_message"] == f"{package}.Order"
     # A message the imported type refuses (zip's varint where a string is).

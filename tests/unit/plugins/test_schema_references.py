@@ -18,6 +18,7 @@ from narad.plugins import get_plugin_manager
 from narad.schematypes import Mode
 from narad.schematypes import Reference
 from narad.schematypes import SchemaOptions
+from narad.schematypes import UnusableVersion
 from narad.schematypes import walk_references
 from narad_avro.schematype import AvroType
 from narad_jsonschema.bundling import bundle
@@ -383,3 +384,41 @@ def test_json_references_are_of_the_schemas_draft(json_type):
     other = {**main, "$schema": "https://json-schema.org/draft/2020-12/schema"}
     with pytest.raises(InvalidSchema, match="written in draft 07 and the schema in"):
         json_type.parse(json.dumps(other).encode(), options)
+
+
+STATUS_PROTO = """
+syntax = "proto3";
+package common;
+enum Status { UNKNOWN = 0; OK = 1; }
+"""
+
+
+def test_a_registry_subjects_protobuf_file_may_declare_no_message():
+    protobuf = ProtobufType()
+    text = json.dumps(STATUS_PROTO).encode()
+    # A topic's payloads need a message; a registry subject's file need not
+    # declare one (enums other files import).
+    with pytest.raises(InvalidSchema, match="declares no message"):
+        protobuf.parse(text, SchemaOptions("binary"))
+    standalone = SchemaOptions("binary", payloads=False)
+    status = protobuf.parse(text, standalone)
+    assert status.message_name == ""
+    loaded = protobuf.load(status.stored, standalone)
+    assert loaded.identity == status.identity
+    assert "enum Status {" in protobuf.registry_schema(status.stored)
+    with pytest.raises(UnusableVersion, match="declares no message"):
+        protobuf.compile(loaded, standalone, "u")
+    # Its versions are checked by the enum rules.
+    renamed = json.dumps(STATUS_PROTO.replace("OK", "DONE")).encode()
+    new = protobuf.parse(renamed, standalone)
+    report = protobuf.check(
+        new, [(1, loaded)], Mode("BACKWARD"), standalone, first=False
+    )
+    assert [f.violation.kind for f in report.findings] == ["enum_value_renamed"]
+    # And a file importing it validates with it.
+    reference = ref("common/status.proto", "s", status.stored, kind="PROTOBUF")
+    order = 'syntax = "proto3";\npackage shop;\nimport "common/status.proto";\n'
+    order += "message O { common.Status s = 1; }\n"
+    options = SchemaOptions("binary", references=(reference,))
+    parsed = protobuf.parse(json.dumps(order).encode(), options)
+    protobuf.compile(parsed, options, "u").validate(b"\x08\x01")
