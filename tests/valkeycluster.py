@@ -138,6 +138,15 @@ class ValkeyCluster:
                 continue
         raise RuntimeError(f"no node serves {key!r}")
 
+    def replica_of(self, primary: ClusterNode) -> ClusterNode:
+        """A live replica of ``primary``."""
+        for node in self.live():
+            with node.client() as c:
+                info = c.info("replication")
+            if info["role"] == "slave" and info.get("master_port") == primary.port:
+                return node
+        raise RuntimeError(f"{primary.port} has no replica")
+
     def primaries(self) -> list[ClusterNode]:
         found = []
         for node in self.live():

@@ -153,12 +153,16 @@ def test_not_ready_while_a_slot_has_no_primary(client, valkey_cluster):
 def test_not_ready_while_a_primary_is_down_until_its_replica_serves(
     client, valkey_cluster
 ):
-    # A frozen primary: its slots are served by no one that answers until
-    # the cluster fails it over to its replica.
+    # A frozen primary and its frozen replica: the primary's slots are
+    # served by no one that answers, and no failover can happen...
     owner = valkey_cluster.primary_of("narad:{frozen}:k")
+    replica = valkey_cluster.replica_of(owner)
     os.kill(owner.process.pid, signal.SIGSTOP)
+    os.kill(replica.process.pid, signal.SIGSTOP)
     try:
         assert client.leader_answers() is False
+        # ... until the replica is back and takes over.
+        os.kill(replica.process.pid, signal.SIGCONT)
         deadline = time.monotonic() + 60
         while valkey_cluster.primary_of("narad:{frozen}:k") is owner:
             assert time.monotonic() < deadline, "no replica took over"
@@ -166,6 +170,7 @@ def test_not_ready_while_a_primary_is_down_until_its_replica_serves(
         client.redis.nodes_manager.initialize()
         assert client.leader_answers() is True
     finally:
+        os.kill(replica.process.pid, signal.SIGCONT)
         os.kill(owner.process.pid, signal.SIGCONT)
         valkey_cluster.wait_ok()
 
