@@ -1,4 +1,6 @@
-"""A redis-py client for one Redis/Valkey server or a RedisRaft cluster.
+"""A redis-py client for one Redis/Valkey server or a RedisRaft cluster (a
+sharded Valkey/Redis Cluster, ``redis+cluster://``, has its own:
+:mod:`narad_redis.cluster`).
 
 ``storage.url`` names one node or several, comma-separated in the URL's host
 part: ``redis://narad:PASSWORD@10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379/0``
@@ -44,6 +46,10 @@ and :meth:`first_answer`).
   without retrying (the wait already took that long).
 - ``-MISCONF`` (the server could not write its disk and refuses every write
   until it can): :class:`StorageError` without retrying.
+
+``storage.min_replicas`` (the pool's ``min_replicas``): every script is
+followed by ``WAIT`` on its connection (:func:`evalsha`); fewer replicas
+confirming in time raise :class:`NotEnoughReplicas` (503).
 
 The budget of one call: ``attempts`` backoff waits (``backoff_s``, doubling
 up to ``backoff_max_s``); moving to another live node costs no wait, up to
