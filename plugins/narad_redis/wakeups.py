@@ -48,7 +48,7 @@ MAX_WANTED = 100_000
 CONFIRM_S = 5.0
 #: Silence on the stream before it yields None (a tick).
 TICK_S = 1.0
-#: How often idle ticks look for channels no longer wanted.
+#: How often the stream looks for channels no longer wanted.
 SWEEP_S = 60.0
 
 _LOST = object()
@@ -193,10 +193,10 @@ class ShardedWakeups:
                     raise StorageError("shard subscriptions not confirmed in time")
             yield Notification(Event.LISTENING)
             while True:
+                self._sweep()
                 try:
                     item = events.get(timeout=TICK_S)
                 except queue.Empty:
-                    self._sweep()
                     yield None
                     continue
                 _raise_if_lost(item)
@@ -237,7 +237,7 @@ class ShardedWakeups:
 
     def _sweep(self) -> None:
         """Unsubscribe the channels no mark wanted for :data:`WANT_S`
-        (once a minute at most, on an idle tick)."""
+        (once a minute at most, busy or idle)."""
         now = time.monotonic()
         if now - self._swept < SWEEP_S:
             return
