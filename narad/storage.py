@@ -355,14 +355,14 @@ class PayloadKind(Enum):
     BINARY = "b"  # anything else: served base64-encoded
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One message to append: its partition, key (may be empty) and bytes.
 
     ``route`` places the entry's copy in each child: partition ``route %
     child.partitions``. The broker gives a keyed message its key's hash, so
     the copy lands in the child's partition for that key; ``None`` routes by
-    ``partition``.
+    ``partition``. (A named tuple: one is built per message of a batch, at a
+    third of a frozen dataclass's cost.)
     """
 
     partition: int

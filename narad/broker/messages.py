@@ -36,6 +36,7 @@ import base64
 import hashlib
 import itertools
 import json
+import re
 import time
 import zlib
 from collections.abc import Callable
@@ -117,6 +118,9 @@ class Outgoing(NamedTuple):
     key: bytes = b""
     partition: int | None = None
     idempotency_key: str | None = None
+    #: ``payload`` decoded, when the HTTP layer already holds it (a batch
+    #: entry's ``value``): :func:`classify` then need not decode it again.
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,22 +153,29 @@ class Delivery(NamedTuple):
     receipt_handle: str | None = None
 
 
-def classify(payload: bytes) -> PayloadKind:
+def classify(payload: bytes, text: str | None = None) -> PayloadKind:
     """Whether ``payload`` is one JSON text nesting at most
     :data:`~narad.schema.limits.PAYLOAD_DEPTH` levels, other UTF-8 text, or
-    binary."""
-    try:
-        text = payload.decode("utf-8")
-    except UnicodeDecodeError:
-        return PayloadKind.BINARY
+    binary. ``text``, when given, is ``payload`` decoded (its UTF-8 bytes
+    are ``payload``)."""
+    if text is None:
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError:
+            return PayloadKind.BINARY
     # Depth is judged before parsing: how deep the parser gets depends on the
     # recursion limit, which schema validation raises in a worker, and the
     # same bytes must be classified alike by every worker at any time.
     if nesting_depth_exceeds(payload, PAYLOAD_DEPTH):
         return PayloadKind.TEXT
+    # JSONDecoder.decode's steps, without its two Python frames: leading
+    # whitespace, one value, trailing whitespace, then the end.
+    start = _SPACE(text, 0).end() if text[:1] in _SPACE_CHARS else 0
     try:
-        _DECODER.decode(text)
-    except (ValueError, RecursionError):
+        _, end = _SCAN(text, start)
+    except (StopIteration, ValueError, RecursionError):
+        return PayloadKind.TEXT
+    if end != len(text) and _SPACE(text, end).end() != len(text):
         return PayloadKind.TEXT
     return PayloadKind.JSON
 
@@ -174,6 +185,9 @@ def _not_json(name: str) -> None:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_not_json)  # stateless: shared
+_SCAN = _DECODER.scan_once
+_SPACE = re.compile(r"[ \t\n\r]*").match  # json.decoder.WHITESPACE
+_SPACE_CHARS = frozenset(" \t\n\r")
 
 
 def _topic_of(key: tuple[str, str]) -> str:
@@ -399,42 +413,57 @@ class MessageService:
         framed = meta.framing != DEFAULT_FRAMING
         checked_by_schema = meta.schema_version or framed
         validate = self.schemas.payload_check(meta) if checked_by_schema else None
-        checked: list[tuple[int | None, Outgoing, PayloadKind]] = []
+        # Partitions and kinds first; round-robin ticks are taken only once
+        # every entry passed: a refused produce must not move the next
+        # message to another partition.
+        partitions = meta.partitions
+        json_text = meta.encoding == DEFAULT_ENCODING and not framed
+        chosen: list[int | None] = []
+        kinds: list[PayloadKind] = []
+        round_robin = False
         for index, item in enumerate(outgoing):
             try:
-                partition = self._partition(meta, item)
+                if item.partition is not None:
+                    self._check_partition(meta, item.partition)
+                    chosen.append(item.partition)
+                elif item.key:
+                    chosen.append(zlib.crc32(item.key) % partitions)
+                else:
+                    chosen.append(None)
+                    round_robin = True
                 if validate is None:
-                    kind = classify(item.payload)
+                    kinds.append(classify(item.payload, item.text))
                 else:
                     validate(item.payload)
                     # Stored as sent; a binary encoding (Avro, Protobuf) is
                     # served as such.
                     # (A framed JSON text starts with its frame's bytes.)
-                    json_text = meta.encoding == DEFAULT_ENCODING and not framed
-                    kind = PayloadKind.JSON if json_text else classify(item.payload)
+                    kinds.append(
+                        PayloadKind.JSON
+                        if json_text
+                        else classify(item.payload, item.text)
+                    )
             except InvalidArgument as exc:
                 raise (exc.at_entry(index) if batch else exc) from None
-            checked.append((partition, item, kind))
-        # Round-robin ticks are taken only once every entry passed: a refused
-        # produce must not move the next message to another partition.
-        ticks = self._ticks(meta)
-        entries = []
-        for partition, item, kind in checked:
-            if partition is None:
-                partition = next(ticks) % meta.partitions
+        if round_robin:
+            ticks = self._ticks(meta)
+            chosen = [next(ticks) % partitions if p is None else p for p in chosen]
+        if meta.children:
             # A copy in a child goes to the child's partition for its key.
-            route = zlib.crc32(item.key) if item.key and meta.children else None
-            entries.append(Entry(partition, item.key, item.payload, kind, route))
-        return entries
-
-    def _partition(self, meta: TopicMeta, item: Outgoing) -> int | None:
-        """The partition ``item`` must go to; None for round-robin."""
-        if item.partition is not None:
-            self._check_partition(meta, item.partition)
-            return item.partition
-        if item.key:
-            return zlib.crc32(item.key) % meta.partitions
-        return None
+            return [
+                Entry(
+                    p,
+                    item.key,
+                    item.payload,
+                    kind,
+                    zlib.crc32(item.key) if item.key else None,
+                )
+                for p, item, kind in zip(chosen, outgoing, kinds, strict=True)
+            ]
+        return [
+            Entry(p, item.key, item.payload, kind)
+            for p, item, kind in zip(chosen, outgoing, kinds, strict=True)
+        ]
 
     def _ticks(self, meta: TopicMeta) -> Iterator[int]:
         key = (meta.name, meta.epoch)

@@ -961,25 +961,30 @@ class RedisStorage:
         routes = [e.partition if e.route is None else e.route for e in entries]
         # The record as stored, commit time included: the script then stores
         # the argument without copying it (unless the partition's clock is
-        # ahead of this node's, or for a delay child's copy).
+        # ahead of this node's, or for a delay child's copy). Its head by
+        # kind, told apart by identity (an Enum hashes in Python).
         stamp = b"%d," % now_ms
+        json_head, text_head, binary_head = (
+            stamp + _KIND_CODES[kind]
+            for kind in (PayloadKind.JSON, PayloadKind.TEXT, PayloadKind.BINARY)
+        )
         for entry, route in zip(entries, routes, strict=True):
-            slot = slot_of.get(entry.partition)
+            partition, key, kind = entry.partition, entry.key, entry.kind
+            slot = slot_of.get(partition)
             if slot is None:
-                slot = slot_of[entry.partition] = len(slot_of) + 1
-                keys += self._partition_keys(meta.name, entry.partition)
-            records += [
+                slot = slot_of[partition] = len(slot_of) + 1
+                keys += self._partition_keys(meta.name, partition)
+            if kind is PayloadKind.JSON:
+                head = json_head
+            elif kind is PayloadKind.TEXT:
+                head = text_head
+            else:
+                head = binary_head
+            records += (
                 slot,
                 route,
-                b"%s%s%d:%s%s"
-                % (
-                    stamp,
-                    _KIND_CODES[entry.kind],
-                    len(entry.key),
-                    entry.key,
-                    entry.payload,
-                ),
-            ]
+                b"%s%d:%s%s" % (head, len(key), key, entry.payload),
+            )
         args: list[Any] = [
             meta.epoch,
             schema_version,
