@@ -55,6 +55,7 @@ __all__ = (
     "json_equal",
     "json_key",
     "loads",
+    "loads_pairs",
     "nesting_depth_exceeds",
     "raw_members",
 )
@@ -137,6 +138,22 @@ def decode(data: bytes) -> str:
     return text
 
 
+def _openers(data: bytes) -> int:
+    """How many ``[`` and ``{`` ``data`` holds, strings included. A bracket
+    found at most once is told by two searches (memchr, many times faster
+    than a count): a batch body has one ``[``, a payload often one ``{``."""
+    total = 0
+    for bracket in (b"[", b"{"):
+        first = data.find(bracket)
+        if first < 0:
+            continue
+        if data.find(bracket, first + 1) < 0:
+            total += 1
+        else:
+            total += data.count(bracket)
+    return total
+
+
 def nesting_depth_exceeds(data: bytes, limit: int) -> bool:
     """Tell whether ``data`` nests arrays/objects deeper than ``limit``.
 
@@ -149,7 +166,7 @@ def nesting_depth_exceeds(data: bytes, limit: int) -> bool:
     two counts. On a text that is not JSON the count is right up to where
     it stops being JSON, which is as far as the parser gets before refusing.
     """
-    if data.count(b"[") + data.count(b"{") <= limit:
+    if len(data) <= limit or _openers(data) <= limit:
         return False
     if b"\\" in data:
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
@@ -286,6 +303,39 @@ def loads(data: bytes, *, max_depth: int, allow_duplicate_keys: bool = False) ->
     if measure_value and _deeper_than(value, max_depth):
         raise TooDeep(max_depth)
     return value
+
+
+# Objects as tuples of their (key, value) pairs, in order, repeats kept:
+# the C parser calls ``tuple`` on each object's pairs without a Python frame,
+# and arrays stay lists, so the two never look alike.
+_PAIRS_DECODER = _decoder(checked_ints=False, pairs_hook=tuple)
+
+
+def loads_pairs(data: bytes) -> Any | None:
+    """A first pass at ``data`` in C, for a caller that checks the rest.
+
+    The value with every object as a tuple of its ``(key, value)`` pairs,
+    in order and with repeated keys kept, numbers as :func:`loads` gives
+    them but integers unbounded; ``None`` when the text is not one JSON
+    text by :func:`loads`' other rules (UTF-8, constants, fractions'
+    bounds, trailing data) or nests too many brackets to parse here safely.
+
+    The caller must not take a value from here that :func:`loads` might
+    refuse: it must reject (and ask :func:`loads` for the answer) any
+    object whose keys repeat, any integer longer than :data:`MAX_EXPONENT`
+    digits and any nesting deeper than its limit. What is left is exactly
+    what :func:`loads` accepts, with the same values.
+    """
+    try:
+        text = decode(data)
+    except JSONTextError:
+        return None
+    if len(data) > PARSE_SAFE_DEPTH and _openers(data) > PARSE_SAFE_DEPTH:
+        return None
+    try:
+        return _PAIRS_DECODER.decode(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _refusal(exc: Exception, text: str, checked_ints: bool) -> JSONTextError:
