@@ -175,23 +175,26 @@ def _accepted_at_once(data: bytes) -> list[Outgoing] | None:
         return None
     if len(items) > MAX_BATCH:
         return None
-    outgoing = []
+    outgoing: list[Outgoing] = []
+    append = outgoing.append
     try:
         for index, pairs in enumerate(items):
-            if type(pairs) is not tuple:
-                return None
-            if len(pairs) == 1:
+            if type(pairs) is tuple and len(pairs) == 1:
                 field, value = pairs[0]
                 if field == "value" and type(value) is str:
-                    # The common entry: its text kept, so that classify
-                    # need not decode the bytes again.
-                    outgoing.append(Outgoing(_utf8(value, "value", index), text=value))
+                    # The common entry, its text kept so that classify need
+                    # not decode the bytes again; fields by position (a named
+                    # tuple's keywords cost twice as much). A lone surrogate
+                    # fails the encoding: the strict path words the refusal.
+                    append(Outgoing(value.encode(), b"", None, None, value))
                     continue
+            if type(pairs) is not tuple:
+                return None
             item = dict(pairs)
             if len(item) != len(pairs):
                 return None
-            outgoing.append(_entry(item, index))
-    except InvalidArgument:
+            append(_entry(item, index))
+    except (InvalidArgument, UnicodeEncodeError):
         return None
     return outgoing
 
