@@ -70,7 +70,10 @@ def test_concurrent_creates_of_one_name_yield_exactly_one_201(node, topic):
 def test_the_node_logs_its_plugins_once_at_start(node):
     log = node.log.read_text()
     assert log.count("plugin narad_redis (narad ") == 1
-    assert "storage schemes redis, rediss, unix; settings [plugins.redis] " in log
+    assert (
+        "storage schemes redis, rediss, unix, redis+cluster, rediss+cluster; "
+        "settings [plugins.redis] "
+    ) in log
     assert log.count("plugin narad_draft202012 (narad ") == 1
 
 
