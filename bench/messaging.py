@@ -1557,10 +1557,28 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
         print(line)
     if args.profile:
         print()
+        create_topic(servers.port, "cost-profile-produce")
+        print(
+            f"where a Narad worker's time goes: batch produce, "
+            f"{msgcost.CONNECTIONS} connections, {args.seconds:g} s"
+        )
+        stacks = msgcost.profile(
+            servers.narad_workers,
+            args.seconds,
+            lambda: msgcost.run_drivers(
+                servers.port,
+                msgcost.CONNECTIONS,
+                args.seconds,
+                batch_flow(topic_path("cost-profile-produce"), msgcost.CONNECTIONS),
+            ),
+        )
+        for line in msgcost.profile_lines(stacks):
+            print(line)
+        print()
         create_topic(servers.port, "cost-profile")
         msgcost.produce_phase(narad, "cost-profile", BODY, 2 * n)
         print(
-            f"where a Narad worker's time goes: batch consume+ack from a backlog, "
+            f"batch consume+ack from a backlog, "
             f"{connections} connections, {args.seconds:g} s"
         )
         stacks = msgcost.profile(

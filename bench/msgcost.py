@@ -639,6 +639,19 @@ def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
             f"{100 * floor_flow / leaner:.0f}% at most; the produce alone is "
             f"{narad[0] - floor[0]:+.1f} us beside the floor's",
         ]
+        # The other way round: the produce at the floor's cost, the lease
+        # and the ack as they are; and what the three parts must shed
+        # together, beside what the produce alone can.
+        no_produce_gap = flow - narad[0] + floor[0]
+        over = flow - floor_flow / 0.85
+        lines += [
+            f"  with the produce at the floor's cost and the lease and the ack as "
+            f"they are, the flow would take {no_produce_gap:.1f} us: "
+            f"{100 * floor_flow / no_produce_gap:.0f}% at most; 85% takes "
+            f"{over:.1f} us less a message, of which the produce's gap is "
+            f"{narad[0] - floor[0]:.1f} and the lease's and the ack's "
+            f"{narad[1] - floor[1] + narad[2] - floor[2]:.1f}",
+        ]
     produce = total("single produce", "narad")
     consume, ack = total("single consume", "narad"), total("single ack", "narad")
     if produce and consume and ack:
