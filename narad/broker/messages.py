@@ -185,6 +185,7 @@ def _not_json(name: str) -> None:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_not_json)  # stateless: shared
+_new_tuple = tuple.__new__
 _SCAN = _DECODER.scan_once
 _SPACE = re.compile(r"[ \t\n\r]*").match  # json.decoder.WHITESPACE
 _SPACE_CHARS = frozenset(" \t\n\r")
@@ -460,8 +461,10 @@ class MessageService:
                 )
                 for p, item, kind in zip(chosen, outgoing, kinds, strict=True)
             ]
+        # Built by tuple.__new__, all five fields given: a named tuple's own
+        # __new__ is a Python function, a frame per message of a batch.
         return [
-            Entry(p, item.key, item.payload, kind)
+            _new_tuple(Entry, (p, item.key, item.payload, kind, None))
             for p, item, kind in zip(chosen, outgoing, kinds, strict=True)
         ]
 

@@ -46,6 +46,7 @@ MAX_CONSUME_BATCH = 100
 MAX_ACK_BATCH = 1000
 ACK_BATCH_FIELDS = ("receipt_handles", "extend")
 _ENTRY_FIELDS = frozenset(BATCH_ENTRY_FIELDS)
+_new_tuple = tuple.__new__
 
 
 class Produce:
@@ -183,10 +184,13 @@ def _accepted_at_once(data: bytes) -> list[Outgoing] | None:
                 field, value = pairs[0]
                 if field == "value" and type(value) is str:
                     # The common entry, its text kept so that classify need
-                    # not decode the bytes again; fields by position (a named
-                    # tuple's keywords cost twice as much). A lone surrogate
+                    # not decode the bytes again; built by tuple.__new__ with
+                    # every field (a named tuple's __new__ is a Python
+                    # function, a frame per entry). A lone surrogate
                     # fails the encoding: the strict path words the refusal.
-                    append(Outgoing(value.encode(), b"", None, None, value))
+                    append(
+                        _new_tuple(Outgoing, (value.encode(), b"", None, None, value))
+                    )
                     continue
             if type(pairs) is not tuple:
                 return None
