@@ -360,8 +360,10 @@ class MessageService:
         entries: Sequence[Entry],
         guards: Sequence[IdempotencyKey],
     ) -> AppendResult:
+        if guards or len(entries) >= ALONE_MESSAGES:
+            return self._store(meta, entries, now_ms(), guards)
         size = sum(len(entry.payload) for entry in entries)
-        if guards or len(entries) >= ALONE_MESSAGES or size >= ALONE_BYTES:
+        if size >= ALONE_BYTES:
             return self._store(meta, entries, now_ms(), guards)
         append = _Append(meta, entries, now_ms())
         return self._appends.call(meta.name, append, len(entries), size)
