@@ -78,6 +78,40 @@ def valkey_cluster(tmp_path_factory) -> ValkeyCluster:
     cluster.down()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Keep each ``xdist_group`` on one worker under ``--dist loadgroup``.
+
+    xdist groups a test by suffixing its node id with ``@<group>`` on the
+    worker that collected it (the scheduler splits the ids the workers
+    report). xdist 3.8 writes ``item._nodeid``, which pytest 9.2 no longer
+    reads (pytest-dev/pytest-xdist#1386), so the suffix was lost without a
+    word: the cluster group's tests were spread over both workers, each
+    starting a cluster of its own, and ran in no set order. The suffix is set
+    here where pytest reads it when xdist's did not take; a pytest where
+    neither takes stops the run instead of splitting the group.
+    """
+    if not config.getoption("loadgroup", default=False):
+        return  # only xdist's workers under --dist loadgroup
+    for item in items:
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
+        if not names:
+            continue
+        suffix = "@" + "_".join(sorted(names))
+        if item.nodeid.endswith(suffix):
+            continue
+        from _pytest.nodeid import NodeId  # pytest >= 9.2: the id is item._id
+
+        item._id = NodeId.parse(item.nodeid + suffix)
+        if not item.nodeid.endswith(suffix):
+            raise pytest.UsageError(
+                f"{item.nodeid}: its xdist_group would not keep it on one worker"
+            )
+
+
 def pytest_report_header(config) -> str:
     directory = redisraft_dir()
     if directory is None:
