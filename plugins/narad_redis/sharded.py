@@ -699,8 +699,16 @@ class ClusterStorage(RedisStorage):
 
     def repair(self) -> dict[str, int]:
         """Recount the topic index and the schema byte budget from the
-        topics and subjects stored (after a crash between two steps); run it
-        while no topic is being created or deleted. What it changed."""
+        topics and subjects stored (after a crash between two steps). What
+        it changed.
+
+        The index is recounted beside live creates and deletes: a name is
+        listed or unlisted only if its record, read again after the scan,
+        says so (a topic created after the scan reached its slot is stored
+        before it is listed, so it is never taken for a ghost), and a ghost
+        whose topic came between that read and the ``ZREM`` is listed again
+        at once. The byte count is set to what the scan saw: run it while no
+        schema is being written, or a write meanwhile goes uncounted."""
         names: set[str] = set()
         stored = 0
         for node in self.client.each_primary(_scan_records):
@@ -713,11 +721,16 @@ class ClusterStorage(RedisStorage):
         listed = {
             n.decode() for n in self.client.call(lambda r: r.zrange(self.TOPICS, 0, -1))
         }
-        missing, ghosts = names - listed, listed - names
+        missing = self._existing(names - listed)
+        ghosts = (listed - names) - self._existing(listed - names)
         if missing:
             self.client.call(lambda r: r.zadd(self.TOPICS, dict.fromkeys(missing, 0)))
         if ghosts:
             self.client.call(lambda r: r.zrem(self.TOPICS, *ghosts))
+            back = self._existing(ghosts)
+            if back:
+                self.client.call(lambda r: r.zadd(self.TOPICS, dict.fromkeys(back, 0)))
+            ghosts -= back
         before = int(self.client.call(lambda r: r.get(self.SCHEMA_BYTES)) or 0)
         self.client.call(lambda r: r.set(self.SCHEMA_BYTES, stored))
         return {
@@ -725,6 +738,12 @@ class ClusterStorage(RedisStorage):
             "unlisted": len(ghosts),
             "bytes_released": before - stored,
         }
+
+    def _existing(self, names: Collection[str]) -> set[str]:
+        """Those of ``names`` whose topic is stored now."""
+        order = sorted(names)
+        metas = self.get_topics(order) if order else []
+        return {n for n, meta in zip(order, metas, strict=True) if meta is not None}
 
 
 def _has_sharded_pubsub(client: ClusterClient) -> bool:

@@ -191,3 +191,28 @@ def test_a_child_killed_after_its_name_claim_frees_the_name_after_a_while(
     assert create().status is Status.OK
     assert storage.get_topic(child).parent == parent
     assert listed(storage, child)
+
+
+def test_repair_unlists_no_topic_created_while_it_scans(
+    storage, valkey_cluster, monkeypatch
+):
+    # `narad storage repair` on a live cluster: a topic created once the
+    # scan has passed its slot is stored, then listed, by the time the
+    # repair reads the index. It is no ghost; a name listed with no topic is.
+    topic, ghost = name(), name()
+    storage.client.call(lambda r: r.zadd(storage.TOPICS, {ghost: 0}))
+    creator = narad_redis.connect(valkey_cluster.url, Config.load(env={}))
+    scan = storage.client.each_primary
+
+    def scan_then_create(fn):
+        found = scan(fn)
+        assert creator.create_topic(new_meta(name=topic)).status is Status.OK
+        return found
+
+    monkeypatch.setattr(storage.client, "each_primary", scan_then_create)
+    try:
+        storage.repair()
+    finally:
+        creator.close()
+    assert listed(storage, topic)
+    assert not listed(storage, ghost)
