@@ -14,7 +14,10 @@ produce, consume, ack and the full flow, beside the floor's
 ``--profile`` to sample the workers with py-spy). ``--storage URL`` runs
 only single produce and the full flow on a node over that storage (a
 ``redis+cluster://`` Valkey Cluster, say) beside one on the embedded
-Valkey, in alternating turns, and prints them side by side.
+Valkey, in alternating turns, and prints them side by side, into the
+page's ``storage-cluster`` section; ``--storage local-cluster`` starts the
+test suite's local Valkey Cluster for it (``tests/valkeycluster.py``: 3
+primaries, 3 replicas, each with ``LOCAL_CLUSTER_MEMORY`` of maxmemory).
 
 Starts ``narad serve`` as a user would (gunicorn with Narad's gevent worker
 class, the embedded Valkey: append-only, fsync always) and, for the floor,
@@ -109,6 +112,10 @@ BATCH_CLIENTS = 8
 FLOW_PRODUCERS = 4
 FLOW_CONSUMERS = 8
 FLOW_ROUNDS = 2  # turns each of the full flow and its floor
+#: ``--storage local-cluster``: the suite's 3+3 cluster, each node's maxmemory
+#: (the full flow's backlog must fit on one primary, or the flow meets 507s).
+LOCAL_CLUSTER = "local-cluster"
+LOCAL_CLUSTER_MEMORY = 2 << 30
 RUNS = 5
 WARMUP_S = 1.0
 # The topics bench/loadgen.py's waiters poll by default: bench-wait-0 to -9.
@@ -775,7 +782,8 @@ def main() -> None:
         "--storage",
         metavar="URL",
         help="only single produce and the full flow, on a node over URL (e.g. "
-        "redis+cluster://...) beside one on its embedded Valkey, in turns",
+        "redis+cluster://..., or local-cluster: the suite's 3+3 Valkey Cluster, "
+        "started here) beside one on its embedded Valkey, in turns",
     )
     args = parser.parse_args()
     stop_nodes_on_sigterm()
@@ -1335,7 +1343,20 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
 def storage_report(servers: Servers, url: str, seconds: float) -> None:
     """Single produce and the full flow on a node over ``url`` beside the
     same on one embedded Valkey (``servers``' node), in alternating turns
-    (``FLOW_ROUNDS`` each), each turn on a topic of its own."""
+    (``FLOW_ROUNDS`` each), each turn on a topic of its own.
+    ``local-cluster``: on the suite's local cluster, started for the run."""
+    if url == LOCAL_CLUSTER:
+        from tests.valkeycluster import ValkeyCluster
+
+        cluster = ValkeyCluster(servers.tmp / "cluster")
+        for server in cluster.nodes:
+            server.max_memory = LOCAL_CLUSTER_MEMORY
+        try:
+            print(f"{LOCAL_CLUSTER}: 3 primaries, 3 replicas (tests/valkeycluster.py)")
+            storage_report(servers, cluster.up().url, seconds)
+        finally:
+            cluster.down()
+        return
     other, _, _ = servers.spawn_node("other", NARAD_STORAGE_URL=url)
     sides = {"one Valkey": servers.port, url.partition("://")[0]: other}
     run = secrets.token_hex(4)  # an external storage may hold earlier runs' topics
@@ -1668,4 +1689,6 @@ if __name__ == "__main__":
     # Not under its own name: this module's report() would be shadowed.
     import report as page
 
-    page.run("consume-cost" if "--cost" in sys.argv else "messaging", main)
+    storage = any(a.split("=")[0] == "--storage" for a in sys.argv)
+    section = "storage-cluster" if storage else "messaging"
+    page.run("consume-cost" if "--cost" in sys.argv else section, main)

@@ -45,6 +45,7 @@ PAGE = ROOT / "docs" / "benchmarks.md"
 # Section name -> heading. A bench not listed gets its name as its heading.
 TITLES = {
     "messaging": "Messaging (`bench/messaging.py`)",
+    "storage-cluster": "Messaging on a Valkey Cluster (`bench/messaging.py --storage`)",
     "ab": "A/B against a revision (`bench/ab.py`)",
     "ab-settings": "A/B of settings: HTTP parsers (`bench/ab.py --variant`)",
     "cost": "Instructions per message (`bench/cost.py`)",
