@@ -35,7 +35,6 @@ from narad.http.body import MAX_BODY
 from narad.http.body import param
 from narad.http.body import parse_json
 from narad.http.body import read_body
-from narad.quoting import quote
 from narad.registry.errors import InvalidVersion
 from narad.registry.errors import SchemaNotFound
 from narad.registry.errors import SubjectNotFound
@@ -97,7 +96,7 @@ def _subject(subject: str) -> str:
     :class:`SubjectSlashes`); a name no subject can have is none (40401)."""
     subject = subject.replace(SLASH, "/")
     if SUBJECT.fullmatch(subject) is None:
-        raise SubjectNotFound(quote(subject))
+        raise SubjectNotFound(subject)
     return subject
 
 

@@ -26,6 +26,7 @@ from narad.errors import TopicNotFound
 from narad.errors import Unauthorized
 from narad.errors import Unavailable
 from narad.errors import UnknownMode
+from narad.quoting import quote
 
 #: Confluent's codes, by what they say.
 SUBJECT_NOT_FOUND = 40401
@@ -60,7 +61,8 @@ class SubjectNotFound(RegistryError, NotFound):
 
     def __init__(self, subject: str) -> None:
         self.subject = subject
-        super().__init__(f"Subject '{subject}' not found.")
+        # Quoted as every name a client sent is: cut, escapes shown.
+        super().__init__(f"Subject {quote(subject)} not found.")
 
 
 class VersionNotFound(RegistryError, NotFound):

@@ -345,3 +345,13 @@ def test_registering_on_a_framed_topic_is_a_patch_of_it(client):
     assert record["framing"] == "confluent"
     one = client.simulate_get("/registry/subjects/f-value/versions/1").json
     assert one["id"] == resp.json["id"]
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [("nope", "'nope'"), ("%C3%A9t%C3%A9", "'été'"), ("a%0Ab", "'a\\nb'")],
+)
+def test_a_missing_subject_is_named_once_quoted(client, path, shown):
+    resp = client.simulate_get(f"/registry/subjects/{path}/versions")
+    assert resp.status_code == 404
+    assert resp.json == {"error_code": 40401, "message": f"Subject {shown} not found."}
