@@ -1408,6 +1408,28 @@ class Storage(Protocol):
         """
         ...
 
+    def settle_and_reserve(
+        self,
+        meta: TopicMeta,
+        leases: Sequence[Lease],
+        *,
+        action: Settle,
+        partitions: Sequence[int],
+        nonces: Sequence[str],
+        now_ms: int,
+    ) -> tuple[list[Status], BatchReserveResult]:
+        """:meth:`settle_batch` of ``leases``, then :meth:`reserve_batch` of
+        ``len(nonces)`` messages from ``partitions``, both at ``now_ms``: each
+        part's result is what its own call would return, the reserve seeing
+        what the settle did. Both parts are non-empty.
+
+        A backend sends both in one round trip where it can (Redis: two
+        scripts pipelined on one connection, which the server also makes
+        durable together): a worker's single acks and single consumes of a
+        topic then share one wait for storage.
+        """
+        ...
+
     def mark_waiting(self, meta: TopicMeta, until_ms: int) -> Status:
         """Say that consumers may wait on the topic until ``until_ms``.
 

@@ -8,9 +8,10 @@ the message was stored under the schema version it was checked against, and
 copied to every child the topic had at that moment (children share their
 parent's history, so a copy is never validated against another version).
 Small produces to a topic that arrive while its appends are in flight share
-the next one, and so do single acks (or extends, or give-backs) of a topic,
-and single consumes of a topic (one reserve leases a message each)
-(:mod:`narad.broker.group_commit`). Produces of :data:`ALONE_MESSAGES`
+the next one (:mod:`narad.broker.group_commit`). So do single acks (or
+extends, or give-backs) and single consumes of a topic, all in one group:
+its acks settle together and its consumes reserve together (a message
+each), both in one round trip to storage. Produces of :data:`ALONE_MESSAGES`
 messages or :data:`ALONE_BYTES` bytes or more go alone, at once: their
 round trip's fixed part is already small beside them, and waiting for
 another would cost them more than sharing saves. So do produces with
@@ -84,6 +85,7 @@ from narad.storage import DEFAULT_ENCODING
 from narad.storage import DEFAULT_FRAMING
 from narad.storage import DEFAULT_IDEMPOTENCY
 from narad.storage import AppendResult
+from narad.storage import BatchReserveResult
 from narad.storage import Entry
 from narad.storage import IdempotencyKey
 from narad.storage import IdempotencyLimits
@@ -99,11 +101,11 @@ WRITE_ATTEMPTS = 4
 #: A produce this big (in messages or payload bytes) is not grouped.
 ALONE_MESSAGES = 16
 ALONE_BYTES = 64 << 10
-#: Grouped single reserves (and single settles) of a topic a worker has in
-#: flight before the next ones queue; produces keep group_commit.IN_FLIGHT.
-#: A reserve or settle is small beside its request's own work, so the
-#: worker does not sit idle while one is out, and each member a group takes
-#: saves a script call and an fsync'd write: one in flight served single
+#: Grouped single settles and reserves of a topic a worker has in flight
+#: before the next ones queue; produces keep group_commit.IN_FLIGHT. A
+#: reserve or settle is small beside its request's own work, so the worker
+#: does not sit idle while one is out, and each member a group takes saves
+#: a script call and an fsync'd write: one in flight served single
 #: consume+ack faster per core at 4 and at 32 connections than three did
 #: (bench/messaging.py, consume+ack phase).
 LEASE_CALLS_IN_FLIGHT = 1
@@ -221,11 +223,10 @@ class MessageService:
         self._appends: Groups[_Append, AppendResult] = Groups(
             self._append_together, joins=_same_record
         )
-        self._settles: Groups[_Settle, Status] = Groups(
-            self._settle_together, joins=_same_record, in_flight=LEASE_CALLS_IN_FLIGHT
-        )
-        self._reserves: Groups[_Reserve, _Look | None] = Groups(
-            self._reserve_together, joins=_same_record, in_flight=LEASE_CALLS_IN_FLIGHT
+        self._lease_calls: Groups[_Settle | _Reserve, Status | _Look | None] = Groups(
+            self._lease_calls_together,
+            joins=_same_record,
+            in_flight=LEASE_CALLS_IN_FLIGHT,
         )
         # One counter per topic incarnation (name, epoch): topics produced
         # to in turn do not share ticks, so each spreads over all its
@@ -608,8 +609,8 @@ class MessageService:
         child falling due)."""
         order = self._order(meta, partition)
         if count == 1:
-            look = self._reserves.call(
-                (meta.name, partition), _Reserve(meta, order, now_ms())
+            look = self._lease_calls.call(
+                meta.name, _Reserve(meta, partition, order, now_ms())
             )
             if look is None:  # its group leased less than one a member
                 look = self._reserve_alone(meta, order, now_ms())
@@ -628,33 +629,67 @@ class MessageService:
         found = (one.message,) if one.message is not None else ()
         return one.status, found, one.next_change_ms
 
-    def _reserve_together(self, reserves: list[_Reserve]) -> list[_Look | None]:
-        """One reserve for the single consumes in ``reserves`` (of one topic
-        record and one partition choice, in the leader's partition order, at
-        the latest of their clocks): a message each, in the order they came.
+    def _lease_calls_together(
+        self, calls: list[_Settle | _Reserve]
+    ) -> list[Status | _Look | None]:
+        """One round trip for the single settles and single consumes in
+        ``calls`` (of one topic record), at the latest of their clocks: the
+        settles of one action settle together, and then the consumes of one
+        partition choice reserve together, a message each in the order they
+        came (:meth:`Storage.settle_and_reserve`). Settles of another action
+        or consumes of another partition choice, rare, go after, one call
+        per kind; so do give-backs: a lost link must not take the consumes'
+        right to be sent again (a reserve is replayable, a give-back not).
 
-        When the call leased fewer than one a member, the topic had no more
-        to give: members left without one get ``None`` and look again alone,
-        which tells each, if it still finds nothing, when a lease lapses or a
-        delayed copy falls due. An empty or failed call is every member's.
+        When a reserve leased fewer than one a member, the topic had no more
+        to give: members left without one get ``None`` and look again
+        alone, which tells each, if it still finds nothing, when a lease
+        lapses or a delayed copy falls due. An empty or failed call is every
+        member's.
         """
-        if len(reserves) == 1:  # alone, as most are on a quiet topic
-            alone = reserves[0]
-            return [self._reserve_alone(alone.meta, alone.order, alone.now_ms)]
-        first = reserves[0]
-        many = self.storage.reserve_batch(
-            first.meta,
-            first.order,
-            nonces=new_nonces(len(reserves)),
-            now_ms=max(reserve.now_ms for reserve in reserves),
-        )
-        if many.status is not Status.OK or not many.messages:
-            return [(many.status, (), many.next_change_ms)] * len(reserves)
-        looks: list[_Look | None] = [
-            (Status.OK, (message,), None) for message in many.messages
-        ]
-        looks += [None] * (len(reserves) - len(looks))
-        return looks
+        settles: dict[Settle, tuple[list[int], list[Lease]]] = {}
+        reserves: dict[int | None, tuple[list[int], list[int]]] = {}
+        for index, call in enumerate(calls):
+            if isinstance(call, _Settle):
+                members, leases = settles.setdefault(call.action, ([], []))
+                leases.append(call.lease)
+            else:
+                members, _ = reserves.setdefault(call.partition, ([], call.order))
+            members.append(index)
+        meta = calls[0].meta
+        now = max(call.now_ms for call in calls)
+        results: list[Status | _Look | None] = [None] * len(calls)
+        paired = next((a for a in settles if a is not Settle.RELEASE), None)
+        if paired is not None and reserves:
+            settled, leases = settles.pop(paired)
+            reserving, order = reserves.pop(next(iter(reserves)))
+            ascending = _ascending(leases)
+            statuses, many = self.storage.settle_and_reserve(
+                meta,
+                [leases[i] for i in ascending],
+                action=paired,
+                partitions=order,
+                nonces=new_nonces(len(reserving)),
+                now_ms=now,
+            )
+            for i, status in zip(ascending, statuses, strict=True):
+                results[settled[i]] = status
+            for i, look in zip(reserving, _looks(many, len(reserving)), strict=True):
+                results[i] = look
+        for action, (settled, leases) in settles.items():
+            statuses = self._settle_leases(meta, leases, action, now)
+            for i, status in zip(settled, statuses, strict=True):
+                results[i] = status
+        for reserving, order in reserves.values():
+            if len(reserving) == 1:  # alone, as most are on a quiet topic
+                results[reserving[0]] = self._reserve_alone(meta, order, now)
+                continue
+            many = self.storage.reserve_batch(
+                meta, order, nonces=new_nonces(len(reserving)), now_ms=now
+            )
+            for i, look in zip(reserving, _looks(many, len(reserving)), strict=True):
+                results[i] = look
+        return results
 
     def _order(self, meta: TopicMeta, partition: int | None) -> list[int]:
         if partition is not None:
@@ -694,8 +729,8 @@ class MessageService:
         for _ in range(2):
             if receipt.partition >= meta.partitions:
                 raise LeaseGone()
-            status = self._settles.call(
-                (topic, action), _Settle(meta, action, receipt, now_ms())
+            status = self._lease_calls.call(
+                topic, _Settle(meta, action, receipt, now_ms())
             )
             if status is Status.OK:
                 if action is Settle.ACK:
@@ -759,16 +794,6 @@ class MessageService:
             return outcomes
         raise TopicNotFound(topic)
 
-    def _settle_together(self, settles: list[_Settle]) -> list[Status]:
-        """One batch settle of the leases in ``settles`` (sharing one topic
-        record and action), at the latest of their clocks; each one's status."""
-        return self._settle_leases(
-            settles[0].meta,
-            [settle.lease for settle in settles],
-            settles[0].action,
-            max(settle.now_ms for settle in settles),
-        )
-
     def _settle_leases(
         self, meta: TopicMeta, leases: Sequence[Lease], action: Settle, now: int
     ) -> list[Status]:
@@ -777,9 +802,7 @@ class MessageService:
         They go in ascending offsets per partition, which lets the lowest
         unacked offset move before acks above it fill the acked-ahead cap.
         """
-        order = sorted(
-            range(len(leases)), key=lambda i: (leases[i].partition, leases[i].offset)
-        )
+        order = _ascending(leases)
         statuses = self.storage.settle_batch(
             meta, [leases[i] for i in order], action=action, now_ms=now
         )
@@ -800,9 +823,11 @@ class _Append:
 
 @dataclass(frozen=True, slots=True)
 class _Reserve:
-    """A single consume's part of a grouped reserve: its partition order."""
+    """A single consume's part of a grouped reserve: the partition it asked
+    for (None: any), and the order partitions are tried in."""
 
     meta: TopicMeta
+    partition: int | None
     order: list[int]
     now_ms: int
 
@@ -828,6 +853,27 @@ def _same_record(
     """Whether ``other`` may go with ``first``: the script checks one topic
     record (epoch, schema version, children) for the whole call."""
     return other.meta == first.meta
+
+
+def _ascending(leases: Sequence[Lease]) -> list[int]:
+    """The indexes of ``leases`` by partition and offset: the order a
+    settle takes them in, which lets the lowest unacked offset move before
+    acks above it fill the acked-ahead cap."""
+    return sorted(
+        range(len(leases)), key=lambda i: (leases[i].partition, leases[i].offset)
+    )
+
+
+def _looks(many: BatchReserveResult, members: int) -> list[_Look | None]:
+    """What each of ``members`` single consumes gets of one reserve of as
+    many messages: a message each in order, then None (look again alone);
+    an empty or failed call is every member's."""
+    if many.status is not Status.OK or not many.messages:
+        return [(many.status, (), many.next_change_ms)] * members
+    looks: list[_Look | None] = [
+        (Status.OK, (message,), None) for message in many.messages
+    ]
+    return looks + [None] * (members - len(looks))
 
 
 _OUTCOMES = {

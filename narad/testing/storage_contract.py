@@ -1496,6 +1496,61 @@ class StorageContract:
         )
         assert storage.settle_batch(meta, [], action=Settle.ACK, now_ms=3) == []
 
+    def test_settle_and_reserve_settles_first_then_reserves(self, storage):
+        meta = self.topic(storage, partitions=2, max_in_flight_per_partition=2)
+        for partition in (0, 1):
+            for _ in range(3):
+                self.put(storage, meta, b"m", now=0, partition=partition)
+        held = storage.reserve_batch(
+            meta, [0, 1], nonces=[nonce(i) for i in range(4)], now_ms=0
+        ).messages
+        assert [(m.partition, m.offset) for m in held] == [
+            (0, 0),
+            (0, 1),
+            (1, 0),
+            (1, 1),
+        ]
+        first, second = (Lease(m.partition, m.offset, m.nonce) for m in held[:2])
+        forged = Lease(1, 0, nonce("forged"))
+        # Both partitions are at their cap: only the ack lets the reserve
+        # take a message, partition 0's third.
+        statuses, reserved = storage.settle_and_reserve(
+            meta,
+            [first, forged, first],
+            action=Settle.ACK,
+            partitions=[0, 1],
+            nonces=[nonce(10), nonce(11)],
+            now_ms=1,
+        )
+        assert statuses == [Status.OK, Status.GONE, Status.REPEATED]
+        assert reserved.status is Status.OK
+        assert [(m.partition, m.offset, m.nonce) for m in reserved.messages] == [
+            (0, 2, nonce(10))
+        ]
+        # An extend, then nothing left to lease: when a lease lapses.
+        statuses, reserved = storage.settle_and_reserve(
+            meta,
+            [second],
+            action=Settle.EXTEND,
+            partitions=[0, 1],
+            nonces=[nonce(12)],
+            now_ms=500,
+        )
+        assert statuses == [Status.OK]
+        assert reserved.messages == ()
+        assert reserved.next_lease_expiry_ms == 1000  # (1, 0) leased at 0
+        stale = replace(meta, epoch="stale")
+        statuses, reserved = storage.settle_and_reserve(
+            stale,
+            [second],
+            action=Settle.ACK,
+            partitions=[0],
+            nonces=[nonce(13)],
+            now_ms=2,
+        )
+        assert statuses == [Status.NO_TOPIC]
+        assert reserved.status is Status.NO_TOPIC
+
     # -- fan-out -------------------------------------------------------------
 
     def test_appends_after_an_attach_are_copied_to_the_keys_partition(self, storage):

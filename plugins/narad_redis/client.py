@@ -279,6 +279,9 @@ class _Pool(redis.ConnectionPool):
         super().reset()  # also after a fork: the parent's connections are not ours
         self._freed = threading.Condition(threading.Lock())
         self._waiting = 0
+        # The scripts the node ran for this pool (gone again after a restart
+        # or SCRIPT FLUSH, which a NOSCRIPT reply tells): see run_scripts.
+        self.loaded: set[str] = set()
 
     def get_connection(self, *args: Any, **kwargs: Any) -> Any:
         self._checkpid()
@@ -368,9 +371,81 @@ def run_script(
     call = ("EVALSHA", script.sha, len(keys), *keys, *args)
     connection = pool.get_connection()
     try:
-        return evalsha(
+        reply = evalsha(
             connection, call, script, pool.min_replicas, pool.replica_wait_ms
         )
+    finally:
+        pool.release(connection)
+    pool.loaded.add(script.sha)
+    return reply
+
+
+def run_scripts(
+    calls: Sequence[tuple[Script, Sequence[Any], Sequence[Any]]], client: redis.Redis
+) -> list[Any]:
+    """Each ``(script, keys, args)`` of ``calls``, in order; each one's reply.
+
+    Pipelined on one pooled connection of ``client`` once the node has run
+    each of the scripts: the server reads them together and makes their
+    writes durable with one fsync, and an error reply is raised once every
+    reply is read. ``WAIT`` (the pool's ``min_replicas``) follows the last.
+    A script the node lost since (a restart, ``SCRIPT FLUSH``) is refused
+    with NOSCRIPT while the calls after it run: it is loaded and its call
+    sent again, after them. So the calls run in order but in that case,
+    which only concurrent callers' calls may share (none waits on another).
+
+    One by one, in order, the first time, on a cluster, and for a client
+    given ready-made (tests).
+    """
+    pool = getattr(client, "connection_pool", None)  # none on a cluster
+    if not isinstance(pool, _Pool) or not all(
+        script.sha in pool.loaded for script, _, _ in calls
+    ):
+        return [run_script(script, keys, args, client) for script, keys, args in calls]
+    commands = [
+        ("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args in calls
+    ]
+    waiting = pool.min_replicas > 0
+    if waiting:
+        commands.append(("WAIT", pool.min_replicas, pool.replica_wait_ms))
+    connection = pool.get_connection()
+    try:
+        # One send: the server reads them together only if they arrive so.
+        connection.send_packed_command(
+            [b"".join(chunk for c in commands for chunk in _packed(connection, c))]
+        )
+        replies: list[Any] = []
+        error: redis.ResponseError | None = None
+        for script, _, _ in calls:
+            try:
+                replies.append(connection.read_response())
+            except NoScriptError as exc:
+                pool.loaded.discard(script.sha)
+                replies.append(exc)  # refused, not run: sent again below
+            except redis.ResponseError as exc:
+                replies.append(exc)
+                error = error or exc
+        if waiting:
+            _check_replicas(
+                connection,
+                connection.read_response(),
+                pool.min_replicas,
+                pool.replica_wait_ms,
+            )
+        if error is not None:
+            raise error
+        for index, reply in enumerate(replies):
+            if isinstance(reply, NoScriptError):
+                script = calls[index][0]
+                replies[index] = evalsha(
+                    connection,
+                    commands[index],
+                    script,
+                    pool.min_replicas,
+                    pool.replica_wait_ms,
+                )
+                pool.loaded.add(script.sha)
+        return replies
     finally:
         pool.release(connection)
 
@@ -405,15 +480,21 @@ def evalsha(
             _skip_reply(connection)
         raise
     if waiting:
-        acked = connection.read_response()
-        if acked < min_replicas:
-            where = f"{connection.host}:{connection.port}"
-            raise NotEnoughReplicas(
-                f"the write is on {where}, but {acked} of the {min_replicas} "
-                f"replicas storage.min_replicas asks for confirmed it within "
-                f"{wait_ms} ms: it may be lost if that primary fails"
-            )
+        _check_replicas(connection, connection.read_response(), min_replicas, wait_ms)
     return reply
+
+
+def _check_replicas(
+    connection: Any, acked: int, min_replicas: int, wait_ms: int
+) -> None:
+    """Raise :class:`NotEnoughReplicas` when ``WAIT`` counted too few."""
+    if acked < min_replicas:
+        where = f"{connection.host}:{connection.port}"
+        raise NotEnoughReplicas(
+            f"the write is on {where}, but {acked} of the {min_replicas} "
+            f"replicas storage.min_replicas asks for confirmed it within "
+            f"{wait_ms} ms: it may be lost if that primary fails"
+        )
 
 
 def _skip_reply(connection: Any) -> None:
@@ -428,11 +509,14 @@ def _send(connection: Any, command: tuple[Any, ...]) -> None:
     """Send ``command`` as ``send_command`` would, packed by hiredis in one
     call: redis-py's packer first looks at every argument in Python, a
     sizeable part of an append's packing with its dozens of arguments."""
+    connection.send_packed_command(_packed(connection, command))
+
+
+def _packed(connection: Any, command: tuple[Any, ...]) -> list[bytes]:
     try:
-        packed = [hiredis.pack_command(command)]
+        return [hiredis.pack_command(command)]
     except TypeError:  # a bytearray (redis-py converts it) or a value it refuses
-        packed = connection.pack_command(*command)
-    connection.send_packed_command(packed)
+        return connection.pack_command(*command)
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,7 @@ from narad_redis.client import ReplyLost
 from narad_redis.client import RetryingClient
 from narad_redis.client import detached
 from narad_redis.client import run_script
+from narad_redis.client import run_scripts
 
 #: Scripts the client may always send again after the link failed mid-call:
 #: a second reserve leases other messages, and those the first run leased
@@ -274,6 +275,29 @@ class RedisStorage:
                 (script,),
                 time.perf_counter() - started,
             )
+
+    def _run_together(
+        self,
+        calls: Sequence[tuple[str, Sequence[str], Sequence[Any]]],
+        *,
+        replayable: bool,
+    ) -> list[Any]:
+        """Run each ``(script, keys, args)`` of ``calls`` in order, pipelined
+        in one round trip (:func:`run_scripts`); each one's reply. A link
+        lost mid-call loses them all, so they go again only if ``replayable``
+        holds for them all."""
+        loaded = [(self.scripts[script], keys, args) for script, keys, args in calls]
+        started = time.perf_counter()
+        try:
+            return self.client.call(
+                lambda r: run_scripts(loaded, r), replayable=replayable
+            )
+        finally:
+            elapsed = time.perf_counter() - started
+            for script, _, _ in calls:
+                metrics.TALLY.observe(
+                    metrics.STORAGE_SCRIPT_SECONDS, (script,), elapsed
+                )
 
     # -- health -------------------------------------------------------------
 
@@ -1046,30 +1070,22 @@ class RedisStorage:
         now_ms: int,
         max_bytes: int | None = None,
     ) -> BatchReserveResult:
+        keys, args = self._reserve_call(meta, partitions, nonces, now_ms, max_bytes)
+        return _reserved(self._run("reserve", keys, args), nonces)
+
+    def _reserve_call(
+        self,
+        meta: TopicMeta,
+        partitions: Sequence[int],
+        nonces: Sequence[str],
+        now_ms: int,
+        max_bytes: int | None = None,
+    ) -> tuple[list[str], list[Any]]:
         keys = [self._topic(meta.name) + ":meta"]
         for index in partitions:
             keys += self._partition_keys(meta.name, index)
         budget = -1 if max_bytes is None else max_bytes
-        reply = self._run(
-            "reserve",
-            keys,
-            [meta.epoch, now_ms, budget, len(partitions), *partitions, *nonces],
-        )
-        if reply[0] == b"no_topic":
-            return BatchReserveResult(Status.NO_TOPIC)
-        messages = tuple(
-            _message(reply[i], reply[i + 1], reply[i + 2], nonces[k])
-            for k, i in enumerate(range(3, len(reply), 3))
-        )
-        if messages:
-            return BatchReserveResult(Status.OK, messages)
-        expiry, due = int(reply[1]), int(reply[2])
-        return BatchReserveResult(
-            Status.OK,
-            (),
-            expiry if expiry >= 0 else None,
-            due if due >= 0 else None,
-        )
+        return keys, [meta.epoch, now_ms, budget, len(partitions), *partitions, *nonces]
 
     def settle(
         self,
@@ -1092,6 +1108,32 @@ class RedisStorage:
         action: Settle,
         now_ms: int,
     ) -> list[Status]:
+        keys, args = self._settle_call(meta, leases, action, now_ms)
+        reply = self._run("settle", keys, args, replayable=action is not Settle.RELEASE)
+        return _settled(reply, len(leases))
+
+    def settle_and_reserve(
+        self,
+        meta: TopicMeta,
+        leases: Sequence[Lease],
+        *,
+        action: Settle,
+        partitions: Sequence[int],
+        nonces: Sequence[str],
+        now_ms: int,
+    ) -> tuple[list[Status], BatchReserveResult]:
+        settled, reserved = self._run_together(
+            [
+                ("settle", *self._settle_call(meta, leases, action, now_ms)),
+                ("reserve", *self._reserve_call(meta, partitions, nonces, now_ms)),
+            ],
+            replayable=action is not Settle.RELEASE,
+        )
+        return _settled(settled, len(leases)), _reserved(reserved, nonces)
+
+    def _settle_call(
+        self, meta: TopicMeta, leases: Sequence[Lease], action: Settle, now_ms: int
+    ) -> tuple[list[str], list[Any]]:
         keys = [self._topic(meta.name) + ":meta", self._waited(meta.name)]
         args: list[Any] = [
             meta.epoch,
@@ -1106,11 +1148,7 @@ class RedisStorage:
                 slot = slot_of[lease.partition] = len(slot_of) + 1
                 keys += self._partition_keys(meta.name, lease.partition)
             args += [slot, lease.offset, lease.nonce]
-        replayable = action is not Settle.RELEASE
-        reply = self._run("settle", keys, args, replayable=replayable)
-        if reply == [b"no_topic"]:
-            return [Status.NO_TOPIC] * len(leases)
-        return [_STATUSES[r] for r in reply]
+        return keys, args
 
     def mark_waiting(self, meta: TopicMeta, until_ms: int) -> Status:
         keys = [self._topic(meta.name) + ":meta", self._waited(meta.name)]
@@ -1405,6 +1443,32 @@ _KINDS = {kind.value.encode(): kind for kind in PayloadKind}
 _KIND_CODES = {kind: code for code, kind in _KINDS.items()}
 _STATUSES = {status.value.encode(): status for status in Status}
 _EVENTS = {event.value: event for event in Event}
+
+
+def _reserved(reply: list[Any], nonces: Sequence[str]) -> BatchReserveResult:
+    """The reserve script's reply, its k-th message under ``nonces[k]``."""
+    if reply[0] == b"no_topic":
+        return BatchReserveResult(Status.NO_TOPIC)
+    messages = tuple(
+        _message(reply[i], reply[i + 1], reply[i + 2], nonces[k])
+        for k, i in enumerate(range(3, len(reply), 3))
+    )
+    if messages:
+        return BatchReserveResult(Status.OK, messages)
+    expiry, due = int(reply[1]), int(reply[2])
+    return BatchReserveResult(
+        Status.OK,
+        (),
+        expiry if expiry >= 0 else None,
+        due if due >= 0 else None,
+    )
+
+
+def _settled(reply: list[Any], count: int) -> list[Status]:
+    """The settle script's reply: one status per lease."""
+    if reply == [b"no_topic"]:
+        return [Status.NO_TOPIC] * count
+    return [_STATUSES[r] for r in reply]
 
 
 def _message(partition: int, offset: int, record: bytes, nonce: str) -> Message:

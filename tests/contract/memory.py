@@ -1046,6 +1046,20 @@ class MemoryStorage:
                 self._publish(Event.MESSAGES, meta.name)
             return results
 
+    def settle_and_reserve(
+        self,
+        meta: TopicMeta,
+        leases: Sequence[Lease],
+        *,
+        action: Settle,
+        partitions: Sequence[int],
+        nonces: Sequence[str],
+        now_ms: int,
+    ) -> tuple[list[Status], BatchReserveResult]:
+        settled = self.settle_batch(meta, leases, action=action, now_ms=now_ms)
+        reserved = self.reserve_batch(meta, partitions, nonces=nonces, now_ms=now_ms)
+        return settled, reserved
+
     def mark_waiting(self, meta: TopicMeta, until_ms: int) -> Status:
         with self._lock:
             topic = self._live(meta)

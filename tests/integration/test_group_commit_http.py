@@ -162,3 +162,31 @@ def test_single_consumes_share_a_reserve_and_each_gets_its_own_message(stack):
     for handle in handles:
         assert http.post(f"/v1/topics/takes/ack?receipt_handle={handle}").status == 204
     http.close()
+
+
+def test_single_acks_and_consumes_of_a_topic_share_one_round_trip(stack):
+    node, valkey = stack
+    http = node.client()
+    assert http.post("/v1/topics", {"name": "mixed", "partitions": 3}).status == 201
+    for i in range(2 * CALLS):
+        assert http.post("/v1/topics/mixed/produce", b"%d" % i).status == 202
+    leased = http.get(f"/v1/topics/mixed/consume/batch?max={CALLS}").json()["messages"]
+    handles = [m["receipt_handle"] for m in leased]
+    before = metric(http, SETTLES) + metric(http, RESERVES)
+
+    valkey.client_pause(PAUSE_MS, all=False)
+    acks = [("POST", f"/v1/topics/mixed/ack?receipt_handle={h}", b"") for h in handles]
+    consumes = [("GET", "/v1/topics/mixed/consume", b"")] * CALLS
+    statuses = concurrently(
+        node, [x for pair in zip(acks, consumes, strict=True) for x in pair]
+    )
+
+    assert statuses == [204, 200] * CALLS
+    # The first held, then the others together: one settle and one reserve,
+    # pipelined.
+    assert metric(http, SETTLES) + metric(http, RESERVES) - before == (
+        LEASE_CALLS_IN_FLIGHT + 2
+    )
+    # Acked messages are gone; the consumed ones are leased: nothing is left.
+    assert http.get("/v1/topics/mixed/consume").status == 204
+    http.close()

@@ -15,6 +15,9 @@ import narad
 from narad.errors import StorageError
 from narad_redis.client import RetryingClient
 from narad_redis.client import run_script
+from narad_redis.client import run_scripts
+from tests.nodes import start_valkey
+from tests.nodes import tcp_url
 
 
 @pytest.fixture
@@ -127,3 +130,49 @@ def test_connections_name_narad_and_cost_no_metadata_lookup(client, monkeypatch)
     assert info["lib-name"] == f"redis-py(narad_v{narad.__version__})"
     assert info["lib-ver"] == redis.__version__
     assert lookups == []  # four connections made: the version was looked up once
+
+
+WRITE = "redis.call('SET', KEYS[1], ARGV[1]) return 1"
+READ = "return redis.call('GET', KEYS[1])"
+
+
+def reads(r: redis.Redis) -> int:
+    return r.info("stats")["total_reads_processed"]
+
+
+def test_scripts_run_together_go_in_one_read_once_the_node_ran_them(tmp_path):
+    server = start_valkey(tmp_path / "valkey")
+    one = RetryingClient(tcp_url(server))
+    try:
+        write, read = (one.redis.register_script(s) for s in (WRITE, READ))
+        calls = [(write, ["k"], ["first"]), (read, ["k"], [])]
+        # The first time, one by one: each script is loaded as it goes.
+        assert one.call(lambda r: run_scripts(calls, r)) == [1, b"first"]
+        calls[0] = (write, ["k"], ["second"])
+        before = reads(one.redis)
+        assert one.call(lambda r: run_scripts(calls, r)) == [1, b"second"]
+        # The pair in one read, then INFO's own.
+        assert reads(one.redis) - before == 2
+    finally:
+        one.close()
+        server.stop()
+
+
+def test_scripts_run_together_after_the_node_forgot_them(tmp_path):
+    server = start_valkey(tmp_path / "valkey")
+    one = RetryingClient(tcp_url(server))
+    try:
+        write, echo_ = (one.redis.register_script(s) for s in (WRITE, "return ARGV[1]"))
+        calls = [(write, ["k"], ["v1"]), (echo_, [], ["e"])]
+        assert one.call(lambda r: run_scripts(calls, r)) == [1, b"e"]
+        one.call(lambda r: r.script_flush())
+        calls[0] = (write, ["k"], ["v2"])
+        assert one.call(lambda r: run_scripts(calls, r)) == [1, b"e"]
+        assert one.call(lambda r: r.get("k")) == b"v2"
+        calls[0] = (write, ["k"], ["v3"])
+        before = reads(one.redis)
+        assert one.call(lambda r: run_scripts(calls, r)) == [1, b"e"]
+        assert reads(one.redis) - before == 2  # loaded again: together again
+    finally:
+        one.close()
+        server.stop()

@@ -63,7 +63,7 @@ def test_concurrent_single_consumes_share_one_reserve():
     events = Events()
     records = TopicRecords(storage, events, max_entries=100)
     service = MessageService(storage, records, None, Waiters(events), max_wait_ms=0)
-    in_flight = service._reserves.in_flight
+    in_flight = service._lease_calls.in_flight
     meta = new_meta(partitions=1)
     storage.create_topic(meta)
     stored = [b"m0", b"m1", b"m2"]
@@ -101,7 +101,7 @@ def test_concurrent_single_consumes_share_one_reserve():
     for thread in queued:
         thread.start()
     deadline = time.monotonic() + 10
-    while len(service._reserves._queues[(meta.name, None)].calls) < 4:
+    while len(service._lease_calls._queues[meta.name].calls) < 4:
         assert time.monotonic() < deadline
         time.sleep(0.001)
     gates[0].set()  # m0; the four queued then go together
