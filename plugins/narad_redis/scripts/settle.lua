@@ -19,8 +19,12 @@
 -- returns {"no_topic"} | one status per lease: "ok" | "repeated" (acked before
 --         under that nonce: a retried ack) | "gone" (lapsed, settled or unknown)
 --         | "acked_ahead_full"
-local meta = KEYS[1]
-local m = redis.call('HMGET', meta, 'epoch', 'visibility_timeout_ms',
+--
+-- Every call pays for what it allocates (Lua's collector runs on allocation)
+-- and for each closure it creates: the leases are judged in one loop, a
+-- partition's replies are kept as read, and redis.call gets numbers as they
+-- are (it writes an integral number as an integer).
+local m = redis.call('HMGET', KEYS[1], 'epoch', 'visibility_timeout_ms',
   'max_acked_ahead_per_partition', 'max_in_flight_per_partition', 'retention_ms')
 if m[1] ~= ARGV[1] then
   return {'no_topic'}
@@ -28,66 +32,56 @@ end
 local visibility, max_acked_ahead = tonumber(m[2]), tonumber(m[3])
 local max_in_flight, retention = tonumber(m[4]), tonumber(m[5] or '0')
 local action, now = ARGV[2], tonumber(ARGV[3])
--- Whether a consumer may be waiting: only then do acks look at the caps.
-local waited = tonumber(redis.call('GET', KEYS[2]) or '0') >= now
+-- Whether a consumer may be waiting: only then do acks look at the caps, and
+-- only then is an event published (an extend never publishes one).
+local waited = action ~= 'extend'
+  and tonumber(redis.call('GET', KEYS[2]) or '0') >= now
 
-local function int(n)
-  return string.format('%d', n)
-end
+-- A slot's keys are KEYS[base + STATE] .. KEYS[base + ACKED].
+local STATE, LOG, LEASE, NONCE, ACKED = 0, 1, 2, 3, 4
 
 -- Each partition's leases are read in two calls (deadlines, nonces) and its
--- changes written in a few at the end; in between, `deadline` and `holder`
--- hold each offset's state as the leases before it left it.
-local slots, order = {}, {}
-local function slot_state(s)
+-- changes written in a few at the end. The replies are kept, one entry per
+-- distinct offset (`at` gives its place): in between, an entry holds the
+-- offset's state as the leases before it left it (a deadline false once
+-- acked, 0 once given back; a holder false once given back). `done` lists the
+-- offsets this call changed, `ahead` (by offset as a number) those acked above
+-- the floor, both written at the end. Every field is set in the constructor:
+-- one added later would make Lua grow the table. Slots have keys of their own,
+-- so the order they are read and written in does not matter.
+local slots = {}
+for i = 6, #ARGV, 3 do
+  local s = tonumber(ARGV[i])
   local st = slots[s]
   if not st then
-    local base = 3 + 5 * (s - 1)
     st = {
-      state = KEYS[base], log = KEYS[base + 1], lease = KEYS[base + 2],
-      nonce = KEYS[base + 3],
-      acked = KEYS[base + 4], offsets = {}, deadline = {}, holder = {},
-      ahead = {}, changed = {}, acked_now = {},
+      base = 3 + 5 * (s - 1), offsets = {}, at = {}, deadline = false,
+      holder = false, done = {}, ahead = {}, pending = 0, stored = false,
+      floor = 0, first_floor = 0, cursor = 0, in_flight = false,
+      frontier_full = false, window = false, window_end = 0,
     }
     slots[s] = st
-    order[#order + 1] = s
   end
-  return st
-end
-
-for i = 6, #ARGV, 3 do
-  local st = slot_state(tonumber(ARGV[i]))
-  st.offsets[#st.offsets + 1] = ARGV[i + 1]
-end
-for _, s in ipairs(order) do
-  local st = slots[s]
-  local deadlines = redis.call('ZMSCORE', st.lease, unpack(st.offsets))
-  local holders = redis.call('HMGET', st.nonce, unpack(st.offsets))
-  for k, offset in ipairs(st.offsets) do
-    st.deadline[offset] = deadlines[k] and tonumber(deadlines[k]) or false
-    st.holder[offset] = holders[k]
+  local offset = ARGV[i + 1]
+  if not st.at[offset] then
+    local k = #st.offsets + 1
+    st.offsets[k], st.at[offset] = offset, k
   end
-  local f = redis.call('HMGET', st.state, 'floor', 'cursor')
+end
+for _, st in pairs(slots) do
+  local base = st.base
+  st.deadline = redis.call('ZMSCORE', KEYS[base + LEASE], unpack(st.offsets))
+  st.holder = redis.call('HMGET', KEYS[base + NONCE], unpack(st.offsets))
+  local f = redis.call('HMGET', KEYS[base + STATE], 'floor', 'cursor')
   st.floor, st.cursor = tonumber(f[1] or '0'), tonumber(f[2] or '0')
   st.first_floor = st.floor
   if waited and action == 'ack' then
-    st.full = redis.call('ZCARD', st.lease) >= max_in_flight
-    st.frontier_full = redis.call('ZCARD', st.acked) >= max_acked_ahead
+    -- `stored`: the offsets acked above the floor in the acked set (read when
+    -- first needed otherwise); `pending` counts this call's, in `ahead`.
+    st.stored = redis.call('ZCARD', KEYS[base + ACKED])
+    st.in_flight = redis.call('ZCARD', KEYS[base + LEASE])
+    st.frontier_full = st.stored >= max_acked_ahead
   end
-end
-
--- Offsets acked above the floor: those stored in the acked set, and those
--- acked by this call (`ahead`, by offset as a number, written at the end).
-local function acked_count(st)
-  if not st.stored then
-    st.stored = redis.call('ZCARD', st.acked)
-    st.pending = 0
-  end
-  return st.stored + st.pending
-end
-
-local function acked_above_floor(st, n)
-  return st.ahead[n] or redis.call('ZSCORE', st.acked, n) ~= false
 end
 
 -- Move the floor past the acked offsets at it: this call's, and the stored
@@ -96,6 +90,7 @@ end
 -- changes the set meanwhile), and dropped in one command.
 local WINDOW = 128
 local function advance(st)
+  local acked = KEYS[st.base + ACKED]
   local from, passed = st.floor, 0
   while true do
     if st.ahead[st.floor] then
@@ -104,7 +99,7 @@ local function advance(st)
     elseif st.stored > passed then
       if not st.window or st.floor >= st.window_end then
         st.window, st.window_end = {}, st.floor + WINDOW
-        for _, offset in ipairs(redis.call('ZRANGEBYSCORE', st.acked, st.floor,
+        for _, offset in ipairs(redis.call('ZRANGEBYSCORE', acked, st.floor,
             st.window_end - 1)) do
           st.window[tonumber(offset)] = true
         end
@@ -119,14 +114,9 @@ local function advance(st)
     st.floor = st.floor + 1
   end
   if passed > 0 then
-    redis.call('ZREMRANGEBYSCORE', st.acked, from, st.floor - 1)
+    redis.call('ZREMRANGEBYSCORE', acked, from, st.floor - 1)
     st.stored = st.stored - passed
   end
-end
-
-local function expired(st, offset)
-  local rec = redis.call('HGET', st.log, offset)
-  return not rec or tonumber(string.match(rec, '^(%d+),')) + retention <= now
 end
 
 -- Retention may have aged out messages at the floor that no write trimmed
@@ -135,19 +125,24 @@ end
 -- more do not count against the acked-ahead cap. Only looked at when the cap
 -- is reached: an ack reads no log record otherwise.
 local function pass_expired(st)
-  if retention <= 0 or not expired(st, st.floor) then
+  local function expired(offset)
+    local rec = redis.call('HGET', KEYS[st.base + LOG], offset)
+    return not rec or tonumber(string.match(rec, '^(%d+),')) + retention <= now
+  end
+  if retention <= 0 or not expired(st.floor) then
     return
   end
   local lo, hi = st.floor, st.cursor
   while hi - lo > 1 do
     local mid = math.floor((lo + hi) / 2)
-    if expired(st, mid) then
+    if expired(mid) then
       lo = mid
     else
       hi = mid
     end
   end
-  st.stored = st.stored - redis.call('ZREMRANGEBYSCORE', st.acked, '-inf', '(' .. int(hi))
+  st.stored = st.stored - redis.call('ZREMRANGEBYSCORE', KEYS[st.base + ACKED], '-inf',
+    string.format('(%d', hi))
   for offset in pairs(st.ahead) do
     if offset < hi then
       st.ahead[offset] = nil
@@ -158,112 +153,103 @@ local function pass_expired(st)
   advance(st)
 end
 
-local function ack(st, n, offset)
-  if n > st.floor and acked_count(st) >= max_acked_ahead then
+-- Ack the live lease of `offset`, the k-th distinct offset of its slot.
+local function ack(st, offset, k)
+  local n = tonumber(offset)
+  if n >= st.floor and not st.stored then
+    st.stored = redis.call('ZCARD', KEYS[st.base + ACKED])
+  end
+  if n > st.floor and st.stored + st.pending >= max_acked_ahead then
     pass_expired(st)
   end
   if n > st.floor then
-    if acked_count(st) >= max_acked_ahead then
+    if st.stored + st.pending >= max_acked_ahead then
       return 'acked_ahead_full'
     end
     st.ahead[n] = true
     st.pending = st.pending + 1
   elseif n == st.floor then
-    acked_count(st)
     st.floor = st.floor + 1
     advance(st)
   end
   -- Below the floor (retention passed it over): ending the lease is all.
   -- The nonce stays: it says who acked, so that a retry of this ack is known.
-  st.deadline[offset] = false
-  st.changed[offset] = true
-  st.acked_now[#st.acked_now + 1] = offset
+  st.deadline[k] = false
+  st.done[#st.done + 1] = offset
   return 'ok'
 end
 
-local wake = false
-local function settle(st, offset, nonce)
-  local n = tonumber(offset)
-  local deadline, holder = st.deadline[offset], st.holder[offset]
+-- Each lease in the order given.
+local results, wake = {}, false
+for i = 6, #ARGV, 3 do
+  local st = slots[tonumber(ARGV[i])]
+  local offset, nonce = ARGV[i + 1], ARGV[i + 2]
+  local k = st.at[offset]
+  local deadline, holder = st.deadline[k], st.holder[k]
+  local result = 'gone'
   if not deadline then
     -- Out of the lease set with its nonce kept: acked under that nonce.
-    if action == 'ack' and holder == nonce
-        and (n < st.floor or acked_above_floor(st, n)) then
-      return 'repeated'
+    if action == 'ack' and holder == nonce then
+      local n = tonumber(offset)
+      if n < st.floor or st.ahead[n]
+          or redis.call('ZSCORE', KEYS[st.base + ACKED], n) then
+        result = 'repeated'
+      end
     end
-    return 'gone'
+  elseif tonumber(deadline) <= now or holder ~= nonce then
+    result = 'gone'
+  elseif action == 'ack' then
+    result = ack(st, offset, k)
+  else
+    if action == 'extend' then
+      st.deadline[k] = now + visibility
+    else -- release
+      -- A deadline of 0 has lapsed for every "now": the next reserve takes it.
+      st.deadline[k], st.holder[k] = 0, false
+      wake = true
+    end
+    st.done[#st.done + 1] = offset
+    result = 'ok'
   end
-  if deadline <= now or holder ~= nonce then
-    return 'gone'
-  end
-  if action == 'extend' then
-    st.deadline[offset] = now + visibility
-    st.changed[offset] = true
-    return 'ok'
-  end
-  if action == 'release' then
-    -- A deadline of 0 has lapsed for every "now": the next reserve takes it.
-    st.deadline[offset] = 0
-    st.holder[offset] = false
-    st.changed[offset] = true
-    wake = true
-    return 'ok'
-  end
-  return ack(st, n, offset)
+  results[(i - 3) / 3] = result -- the lease's place in ARGV
 end
 
-local results = {}
-for i = 6, #ARGV, 3 do
-  results[#results + 1] = settle(slots[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
-end
-
--- Each partition's changes, in a few commands; the lists are filled by index
--- (`#t` on a growing table searches each time). redis.call writes a number
--- (offset, deadline) as an integer.
-for _, s in ipairs(order) do
-  local st = slots[s]
-  local scores, gone, nonces_gone, ahead = {}, {}, {}, {}
-  local n_scores, n_gone, n_nonces, n_ahead = 0, 0, 0, 0
-  for offset in pairs(st.changed) do
-    local deadline = st.deadline[offset]
-    if deadline then -- extended, or given back (0); false: acked
-      scores[n_scores + 1], scores[n_scores + 2] = deadline, offset
-      n_scores = n_scores + 2
+-- Each partition's changes, in a few commands.
+for _, st in pairs(slots) do
+  local base, done = st.base, st.done
+  if #done > 0 and action == 'ack' then
+    redis.call('ZREM', KEYS[base + LEASE], unpack(done))
+  elseif #done > 0 then
+    -- Extended from now, or given back (0): every lease this call changed
+    -- has the same deadline.
+    local deadline = action == 'extend' and now + visibility or 0
+    local scores = {}
+    for k, offset in ipairs(done) do
+      scores[2 * k - 1], scores[2 * k] = deadline, offset
     end
-    if st.holder[offset] == false then
-      n_nonces = n_nonces + 1
-      nonces_gone[n_nonces] = offset
+    redis.call('ZADD', KEYS[base + LEASE], unpack(scores))
+    if action == 'release' then
+      redis.call('HDEL', KEYS[base + NONCE], unpack(done))
     end
   end
-  for _, offset in ipairs(st.acked_now) do
-    if st.deadline[offset] == false then
-      n_gone = n_gone + 1
-      gone[n_gone] = offset
+  if next(st.ahead) then
+    local ahead, n_ahead = {}, 0
+    for offset in pairs(st.ahead) do
+      ahead[n_ahead + 1], ahead[n_ahead + 2] = offset, offset
+      n_ahead = n_ahead + 2
     end
-  end
-  for offset in pairs(st.ahead) do
-    ahead[n_ahead + 1], ahead[n_ahead + 2] = offset, offset
-    n_ahead = n_ahead + 2
-  end
-  if n_scores > 0 then
-    redis.call('ZADD', st.lease, unpack(scores))
-  end
-  if n_gone > 0 then
-    redis.call('ZREM', st.lease, unpack(gone))
-  end
-  if n_nonces > 0 then
-    redis.call('HDEL', st.nonce, unpack(nonces_gone))
-  end
-  if n_ahead > 0 then
-    redis.call('ZADD', st.acked, unpack(ahead))
+    redis.call('ZADD', KEYS[base + ACKED], unpack(ahead))
   end
   if st.floor ~= st.first_floor then
-    redis.call('HSET', st.state, 'floor', st.floor)
+    redis.call('HSET', KEYS[base + STATE], 'floor', st.floor)
     if st.frontier_full then
       wake = true
     end
   end
-  if st.full and n_gone > 0 and redis.call('ZCARD', st.lease) < max_in_flight then
+  -- An ack took a lease that was live when read: the set holds one fewer
+  -- for each.
+  if st.in_flight and st.in_flight >= max_in_flight
+      and st.in_flight - #done < max_in_flight then
     wake = true
   end
 end
