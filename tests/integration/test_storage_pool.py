@@ -13,6 +13,7 @@ import redis
 
 import narad
 from narad.errors import StorageError
+from narad_redis.client import NotEnoughReplicas
 from narad_redis.client import RetryingClient
 from narad_redis.client import run_script
 from narad_redis.client import run_scripts
@@ -176,3 +177,40 @@ def test_scripts_run_together_after_the_node_forgot_them(tmp_path):
     finally:
         one.close()
         server.stop()
+
+
+def test_scripts_run_together_wait_for_replicas_once(tmp_path):
+    # A replica syncs at once (not after diskless sync's 5 s wait for others).
+    primary = start_valkey(tmp_path / "primary", extra=("repl-diskless-sync-delay 0",))
+    replica = start_valkey(
+        tmp_path / "replica", extra=(f"replicaof 127.0.0.1 {primary.port}",)
+    )
+    # Enough confirmations end a WAIT at once; too few only after its wait.
+    clients = [
+        RetryingClient(tcp_url(primary), min_replicas=n, replica_wait_ms=wait_ms)
+        for n, wait_ms in ((1, 5000), (2, 200))
+    ]
+    try:
+        one, two = clients
+        deadline = time.monotonic() + 10
+        while (
+            one.call(lambda r: r.info("replication")).get("slave0", {}).get("state")
+            != "online"
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        write, read = (one.redis.register_script(s) for s in (WRITE, READ))
+        for value in ("first", "second"):  # one by one, then together
+            calls = [(write, ["k"], [value]), (read, ["k"], [])]
+            assert one.call(lambda r, c=calls: run_scripts(c, r)) == [1, value.encode()]
+        assert redis.Redis.from_url(tcp_url(replica)).get("k") == b"second"
+        for _ in range(2):
+            with pytest.raises(NotEnoughReplicas, match="1 of the 2 replicas"):
+                two.call(lambda r, c=calls: run_scripts(c, r))
+        # Every reply was read: the connection is still in step.
+        assert two.call(lambda r: r.get("k")) == b"second"
+    finally:
+        for client in clients:
+            client.close()
+        replica.stop()
+        primary.stop()
