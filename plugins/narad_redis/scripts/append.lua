@@ -42,271 +42,130 @@
 -- returns {"ok", stored, repeated, evicted} | {"no_topic"} | {"delay_child"}
 --         | {"key_reused", index of the key (from 0)}
 --         | {"stale_schema", current_version} | {"stale_children"}
-local meta = KEYS[1]
+--
+-- Every call pays for what it allocates (Lua's collector runs on allocation)
+-- and for each closure it creates: the state of every partition slot written
+-- (the topic's, then each child's) lives in arrays indexed by a running slot
+-- number, entries are queued in loops rather than through helpers, the
+-- idempotency helpers are only made when there are keys to handle, and
+-- redis.call gets numbers as they are (it writes an integral number as an
+-- integer).
 local idem, idem_at, idem_bytes = KEYS[2], KEYS[3], KEYS[4]
-local waited = KEYS[5]
-local m = redis.call('HMGET', meta, 'epoch', 'schema_version', 'retention_ms',
+local m = redis.call('HMGET', KEYS[1], 'epoch', 'schema_version', 'retention_ms',
   'fanout_delay_ms', 'children')
 if m[1] ~= ARGV[1] then
   return {'no_topic'}
 end
-local retention = tonumber(m[3] or '0')
 local now = tonumber(ARGV[3])
 local nslots, n = tonumber(ARGV[7]), tonumber(ARGV[8])
-local window, max_keys = tonumber(ARGV[9]), tonumber(ARGV[10])
-local max_bytes, per_key = tonumber(ARGV[11]), tonumber(ARGV[12])
+local window = tonumber(ARGV[9])
 local guards = tonumber(ARGV[13])
 local GUARDS = 14
 local ENTRIES = GUARDS + 4 * guards
 local SLOTS = 5
 local FIRST_SLOT = 6
+local budget = 2 * n + 100
 
-local function int(n)
-  return string.format('%d', n)
-end
+-- -- idempotency keys: which entries a remembered key covers ------------------
 
--- -- idempotency keys ---------------------------------------------------------
-
-local function forget(keys, bytes)
-  for _, key in ipairs(keys) do
-    local digest = redis.call('HGET', idem, key)
-    if digest then
-      bytes = bytes - (#key + #digest + per_key)
-      redis.call('HDEL', idem, key)
-    end
-    redis.call('ZREM', idem_at, key)
-  end
-  return bytes
-end
-
--- A key counts while stored_at + window > now; an older one is dropped by
--- `remember` (a bounded number per call) and treated as absent meanwhile.
-local function remembered(key)
-  local at = redis.call('ZSCORE', idem_at, key)
-  if at and tonumber(at) + window > now then
-    return redis.call('HGET', idem, key)
-  end
-  return nil
-end
-
--- Which entries a remembered key covers (skip[i] = true), how many, and the
--- keys to remember; or nil and the index of a key remembered for other content.
-local function check_keys()
-  local skip, repeated, fresh = {}, 0, {}
+-- A key counts while stored_at + window > now; an older one is dropped when
+-- the keys are remembered (a bounded number per call) and treated as absent
+-- meanwhile. skip[i] = true for an entry a remembered key covers; `fresh`
+-- lists where the keys to remember are in ARGV.
+local skip, repeated, fresh, absent, nfresh = nil, 0, nil, nil, 0
+if guards > 0 then
+  skip, fresh, absent = {}, {}, {}
   for g = 1, guards do
     local at = GUARDS + 4 * (g - 1)
     local key, digest = ARGV[at], ARGV[at + 1]
-    local seen = remembered(key)
+    local seen
+    local stored_at = redis.call('ZSCORE', idem_at, key)
+    if stored_at and tonumber(stored_at) + window > now then
+      seen = redis.call('HGET', idem, key)
+    end
     if seen == digest then
       for i = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]) do
         skip[i] = true
         repeated = repeated + 1
       end
     elseif seen then
-      return nil, g - 1
+      return {'key_reused', g - 1}
     else
-      fresh[#fresh + 1] = at
-    end
-  end
-  return skip, repeated, fresh
-end
-
--- Remember the new keys at `now`, drop expired ones, and keep within bounds by
--- dropping the earliest stored. Each is bounded per call (2 per key this call
--- brings, plus 100): a topic far over bounds that were just lowered gets back
--- within them over several appends, without one blocking the server while it
--- drops them all. Returns how many were dropped before their time.
-local function remember(fresh)
-  if guards == 0 and redis.call('EXISTS', idem_at) == 0 then
-    return 0
-  end
-  local bytes = tonumber(redis.call('GET', idem_bytes) or '0')
-  local expired = redis.call('ZRANGEBYSCORE', idem_at, '-inf', now - window,
-    'LIMIT', 0, 2 * guards + 100)
-  bytes = forget(expired, bytes)
-  for _, at in ipairs(fresh) do
-    local key, digest = ARGV[at], ARGV[at + 1]
-    bytes = forget({key}, bytes) -- an expired entry of the same key not yet dropped
-    redis.call('HSET', idem, key, digest)
-    redis.call('ZADD', idem_at, now, key)
-    bytes = bytes + #key + #digest + per_key
-  end
-  local evicted, budget = 0, 2 * guards + 100
-  while evicted < budget
-      and (redis.call('ZCARD', idem_at) > max_keys or (bytes > max_bytes and bytes > 0)) do
-    local oldest = redis.call('ZRANGE', idem_at, 0, 0)
-    if not oldest[1] then
-      break
-    end
-    bytes = forget(oldest, bytes)
-    evicted = evicted + 1
-  end
-  if redis.call('EXISTS', idem_at) == 1 then
-    redis.call('SET', idem_bytes, int(bytes))
-  else
-    redis.call('DEL', idem_bytes)
-  end
-  return evicted
-end
-
--- -- partitions ---------------------------------------------------------------
-
-local function load(base)
-  local f = redis.call('HMGET', KEYS[base], 'next', 'oldest', 'cursor', 'floor', 'last_ts')
-  return {
-    state = KEYS[base], log = KEYS[base + 1], lease = KEYS[base + 2],
-    nonce = KEYS[base + 3], acked = KEYS[base + 4], pending = {}, queued = 0,
-    next = tonumber(f[1] or '0'), oldest = tonumber(f[2] or '0'),
-    cursor = tonumber(f[3] or '0'), floor = tonumber(f[4] or '0'),
-    last_ts = tonumber(f[5] or '0'),
-  }
-end
-
--- Entry i's record from its comma on, for a stamp other than now (cut once).
-local stamp_length = #ARGV[3]
-local tails = {}
-local function tail(i)
-  local t = tails[i]
-  if not t then
-    t = string.sub(ARGV[ENTRIES + 3 * (i - 1) + 2], stamp_length + 1)
-    tails[i] = t
-  end
-  return t
-end
-
--- Queue entry i at the partition's next offset, stamped at least `ts` and
--- never below the partition's last stamp; returns the stamp. `save` writes
--- the partition's queue in one command (redis.call writes the offset, a
--- number, as an integer). The queue is filled by index: `#t` on a growing
--- table searches each time.
-local function put(st, ts, i)
-  ts = math.max(ts, st.last_ts)
-  local record
-  if ts == now then
-    record = ARGV[ENTRIES + 3 * (i - 1) + 2]
-  else
-    record = int(ts) .. tail(i)
-  end
-  local queued = st.queued
-  st.pending[queued + 1], st.pending[queued + 2] = st.next, record
-  st.queued = queued + 2
-  st.next = st.next + 1
-  st.last_ts = ts
-  return ts
-end
-
--- Drop messages older than the retention window (at most `budget` of them),
--- with their leases and acks, and move the cursor and floor past them.
-local function trim(st, keep, budget)
-  if keep <= 0 then
-    return
-  end
-  while st.oldest < st.next and budget > 0 do
-    local rec = redis.call('HGET', st.log, st.oldest)
-    if rec and tonumber(string.match(rec, '^(%d+),')) + keep > now then
-      break
-    end
-    redis.call('HDEL', st.log, st.oldest)
-    redis.call('ZREM', st.lease, st.oldest)
-    redis.call('HDEL', st.nonce, st.oldest)
-    redis.call('ZREM', st.acked, st.oldest)
-    st.oldest = st.oldest + 1
-    budget = budget - 1
-  end
-  if st.cursor < st.oldest then
-    st.cursor = st.oldest
-  end
-  if st.floor < st.oldest then
-    st.floor = st.oldest
-    while redis.call('ZREM', st.acked, st.floor) == 1 do
-      st.floor = st.floor + 1
+      -- (A key with no score is in neither the hash nor the set.)
+      nfresh = nfresh + 1
+      fresh[nfresh], absent[nfresh] = at, not stored_at
     end
   end
 end
 
-local function save(st, keep, budget)
-  if st.queued > 0 then
-    redis.call('HSET', st.log, unpack(st.pending))
-    st.pending, st.queued = {}, 0
-  end
-  trim(st, keep, budget)
-  redis.call('HSET', st.state, 'next', int(st.next), 'oldest', int(st.oldest),
-    'cursor', int(st.cursor), 'floor', int(st.floor), 'last_ts', int(st.last_ts))
-end
+-- -- partitions -----------------------------------------------------------------
 
--- Fan-out, planned before anything is written (a script's writes are not
--- undone by a later error): each child's retention and partition slots, and
--- the slot every entry's copy goes to.
-local function plan_fan_out(key_at)
-  local plan, at = {}, ENTRIES + 3 * n
-  while at <= #ARGV do
-    local child = {
-      waited = KEYS[key_at + 1],
-      delay = tonumber(ARGV[at]),
-      retention = tonumber(redis.call('HGET', KEYS[key_at], 'retention_ms') or '0'),
-      slots = {}, target = {},
-    }
-    local partitions, count = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
-    local by_partition = {}
-    for s = 1, count do
-      local st = load(key_at + 2 + SLOTS * (s - 1))
-      child.slots[s] = st
-      by_partition[tonumber(ARGV[at + 2 + s])] = st
-    end
-    for i = 1, n do
-      local route = tonumber(ARGV[ENTRIES + 3 * (i - 1) + 1])
-      child.target[i] = by_partition[route % partitions]
-      if not child.target[i] then
-        return nil
-      end
-    end
-    plan[#plan + 1] = child
-    key_at = key_at + 2 + SLOTS * count
-    at = at + 3 + count
-  end
-  return plan
-end
-
--- Copy each stored entry to every child in entry order, bytes and kind as they
--- are, stamped with the parent's commit time plus the child's delay: the
--- moment a copy in a delay child falls due. A child's caps never refuse a copy.
-local function fan_out(plan, stamps, skip)
-  for _, child in ipairs(plan) do
-    for i = 1, n do
-      if not skip[i] then
-        put(child.target[i], stamps[i] + child.delay, i)
-      end
-    end
-    for _, st in ipairs(child.slots) do
-      save(st, child.retention, 2 * n + 100)
-    end
-  end
-end
-
--- Whether a consumer may wait on the topic or a child: their marks, the
--- topic's read first (the one read when it has no children or is waited on).
-local function marked(key)
-  return tonumber(redis.call('GET', key) or '0') >= now
-end
-
-local function anyone_waits(plan)
-  if marked(waited) then
-    return true
-  end
-  for _, child in ipairs(plan) do
-    if marked(child.waited) then
-      return true
-    end
-  end
-  return false
-end
-
-local skip, repeated, fresh = check_keys()
-if not skip then
-  return {'key_reused', repeated}
-end
 local stored = n - repeated
-local plan = {}
+-- Per slot g (the topic's 1..P, then each child's): its first key, the fields
+-- as read, next, oldest, cursor, floor, last stamp, and the log fields queued
+-- (offset, record, ...; filled by index: `#t` on a growing table searches each
+-- time) with their count.
+local base, raw, nx, ol, cu, fl, lt, pend, queued = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local nall = 0
+local function load(b)
+  nall = nall + 1
+  local f = redis.call('HMGET', KEYS[b], 'next', 'oldest', 'cursor', 'floor', 'last_ts')
+  base[nall], raw[nall] = b, f
+  nx[nall], ol[nall] = tonumber(f[1] or '0'), tonumber(f[2] or '0')
+  cu[nall], fl[nall] = tonumber(f[3] or '0'), tonumber(f[4] or '0')
+  lt[nall], pend[nall], queued[nall] = tonumber(f[5] or '0'), {}, 0
+  return nall
+end
+
+-- Write slot g's queued messages, drop those older than the retention window
+-- `keep` (at most `budget` of them) with their leases and acks, move the
+-- cursor and floor past them, and write the fields of its state that changed
+-- (or were absent).
+local function save(g, keep)
+  local b = base[g]
+  local log = KEYS[b + 1]
+  if queued[g] > 0 then
+    redis.call('HSET', log, unpack(pend[g]))
+  end
+  local oldest, cursor, floor = ol[g], cu[g], fl[g]
+  if keep > 0 then
+    local next_offset, left = nx[g], budget
+    local lease, nonce, acked = KEYS[b + 2], KEYS[b + 3], KEYS[b + 4]
+    while oldest < next_offset and left > 0 do
+      local rec = redis.call('HGET', log, oldest)
+      if rec and tonumber(string.match(rec, '^(%d+),')) + keep > now then
+        break
+      end
+      redis.call('HDEL', log, oldest)
+      redis.call('ZREM', lease, oldest)
+      redis.call('HDEL', nonce, oldest)
+      redis.call('ZREM', acked, oldest)
+      oldest = oldest + 1
+      left = left - 1
+    end
+    if cursor < oldest then
+      cursor = oldest
+    end
+    if floor < oldest then
+      floor = oldest
+      while redis.call('ZREM', acked, floor) == 1 do
+        floor = floor + 1
+      end
+    end
+  end
+  local f = raw[g]
+  if f[2] and f[3] and f[4] and oldest == ol[g] and cursor == cu[g] and floor == fl[g] then
+    redis.call('HSET', KEYS[b], 'next', nx[g], 'last_ts', lt[g])
+  else
+    redis.call('HSET', KEYS[b], 'next', nx[g], 'oldest', oldest, 'cursor', cursor,
+      'floor', floor, 'last_ts', lt[g])
+  end
+end
+
+-- Entry i's record from its comma on, for a stamp other than now.
+local stamp_length = #ARGV[3]
+
+local nchildren, cwaited, cdelay, ckeep, cfirst, clast, ctarget = 0, {}, {}, {}, {}, {}, {}
 if stored > 0 then
   -- A delay child takes messages only from its parent; a retry of what it
   -- stored before it became one (every key remembered) stores nothing.
@@ -322,28 +181,189 @@ if stored > 0 then
   if (m[5] or '') ~= ARGV[6] then
     return {'stale_children'}
   end
-  local parts = {}
   for s = 1, nslots do
-    parts[s] = load(FIRST_SLOT + SLOTS * (s - 1))
+    load(FIRST_SLOT + SLOTS * (s - 1))
   end
-  plan = plan_fan_out(FIRST_SLOT + SLOTS * nslots)
-  if not plan then
-    return redis.error_reply('append: an entry routed to a child partition with no slot')
+
+  -- Fan-out, planned before anything is written (a script's writes are not
+  -- undone by a later error): each child's retention and partition slots, and
+  -- the slot every entry's copy goes to.
+  local key_at, at = FIRST_SLOT + SLOTS * nslots, ENTRIES + 3 * n
+  local nargs = #ARGV
+  while at <= nargs do
+    nchildren = nchildren + 1
+    local c = nchildren
+    cwaited[c] = KEYS[key_at + 1]
+    cdelay[c] = tonumber(ARGV[at])
+    ckeep[c] = tonumber(redis.call('HGET', KEYS[key_at], 'retention_ms') or '0')
+    local partitions, count = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+    local by_partition = {}
+    cfirst[c] = nall + 1
+    for s = 1, count do
+      by_partition[tonumber(ARGV[at + 2 + s])] = load(key_at + 2 + SLOTS * (s - 1))
+    end
+    clast[c] = nall
+    local target = {}
+    for i = 1, n do
+      local g = by_partition[tonumber(ARGV[ENTRIES + 3 * (i - 1) + 1]) % partitions]
+      if not g then
+        return redis.error_reply('append: an entry routed to a child partition with no slot')
+      end
+      target[i] = g
+    end
+    ctarget[c] = target
+    key_at = key_at + 2 + SLOTS * count
+    at = at + 3 + count
   end
-  local stamps = {}
+
+  -- Queue each entry at its partition's next offset, stamped now or, when
+  -- the partition's last stamp is later, with that stamp (stamps never
+  -- decrease within a partition).
+  local stamps = nchildren > 0 and {} or nil
+  local tails = nil
+  local slot_of = {}
+  local at = ENTRIES
   for i = 1, n do
-    if not skip[i] then
-      stamps[i] = put(parts[tonumber(ARGV[ENTRIES + 3 * (i - 1)])], now, i)
+    if not (skip and skip[i]) then
+      local slot = ARGV[at]
+      local g = slot_of[slot]
+      if not g then
+        g = tonumber(slot)
+        slot_of[slot] = g
+      end
+      local ts, record = lt[g]
+      if ts <= now then
+        ts, record = now, ARGV[at + 2]
+      else
+        if not tails then
+          tails = {}
+        end
+        local t = tails[i]
+        if not t then
+          t = string.sub(ARGV[at + 2], stamp_length + 1)
+          tails[i] = t
+        end
+        record = string.format('%d', ts) .. t
+      end
+      local q, p = queued[g], pend[g]
+      p[q + 1], p[q + 2] = nx[g], record
+      queued[g], nx[g], lt[g] = q + 2, nx[g] + 1, ts
+      if stamps then
+        stamps[i] = ts
+      end
+    end
+    at = at + 3
+  end
+  local retention = tonumber(m[3] or '0')
+  for g = 1, nslots do
+    save(g, retention)
+  end
+
+  -- Copy each stored entry to every child in entry order, bytes and kind as
+  -- they are, stamped with the parent's commit time plus the child's delay:
+  -- the moment a copy in a delay child falls due. A child's caps never refuse
+  -- a copy.
+  for c = 1, nchildren do
+    local delay, target = cdelay[c], ctarget[c]
+    at = ENTRIES + 2
+    for i = 1, n do
+      if not (skip and skip[i]) then
+        local g = target[i]
+        local ts, record = stamps[i] + delay, nil
+        if ts < lt[g] then
+          ts = lt[g]
+        end
+        if ts == now then
+          record = ARGV[at]
+        else
+          if not tails then
+            tails = {}
+          end
+          local t = tails[i]
+          if not t then
+            t = string.sub(ARGV[at], stamp_length + 1)
+            tails[i] = t
+          end
+          record = string.format('%d', ts) .. t
+        end
+        local q, p = queued[g], pend[g]
+        p[q + 1], p[q + 2] = nx[g], record
+        queued[g], nx[g], lt[g] = q + 2, nx[g] + 1, ts
+      end
+      at = at + 3
+    end
+    for g = cfirst[c], clast[c] do
+      save(g, ckeep[c])
     end
   end
-  for s = 1, nslots do
-    save(parts[s], retention, 2 * n + 100)
-  end
-  fan_out(plan, stamps, skip)
 end
-local evicted = remember(fresh)
-if stored > 0 and anyone_waits(plan) then
-  local publish = string.find(ARGV[4], '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
-  redis.call(publish, ARGV[4], ARGV[5])
+
+-- -- idempotency keys: remember ------------------------------------------------
+
+-- Remember the new keys at `now`, drop expired ones, and keep within bounds by
+-- dropping the earliest stored. Each is bounded per call (2 per key this call
+-- brings, plus 100): a topic far over bounds that were just lowered gets back
+-- within them over several appends, without one blocking the server while it
+-- drops them all. `evicted` counts those dropped before their time.
+local evicted = 0
+if guards > 0 or redis.call('EXISTS', idem_at) == 1 then
+  local max_keys, max_bytes = tonumber(ARGV[10]), tonumber(ARGV[11])
+  local per_key = tonumber(ARGV[12])
+  local bytes = tonumber(redis.call('GET', idem_bytes) or '0')
+  local function forget(key)
+    local digest = redis.call('HGET', idem, key)
+    if digest then
+      bytes = bytes - (#key + #digest + per_key)
+      redis.call('HDEL', idem, key)
+    end
+    redis.call('ZREM', idem_at, key)
+  end
+  local limit = 2 * guards + 100
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', idem_at, '-inf', now - window,
+      'LIMIT', 0, limit)) do
+    forget(key)
+  end
+  local added = nfresh > 0 and {} or nil
+  for k = 1, nfresh do
+    local at = fresh[k]
+    local key, digest = ARGV[at], ARGV[at + 1]
+    if not absent[k] or added[key] then
+      forget(key) -- an expired entry of the same key not yet dropped
+    end
+    added[key] = true
+    redis.call('HSET', idem, key, digest)
+    redis.call('ZADD', idem_at, now, key)
+    bytes = bytes + #key + #digest + per_key
+  end
+  while evicted < limit
+      and (redis.call('ZCARD', idem_at) > max_keys or (bytes > max_bytes and bytes > 0)) do
+    local oldest = redis.call('ZRANGE', idem_at, 0, 0)
+    if not oldest[1] then
+      break
+    end
+    forget(oldest[1])
+    evicted = evicted + 1
+  end
+  -- A key added this call and none dropped for the bounds: the set exists.
+  if (nfresh > 0 and evicted == 0) or redis.call('EXISTS', idem_at) == 1 then
+    redis.call('SET', idem_bytes, string.format('%d', bytes))
+  else
+    redis.call('DEL', idem_bytes)
+  end
+end
+
+-- Whether a consumer may wait on the topic or a child: their marks, the
+-- topic's read first (the one read when it has no children or is waited on).
+if stored > 0 then
+  local waits = tonumber(redis.call('GET', KEYS[5]) or '0') >= now
+  local c = 1
+  while not waits and c <= nchildren do
+    waits = tonumber(redis.call('GET', cwaited[c]) or '0') >= now
+    c = c + 1
+  end
+  if waits then
+    local publish = string.find(ARGV[4], '{', 1, true) and 'SPUBLISH' or 'PUBLISH'
+    redis.call(publish, ARGV[4], ARGV[5])
+  end
 end
 return {'ok', stored, repeated, evicted}
