@@ -220,7 +220,21 @@ if stored > 0 then
   -- the partition's last stamp is later, with that stamp (stamps never
   -- decrease within a partition).
   local stamps = nchildren > 0 and {} or nil
+  -- Entry i's record (ARGV[arg], stamped now) stamped `ts` instead; the part
+  -- after the stamp is cut once per entry. Rare: only a clock gone back or
+  -- a delay child stamps otherwise.
   local tails = nil
+  local function restamped(i, arg, ts)
+    if not tails then
+      tails = {}
+    end
+    local t = tails[i]
+    if not t then
+      t = string.sub(ARGV[arg], stamp_length + 1)
+      tails[i] = t
+    end
+    return string.format('%d', ts) .. t
+  end
   local slot_of = {}
   local at = ENTRIES
   for i = 1, n do
@@ -235,15 +249,7 @@ if stored > 0 then
       if ts <= now then
         ts, record = now, ARGV[at + 2]
       else
-        if not tails then
-          tails = {}
-        end
-        local t = tails[i]
-        if not t then
-          t = string.sub(ARGV[at + 2], stamp_length + 1)
-          tails[i] = t
-        end
-        record = string.format('%d', ts) .. t
+        record = restamped(i, at + 2, ts)
       end
       local q, p = queued[g], pend[g]
       p[q + 1], p[q + 2] = nx[g], record
@@ -276,15 +282,7 @@ if stored > 0 then
         if ts == now then
           record = ARGV[at]
         else
-          if not tails then
-            tails = {}
-          end
-          local t = tails[i]
-          if not t then
-            t = string.sub(ARGV[at], stamp_length + 1)
-            tails[i] = t
-          end
-          record = string.format('%d', ts) .. t
+          record = restamped(i, at, ts)
         end
         local q, p = queued[g], pend[g]
         p[q + 1], p[q + 2] = nx[g], record
