@@ -145,18 +145,26 @@ def _checked_one_by_one(data: bytes) -> list[Outgoing]:
     """The batch by the strict parser, refusals in their order: the body's
     own (not JSON, a repeated key, too deep...), then its shape, then each
     entry's."""
-    body = parse_json(data)
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        raise InvalidArgument('request body must be {"messages": [...]}')
-    refuse_unknown(body, ("messages",))
-    items = body["messages"]
-    if not items:
-        raise InvalidArgument("messages must not be empty")
-    if len(items) > MAX_BATCH:
-        raise InvalidArgument(
-            f"messages holds {len(items)} entries; at most {MAX_BATCH}"
-        )
+    _, items = _listed(data, "messages", ("messages",), MAX_BATCH)
     return [_entry(item, index) for index, item in enumerate(items)]
+
+
+def _listed(
+    data: bytes, field: str, fields: tuple[str, ...], most: int
+) -> tuple[dict[str, Any], list[Any]]:
+    """A batch body ``{field: [...], ...}`` by the strict parser, and its
+    list: the body's own refusals first, then its shape, then unknown
+    fields (of ``fields``), then an empty list or one over ``most``."""
+    body = parse_json(data)
+    if not isinstance(body, dict) or not isinstance(body.get(field), list):
+        raise InvalidArgument(f'request body must be {{"{field}": [...]}}')
+    refuse_unknown(body, fields)
+    items = body[field]
+    if not items:
+        raise InvalidArgument(f"{field} must not be empty")
+    if len(items) > most:
+        raise InvalidArgument(f"{field} holds {len(items)} entries; at most {most}")
+    return body, items
 
 
 def _accepted_at_once(data: bytes) -> list[Outgoing] | None:
@@ -366,19 +374,9 @@ class Ack:
         self, req: falcon.Request, resp: falcon.Response, name: str
     ) -> None:
         authorize(req, Action.CONSUME, check_name(name))
-        body = parse_json(read_body(req))
-        if not isinstance(body, dict) or not isinstance(
-            body.get("receipt_handles"), list
-        ):
-            raise InvalidArgument('request body must be {"receipt_handles": [...]}')
-        refuse_unknown(body, ACK_BATCH_FIELDS)
-        handles = body["receipt_handles"]
-        if not handles:
-            raise InvalidArgument("receipt_handles must not be empty")
-        if len(handles) > MAX_ACK_BATCH:
-            raise InvalidArgument(
-                f"receipt_handles holds {len(handles)} entries; at most {MAX_ACK_BATCH}"
-            )
+        body, handles = _listed(
+            read_body(req), "receipt_handles", ACK_BATCH_FIELDS, MAX_ACK_BATCH
+        )
         for index, handle in enumerate(handles):
             if not isinstance(handle, str):
                 raise InvalidArgument(f"receipt_handles[{index}] must be a string")

@@ -247,11 +247,9 @@ def parse_schema(
             fds = _decode(blob, descriptor_pb2.FileDescriptorSet, "FileDescriptorSet")
             if not fds.file:
                 raise ProtobufSchemaError("the FileDescriptorSet holds no file")
-            given = {f.name for f in fds.file}
-            extra = [d for d in dependencies if d.name not in given]
             return _resolve(
                 SchemaForm.DESCRIPTOR_SET,
-                [*fds.file, *extra],
+                _with_references(fds, dependencies),
                 None,
                 named,
                 MessageSource.SCHEMA,
@@ -304,16 +302,23 @@ def _no_message_set(
     roots = sorted(f.name for f in own if f.name not in imported)
     if not roots:
         raise ProtobufSchemaError("the FileDescriptorSet holds no file")
-    given = {f.name for f in fds.file}
-    extra = [d for d in dependencies if d.name not in given]
     return _resolve(
         SchemaForm.DESCRIPTOR_SET,
-        [*fds.file, *extra],
+        _with_references(fds, dependencies),
         roots[-1],
         None,
         None,
         message_optional=True,
     )
+
+
+def _with_references(
+    fds: descriptor_pb2.FileDescriptorSet,
+    dependencies: Sequence[descriptor_pb2.FileDescriptorProto],
+) -> list[descriptor_pb2.FileDescriptorProto]:
+    """A set's files, then the referenced files it does not hold itself."""
+    given = {f.name for f in fds.file}
+    return [*fds.file, *(d for d in dependencies if d.name not in given)]
 
 
 def _message_name(name: str, what: str) -> str:
