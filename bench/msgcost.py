@@ -8,6 +8,12 @@ the messages the phase handled:
 
 - **worker CPU**: utime + stime of the side's gunicorn workers (``/proc``);
 - **Valkey CPU**: the valkey-server process's utime + stime, all threads;
+- **Valkey's event loop**: the time its one main loop spent on its turns
+  (``eventloop_duration_sum``: commands, reading and writing sockets, and
+  the fsync after each turn that wrote), and within that on commands
+  (``eventloop_duration_cmd_sum``). Every side's every call goes through that
+  loop one turn at a time, so when it is busy all the time the rate follows
+  its time per message, not the CPU (Valkey 8 and later; 0 elsewhere);
 - **write syscalls**: ``syscw`` of Valkey's ``/proc/<pid>/io`` (socket
   replies and AOF writes alike), and its AOF's growth (``aof_current_size``);
 - **storage commands**: ``INFO commandstats`` deltas of the commands that
@@ -105,6 +111,8 @@ class Snapshot:
     memory: int
     keys: int
     calls: dict[str, int]
+    loop: int = 0  # microseconds
+    loop_commands: int = 0
     aof_file: tuple[Path | None, int] = (None, 0)
 
 
@@ -146,6 +154,8 @@ class Counters:
             memory=info["used_memory"],
             keys=sum(v["keys"] for k, v in info.items() if re.fullmatch(r"db\d+", k)),
             calls=calls,
+            loop=info.get("eventloop_duration_sum", 0),
+            loop_commands=info.get("eventloop_duration_cmd_sum", 0),
             aof_file=self.aof_file(),
         )
 
@@ -168,6 +178,8 @@ class Cost:
     scripts: int = 0
     aof_messages: int = 0
     rewritten: int = 0
+    loop: float = 0.0  # seconds
+    loop_commands: float = 0.0
     calls: Counter = field(default_factory=Counter)
     # From the AOF's new bytes: commands logged, and entries they write.
     logged: Counter = field(default_factory=Counter)
@@ -183,6 +195,8 @@ class Cost:
         self.memory += b.memory - a.memory
         self.keys += b.keys - a.keys
         self.http_bytes += run.reply_bytes
+        self.loop += (b.loop - a.loop) / 1e6
+        self.loop_commands += (b.loop_commands - a.loop_commands) / 1e6
         self.requests += run.requests
         for name in ("evalsha", "eval", "fcall"):
             self.scripts += b.calls.get(name, 0) - a.calls.get(name, 0)
@@ -568,7 +582,8 @@ def cost_table(costs: dict[tuple[str, str], Cost], order: list[str]) -> list[str
     head = (
         f"{'phase':<16} {'side':<6} {'msgs':>7} {'msgs/s':>7} {'wrk us':>6} "
         f"{'vk us':>6} {'sum us':>6} {'syscw':>5} {'aof B':>6} {'mem B':>6} "
-        f"{'vk out':>6} {'http B':>6} {'evals':>5} "
+        f"{'vk out':>6} {'http B':>6} {'evals':>5} {'loop us':>7} {'cmd us':>6} "
+        f"{'busy':>4} "
         "AOF per msg: entries written (commands)"
     )
     lines = [head, "-" * len(head)]
@@ -588,7 +603,9 @@ def cost_table(costs: dict[tuple[str, str], Cost], order: list[str]) -> list[str
                 f"{us(c.per(c.worker_cpu + c.valkey_cpu))} {c.per(c.syscw):>5.2f} "
                 f"{c.per_logged(c.aof):>6.0f} {c.per(c.memory):>6.0f} "
                 f"{c.per(c.net_out):>6.0f} {c.per(c.http_bytes):>6.0f} "
-                f"{c.per(c.scripts):>5.2f} {writes}"
+                f"{c.per(c.scripts):>5.2f} {us(c.per(c.loop)):>7} "
+                f"{us(c.per(c.loop_commands))} {c.loop / max(c.seconds, 1e-9):>4.0%} "
+                f"{writes}"
                 + (f" [AOF rewritten in {c.rewritten} rounds]" if c.rewritten else "")
             )
         narad, floor = costs.get((phase, "narad")), costs.get((phase, "floor"))
@@ -607,8 +624,10 @@ def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
     """What the table says of issue 57's two targets, by CPU per message:
     the flow's parts against the floor's, the flow as it would be with the
     lease and the ack at the floor's cost and the produce as it is (on
-    cores the sides share, the rate follows the CPU a message takes), and
-    single consume+ack against single produce."""
+    cores the sides share, the rate follows the CPU a message takes), the
+    flow by Valkey's event loop (:func:`loop_bounds`: what the rate follows
+    instead once that loop is busy all the time, as it is in the flow on
+    two cores), and single consume+ack against single produce."""
 
     def total(phase: str, side: str) -> float | None:
         c = costs.get((phase, side))
@@ -652,6 +671,9 @@ def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
             f"{narad[0] - floor[0]:.1f} and the lease's and the ack's "
             f"{narad[1] - floor[1] + narad[2] - floor[2]:.1f}",
         ]
+    lines += loop_bounds(
+        costs.get(("flow (per ack)", "narad")), costs.get(("flow (per ack)", "floor"))
+    )
     produce = total("single produce", "narad")
     consume, ack = total("single consume", "narad"), total("single ack", "narad")
     if produce and consume and ack:
@@ -662,6 +684,34 @@ def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
             f"at most {produce / 0.6:.1f} us)"
         )
     return lines
+
+
+def loop_bounds(narad: Cost | None, floor: Cost | None) -> list[str]:
+    """The flow by Valkey's event loop: each side's share of time it kept
+    the loop busy, and its loop time per message, commands and the rest
+    (sockets, the fsync after each turn that wrote); with the loop busy all
+    the time, the rate is what that time per message allows, whatever CPU
+    is left. Then the flow with Narad's commands at the floor's cost and
+    the rest of its turns as they are."""
+    if not (narad and floor and narad.loop and floor.loop):
+        return []
+
+    def parts(c: Cost) -> tuple[float, float, float]:
+        commands = 1e6 * c.per(c.loop_commands)
+        return 1e6 * c.per(c.loop), commands, 1e6 * c.per(c.loop - c.loop_commands)
+
+    (n_loop, n_cmd, n_rest), (f_loop, f_cmd, f_rest) = parts(narad), parts(floor)
+    at_floor_commands = n_rest + f_cmd
+    return [
+        f"the flow by Valkey's event loop, busy {narad.loop / narad.seconds:.0%} "
+        f"(floor {floor.loop / floor.seconds:.0%}) of the time: {n_loop:.1f} us a "
+        f"message, {n_cmd:.1f} in commands and {n_rest:.1f} in the rest of its "
+        f"turns (floor {f_loop:.1f}: {f_cmd:.1f} and {f_rest:.1f}): "
+        f"{100 * f_loop / n_loop:.0f}% of the floor's rate by loop time",
+        f"  with Narad's commands at the floor's cost and the rest as it is, "
+        f"{at_floor_commands:.1f} us: {100 * f_loop / at_floor_commands:.0f}% at "
+        f"most; 85% takes at most {f_loop / 0.85:.1f} us a message",
+    ]
 
 
 def run_drivers(
