@@ -62,11 +62,11 @@ class CrashingStorage:
         self._maybe_die("settle")
         return result
 
-
     def settle_and_reserve(self, *args: Any, **kwargs: Any) -> Any:
         result = self._inner.settle_and_reserve(*args, **kwargs)
         self._maybe_die("settle")
         return result
+
 
 def connect(url: str, config: Config) -> CrashingStorage:
     parts = urlsplit(url)
