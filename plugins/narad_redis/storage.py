@@ -981,7 +981,10 @@ class RedisStorage:
             self._waited(meta.name),
         ]
         slot_of: dict[int, int] = {}
-        records: list[Any] = []
+        # Per entry its slot, route and record's length; the records go last,
+        # in one argument (append.lua says why).
+        entries_args: list[Any] = []
+        records: list[bytes] = []
         routes = [e.partition if e.route is None else e.route for e in entries]
         # The record as stored, commit time included: the script then stores
         # the argument without copying it (unless the partition's clock is
@@ -1004,11 +1007,9 @@ class RedisStorage:
                 head = text_head
             else:
                 head = binary_head
-            records += (
-                slot,
-                route,
-                b"%s%d:%s%s" % (head, len(key), key, entry.payload),
-            )
+            record = b"%s%d:%s%s" % (head, len(key), key, entry.payload)
+            entries_args += (slot, route, len(record))
+            records.append(record)
         args: list[Any] = [
             meta.epoch,
             schema_version,
@@ -1025,7 +1026,7 @@ class RedisStorage:
         ]
         for guard in idempotency:
             args += [guard.key, guard.digest, guard.start + 1, guard.stop]
-        args += records
+        args += entries_args
         for child in meta.children:
             # The child's partitions the copies go to, in slot order.
             targets = list(dict.fromkeys(route % child.partitions for route in routes))
@@ -1033,6 +1034,7 @@ class RedisStorage:
             for index in targets:
                 keys += self._partition_keys(child.name, index)
             args += [child.delay_ms, child.partitions, len(targets), *targets]
+        args.append(b"".join(records))
         guarded = sum(guard.stop - guard.start for guard in idempotency)
         reply = self._run("append", keys, args, replayable=guarded == len(entries))
         status = Status(reply[0].decode())

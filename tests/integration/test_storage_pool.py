@@ -12,7 +12,13 @@ import pytest
 import redis
 
 import narad
+import narad_redis
+from narad.config import Config
 from narad.errors import StorageError
+from narad.storage import Entry
+from narad.storage import PayloadKind
+from narad.storage import Status
+from narad.testing.storage_contract import new_meta
 from narad_redis.client import NotEnoughReplicas
 from narad_redis.client import RetryingClient
 from narad_redis.client import run_script
@@ -156,6 +162,41 @@ def test_scripts_run_together_go_in_one_read_once_the_node_ran_them(tmp_path):
         assert reads(one.redis) - before == 2
     finally:
         one.close()
+        server.stop()
+
+
+def test_a_batch_append_reaches_the_server_in_fewer_reads_than_its_records(
+    tmp_path,
+):
+    """append.lua takes a batch's records in one argument: the server reads
+    a large argument in one go, and as many arguments in pieces, one read
+    per turn of its event loop (each turn waiting for others' fsync)."""
+    server = start_valkey(tmp_path / "valkey")
+    storage = narad_redis.connect(tcp_url(server), Config.load(env={}))
+    try:
+        meta = new_meta()
+        assert storage.create_topic(meta).status is Status.OK
+        payloads = [b"%04d" % i * 256 for i in range(100)]  # 1 KiB each
+        entries = [Entry(0, b"", p, PayloadKind.BINARY) for p in payloads]
+        r = storage.client.redis
+
+        def appended() -> int:
+            result = storage.append(meta, entries, schema_version=0, now_ms=1000)
+            assert result.status is Status.OK
+            return result.count
+
+        assert appended() == 100  # the script is loaded: later calls are one each
+        before = reads(r)
+        assert appended() == 100
+        batch = reads(r) - before - 1  # INFO's own
+        # The same bytes as many arguments, sent the same way.
+        many = r.register_script("return #ARGV")
+        before = reads(r)
+        assert storage.client.call(lambda c: run_script(many, [], payloads, c)) == 100
+        separate = reads(r) - before - 1
+        assert batch < separate
+    finally:
+        storage.close()
         server.stop()
 
 

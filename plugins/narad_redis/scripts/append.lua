@@ -34,11 +34,15 @@
 -- ARGV[12] = bytes counted per key besides its key and digest
 -- ARGV[13] = G, the number of idempotency keys; then G times:
 --   key, digest, first entry, last entry (entries numbered from 1)
--- ARGV[14+4G .. 13+4G+3N] = per entry: slot, route, record; record =
---   "<now>,<kind><key length>:<key><bytes>" (stored as it is when its stamp is
---   now); a copy goes to the child's partition route % its partitions
+-- ARGV[14+4G .. 13+4G+3N] = per entry: slot, route, and the length of its record
+--   in the last argument; record = "<now>,<kind><key length>:<key><bytes>"
+--   (stored as it is when its stamp is now); a copy goes to the child's
+--   partition route % its partitions
 -- then per child: delay_ms, partitions, S (its slot count), and the partition
 --   index of each of its S slots
+-- ARGV[#ARGV] = the entries' records, one after the other: the server reads a
+--   large argument in one go, and many records as many arguments in pieces,
+--   one per turn of its event loop, each turn waiting for others' fsync
 -- returns {"ok", stored, repeated, evicted} | {"no_topic"} | {"delay_child"}
 --         | {"key_reused", index of the key (from 0)}
 --         | {"stale_schema", current_version} | {"stale_children"}
@@ -190,7 +194,7 @@ if stored > 0 then
   -- the slot every entry's copy goes to.
   local key_at, at = FIRST_SLOT + SLOTS * nslots, ENTRIES + 3 * n
   local nargs = #ARGV
-  while at <= nargs do
+  while at < nargs do
     nchildren = nchildren + 1
     local c = nchildren
     cwaited[c] = KEYS[key_at + 1]
@@ -219,25 +223,32 @@ if stored > 0 then
   -- Queue each entry at its partition's next offset, stamped now or, when
   -- the partition's last stamp is later, with that stamp (stamps never
   -- decrease within a partition).
-  local stamps = nchildren > 0 and {} or nil
-  -- Entry i's record (ARGV[arg], stamped now) stamped `ts` instead; the part
+  -- `stamps` and `cut` (the records as cut, stamped now) keep what the
+  -- children's copies need.
+  local stamps, cut = nil, nil
+  if nchildren > 0 then
+    stamps, cut = {}, {}
+  end
+  -- Entry i's record (`record`, stamped now) stamped `ts` instead; the part
   -- after the stamp is cut once per entry. Rare: only a clock gone back or
   -- a delay child stamps otherwise.
   local tails = nil
-  local function restamped(i, arg, ts)
+  local function restamped(i, record, ts)
     if not tails then
       tails = {}
     end
     local t = tails[i]
     if not t then
-      t = string.sub(ARGV[arg], stamp_length + 1)
+      t = string.sub(record, stamp_length + 1)
       tails[i] = t
     end
     return string.format('%d', ts) .. t
   end
   local slot_of = {}
+  local blob, from = ARGV[nargs], 1
   local at = ENTRIES
   for i = 1, n do
+    local to = from + tonumber(ARGV[at + 2])
     if not (skip and skip[i]) then
       local slot = ARGV[at]
       local g = slot_of[slot]
@@ -245,11 +256,14 @@ if stored > 0 then
         g = tonumber(slot)
         slot_of[slot] = g
       end
-      local ts, record = lt[g]
+      local ts, record = lt[g], string.sub(blob, from, to - 1)
+      if cut then
+        cut[i] = record
+      end
       if ts <= now then
-        ts, record = now, ARGV[at + 2]
+        ts = now
       else
-        record = restamped(i, at + 2, ts)
+        record = restamped(i, record, ts)
       end
       local q, p = queued[g], pend[g]
       p[q + 1], p[q + 2] = nx[g], record
@@ -258,7 +272,7 @@ if stored > 0 then
         stamps[i] = ts
       end
     end
-    at = at + 3
+    from, at = to, at + 3
   end
   local retention = tonumber(m[3] or '0')
   for g = 1, nslots do
@@ -271,24 +285,20 @@ if stored > 0 then
   -- a copy.
   for c = 1, nchildren do
     local delay, target = cdelay[c], ctarget[c]
-    at = ENTRIES + 2
     for i = 1, n do
       if not (skip and skip[i]) then
         local g = target[i]
-        local ts, record = stamps[i] + delay, nil
+        local ts, record = stamps[i] + delay, cut[i]
         if ts < lt[g] then
           ts = lt[g]
         end
-        if ts == now then
-          record = ARGV[at]
-        else
-          record = restamped(i, at, ts)
+        if ts ~= now then
+          record = restamped(i, record, ts)
         end
         local q, p = queued[g], pend[g]
         p[q + 1], p[q + 2] = nx[g], record
         queued[g], nx[g], lt[g] = q + 2, nx[g] + 1, ts
       end
-      at = at + 3
     end
     for g = cfirst[c], clast[c] do
       save(g, ckeep[c])
