@@ -233,11 +233,12 @@ def test_an_append_refused_for_a_bad_fan_out_plan_writes_nothing(storage):
         0,  # no keys
         1,
         1,  # route 1: the child's partition 1, which has no slot below
-        b"1000,t0:m",
+        len(b"1000,t0:m"),
         0,  # the child: delay, 2 partitions, 1 slot: partition 0
         2,
         1,
         0,
+        b"1000,t0:m",  # the records
     ]
     append = storage.scripts["append"]
     with pytest.raises(redis_errors.ResponseError, match="no slot"):
