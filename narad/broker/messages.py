@@ -672,8 +672,8 @@ class MessageService:
                 nonces=new_nonces(len(reserving)),
                 now_ms=now,
             )
-            for i, status in zip(ascending, statuses, strict=True):
-                results[settled[i]] = status
+            for i, status in zip(settled, _given(ascending, statuses), strict=True):
+                results[i] = status
             for i, look in zip(reserving, _looks(many, len(reserving)), strict=True):
                 results[i] = look
         for action, (settled, leases) in settles.items():
@@ -806,10 +806,7 @@ class MessageService:
         statuses = self.storage.settle_batch(
             meta, [leases[i] for i in order], action=action, now_ms=now
         )
-        answers = [Status.OK] * len(leases)
-        for index, status in zip(order, statuses, strict=True):
-            answers[index] = status
-        return answers
+        return _given(order, statuses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -862,6 +859,15 @@ def _ascending(leases: Sequence[Lease]) -> list[int]:
     return sorted(
         range(len(leases)), key=lambda i: (leases[i].partition, leases[i].offset)
     )
+
+
+def _given(order: list[int], statuses: Sequence[Status]) -> list[Status]:
+    """``statuses`` of leases settled in ``order`` (their indexes, as
+    :func:`_ascending` gives them), back in the order the leases came."""
+    answers = [Status.OK] * len(order)
+    for index, status in zip(order, statuses, strict=True):
+        answers[index] = status
+    return answers
 
 
 def _looks(many: BatchReserveResult, members: int) -> list[_Look | None]:

@@ -986,10 +986,11 @@ class RedisStorage:
         entries_args: list[Any] = []
         records: list[bytes] = []
         routes = [e.partition if e.route is None else e.route for e in entries]
-        # The record as stored, commit time included: the script then stores
-        # the argument without copying it (unless the partition's clock is
-        # ahead of this node's, or for a delay child's copy). Its head by
-        # kind, told apart by identity (an Enum hashes in Python).
+        # The record as stored, commit time included: the script stores it as
+        # cut from the records argument, stamped again only when the
+        # partition's clock is ahead of this node's or for a delay child's
+        # copy. Its head by kind, told apart by identity (an Enum hashes in
+        # Python).
         stamp = b"%d," % now_ms
         json_head, text_head, binary_head = (
             stamp + _KIND_CODES[kind]
