@@ -53,8 +53,9 @@ medians; the full flow in batches (connections producing batches of 100
 while others consume batches of up to 100 and ack each batch in one
 request, acking again with the next one any handle the partition's
 acked-ahead cap refused, counting acked messages) in alternating turns
-with its floor (the same requests to the floor app's bare batch routes: a
-list, a hash of leased values, one script per request); latency; single
+(``FLOW_ROUNDS`` each, compared by their medians) with its floor (the same
+requests to the floor app's bare batch routes: a list, a hash of leased
+values, one script per request); latency; single
 produce alone, then ``WAIT_ROUNDS`` times N idle consumers long-polling
 ``wait=10s`` (memory per waiter measured once they all wait, in the first
 round) while single produce runs again (and the latency phase, in the
@@ -111,7 +112,9 @@ BATCH = 100
 BATCH_CLIENTS = 8
 FLOW_PRODUCERS = 4
 FLOW_CONSUMERS = 8
-FLOW_ROUNDS = 2  # turns each of the full flow and its floor
+# Turns each of the full flow and its floor, compared by their medians: one
+# turn's rate moves by a fifth with the Valkey's fsyncs and the turn order.
+FLOW_ROUNDS = 5
 #: ``--storage local-cluster``: the suite's 3+3 cluster, each node's maxmemory
 #: (the full flow's backlog must fit on one primary, or the flow meets 507s).
 LOCAL_CLUSTER = "local-cluster"
@@ -994,7 +997,9 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     # routes, one script each: bench/floor_app.py), in alternating turns.
     # Each Narad turn has its own topic: the leases the last turn's end cut
     # off hold its partitions' frontiers until they lapse.
-    flow = floor_flow = flow_stored = flow_elapsed = 0.0
+    flow_rates: list[float] = []
+    floor_rates: list[float] = []
+    flow_stored = flow_elapsed = 0.0
     for turn in range(FLOW_ROUNDS):
         for side in ("floor", "narad") if turn % 2 == 0 else ("narad", "floor"):
             rewrites.make_room(servers.storage_url, turn_s, Rewrites.BATCH_BYTES_PER_S)
@@ -1004,7 +1009,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
                     floor,
                     flow_load(servers.floor_port, "/floor"),
                 )
-                floor_flow += rate / FLOW_ROUNDS
+                floor_rates.append(rate)
                 check(st, {200, 202, 204})
                 continue
             topic = f"bench-flow-{turn}"
@@ -1016,12 +1021,17 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
                 flow_load(port, f"/v1/topics/{topic}"),
             )
             flow_elapsed += time.monotonic() - started
-            flow += rate / FLOW_ROUNDS
+            flow_rates.append(rate)
             check(st, {200, 202, 204})
             flow_stored += stored(port, topic)
+    flow, floor_flow = statistics.median(flow_rates), statistics.median(floor_rates)
+    # Each Narad turn beside the floor's of the same round.
+    flow_turns = " ".join(
+        f"{100 * n / f:.0f}" for n, f in zip(flow_rates, floor_rates, strict=True)
+    )
 
     def flow_cores(name: str) -> float:
-        return statistics.mean(cores[f"{name} #{t + 1}"] for t in range(FLOW_ROUNDS))
+        return statistics.median(cores[f"{name} #{t + 1}"] for t in range(FLOW_ROUNDS))
 
     create_topic(port, "bench-latency")
     samples = phase("latency", narad, lambda: latency(port, "bench-latency", seconds))
@@ -1229,16 +1239,17 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
         (
             "full flow floor: falcon + 1 EVALSHA",
             f"{floor_flow:9,.0f} msgs/s",
-            f"the same batches to bare routes ({FLOW_ROUNDS} turns, alternating "
-            f"with Narad's; {floor_flow / flow_cores('batch flow floor'):,.0f} "
-            "msgs/s per core used)",
+            f"the same batches to bare routes (median of {FLOW_ROUNDS} turns, "
+            f"alternating with Narad's; "
+            f"{floor_flow / flow_cores('batch flow floor'):,.0f} msgs/s per core used)",
         ),
         (
             f"full flow, batches of {BATCH}",
             f"{flow:9,.0f} msgs/s",
             f">= 85% of floor: {100 * flow / floor_flow:.0f}% "
             f"{verdict(flow >= 0.85 * floor_flow)} "
-            f"({FLOW_PRODUCERS} producing + {FLOW_CONSUMERS} consuming/acking "
+            f"(medians; turn by turn {flow_turns}%; "
+            f"{FLOW_PRODUCERS} producing + {FLOW_CONSUMERS} consuming/acking "
             f"conns; {flow_stored / flow_elapsed:,.0f} msgs/s produced; "
             f"{flow / flow_cores('batch flow'):,.0f} msgs/s per core used)",
         ),
@@ -1343,7 +1354,8 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
 def storage_report(servers: Servers, url: str, seconds: float) -> None:
     """Single produce and the full flow on a node over ``url`` beside the
     same on one embedded Valkey (``servers``' node), in alternating turns
-    (``FLOW_ROUNDS`` each), each turn on a topic of its own.
+    (``FLOW_ROUNDS`` each, compared by their medians), each turn on a topic
+    of its own.
     ``local-cluster``: on the suite's local cluster, started for the run."""
     if url == LOCAL_CLUSTER:
         from tests.valkeycluster import ValkeyCluster
@@ -1360,8 +1372,8 @@ def storage_report(servers: Servers, url: str, seconds: float) -> None:
     other, _, _ = servers.spawn_node("other", NARAD_STORAGE_URL=url)
     sides = {"one Valkey": servers.port, url.partition("://")[0]: other}
     run = secrets.token_hex(4)  # an external storage may hold earlier runs' topics
-    produce: Counter = Counter()
-    flow: Counter = Counter()
+    produce: dict[str, list[float]] = {name: [] for name in sides}
+    flow: dict[str, list[float]] = {name: [] for name in sides}
     for turn in range(FLOW_ROUNDS):
         order = list(sides) if turn % 2 == 0 else list(reversed(sides))
         for name in order:
@@ -1371,16 +1383,19 @@ def storage_report(servers: Servers, url: str, seconds: float) -> None:
             body = request("POST", f"/v1/topics/{topic}/produce", BODY)
             rate, st = run_load(port, CLIENTS, seconds, constant(body, 202, 1))
             check(st, {202})
-            produce[name] += rate / FLOW_ROUNDS
+            produce[name].append(rate)
             create_topic(port, f"{topic}-flow")
             load = batch_flow(f"/v1/topics/{topic}-flow", FLOW_PRODUCERS)
             rate, st = run_load(port, FLOW_PRODUCERS + FLOW_CONSUMERS, seconds, load)
             check(st, {200, 202, 204})
-            flow[name] += rate / FLOW_ROUNDS
-    print(f"storage {url} beside one embedded Valkey, {FLOW_ROUNDS} turns each")
+            flow[name].append(rate)
+    print(f"storage {url} beside one embedded Valkey, medians of {FLOW_ROUNDS} turns")
     print(f"{'':24}{'produce msg/s':>16}{'full flow msg/s':>18}")
     for name in sides:
-        print(f"{name:24}{produce[name]:>16,.0f}{flow[name]:>18,.0f}")
+        print(
+            f"{name:24}{statistics.median(produce[name]):>16,.0f}"
+            f"{statistics.median(flow[name]):>18,.0f}"
+        )
 
 
 def cost_report(servers: Servers, args: argparse.Namespace) -> None:
