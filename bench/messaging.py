@@ -1527,6 +1527,31 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
                 ),
                 int(args.seconds / 2 * Rewrites.BATCH_BYTES_PER_S),
             )
+    # Where each script's time goes in the flow: one more turn a side with
+    # every command in Valkey's slow log, which slows them (so left out of
+    # the figures above).
+    names = msgcost.script_names(
+        ROOT / "plugins" / "narad_redis" / "scripts", ROOT / "bench" / "floor"
+    )
+    scripts: list[str] = []
+    for side in (narad, floor):
+        base = "/floor"
+        if side is narad:
+            base = topic_path("cost-flow-logged")
+            create_topic(servers.port, "cost-flow-logged")
+        rewrites.make_room(
+            servers.storage_url,
+            args.seconds / 2,
+            Rewrites.BATCH_BYTES_PER_S,
+        )
+        run, entries = msgcost.logged(
+            servers.storage_url,
+            lambda s=side, b=base: msgcost.run_drivers(
+                s.port, connections, args.seconds / 2, batch_flow(b, FLOW_PRODUCERS)
+            ),
+        )
+        times = msgcost.script_times(entries, names)
+        scripts += msgcost.script_lines(side.name, times, run.messages)
     for turn in range(args.rounds):
         sides = (narad, floor) if turn % 2 == 0 else (floor, narad)
         for side in sides:
@@ -1593,6 +1618,16 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
         f"{ack.per(ack.entries.total()):.2f} storage entries written per message"
     )
     for line in msgcost.bounds(costs):
+        print(line)
+    print()
+    print(
+        "where each script's time goes in the flow (one more turn a side, every "
+        "command in Valkey's slow log; microseconds per acked message as the log "
+        "timed them): calls per 100 messages, the script's time, its own Lua's "
+        "(arguments, replies, logic), and its commands' (top 4)"
+    )
+    print(f"  {'side':6} {'script':18} {'calls':>6} {'us':>7} {'Lua us':>7}   commands")
+    for line in scripts:
         print(line)
     if args.profile:
         print()

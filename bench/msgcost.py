@@ -35,6 +35,12 @@ holds (``visibility_timeout_ms`` 10 minutes, both caps at a million), so
 that no lease lapses and no ack is refused between the consume phase and
 the ack phase; the flow's topics are created as shipped.
 
+After the flow's turns, one more turn a side runs with every command in
+Valkey's slow log (threshold 0; not counted in the figures above, since
+logging slows it): each script's calls and time per acked message, split
+into its own Lua's (its arguments and replies made into Lua values and
+back, and its logic) and each command's it ran.
+
 With ``--profile``, last, every Narad worker is sampled by ``py-spy`` (if on
 the ``PATH`` or in the venv) for ``--seconds`` while connections consume
 and ack batches from a backlog, and the samples are summed: by the layer the
@@ -43,6 +49,7 @@ sampled (innermost) frame belongs to, and by Narad's functions, inclusive.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -435,6 +442,96 @@ def single_ack(side: Side, topic: str, handles: list[bytes]) -> Run:
         countdown([side.ack(topic, h) for h in handles]),
         lambda status, _: 1 if status == 204 else 0,
     )
+
+
+# -- each script's time, from Valkey's slow log ---------------------------------
+
+
+def script_names(*folders: Path) -> dict[bytes, str]:
+    """Each script's file name by its SHA1, the name EVALSHA gives it."""
+    return {
+        hashlib.sha1(path.read_bytes()).hexdigest().encode(): path.name
+        for folder in folders
+        for path in sorted(folder.glob("*.lua"))
+    }
+
+
+def logged(url: str, fn: Callable[[], Run]) -> tuple[Run, list]:
+    """``fn()``, with every command Valkey runs meanwhile in its slow log
+    (threshold 0), and the log's entries: a script's own commands are
+    logged, each with its time, just before the script's EVALSHA, from the
+    same client, and the EVALSHA's time includes theirs."""
+    client = redis.Redis.from_url(url)
+    try:
+        saved = client.config_get("slowlog-*")
+        client.config_set("slowlog-max-len", 4_000_000)
+        client.config_set("slowlog-log-slower-than", 0)
+        client.slowlog_reset()
+        try:
+            run = fn()
+        finally:
+            client.config_set(
+                "slowlog-log-slower-than", saved["slowlog-log-slower-than"]
+            )
+        entries = client.execute_command("SLOWLOG", "GET", -1)
+        client.slowlog_reset()
+        client.config_set("slowlog-max-len", saved["slowlog-max-len"])
+        return run, entries
+    finally:
+        client.close()
+
+
+@dataclass
+class ScriptTimes:
+    """Per script (by file name): its calls, the microseconds of its own Lua
+    (its EVALSHA's time less its commands'), and of each command it ran."""
+
+    calls: Counter = field(default_factory=Counter)
+    own: Counter = field(default_factory=Counter)
+    commands: dict[str, Counter] = field(default_factory=dict)
+
+
+def script_times(entries: list, names: dict[bytes, str]) -> ScriptTimes:
+    """What each script cost, from slow-log ``entries`` (id, time, duration,
+    arguments, client, ...): the run of commands just before an EVALSHA from
+    its client are its own (nothing else runs while a script does)."""
+    times = ScriptTimes()
+    run: list[tuple[bytes, int]] = []  # (command, us), consecutive, one client
+    client = None
+    for entry in sorted(entries, key=lambda e: e[0]):
+        duration, arguments, addr = entry[2], entry[3], entry[4]
+        if addr != client:
+            run, client = [], addr
+        command = arguments[0].lower()
+        if command != b"evalsha":
+            run.append((command, duration))
+            continue
+        name = names.get(arguments[1], "other scripts")
+        times.calls[name] += 1
+        spent = times.commands.setdefault(name, Counter())
+        for inner, us in run:
+            spent[inner.decode()] += us
+        times.own[name] += duration - sum(us for _, us in run)
+        run = []
+    return times
+
+
+def script_lines(side: str, times: ScriptTimes, messages: int) -> list[str]:
+    """One line per script: calls per 100 messages, its microseconds per
+    message, its own Lua's, and its top commands'."""
+    lines = []
+    for name, calls in times.calls.most_common():
+        spent = times.commands[name]
+        total = times.own[name] + spent.total()
+        top = ", ".join(
+            f"{command} {us / messages:.2f}" for command, us in spent.most_common(4)
+        )
+        per = 100 * calls / messages
+        lines.append(
+            f"  {side:6} {name:18} {per:6.2f} {total / messages:7.2f}"
+            f" {times.own[name] / messages:7.2f}   {top}"
+        )
+    return lines
 
 
 # -- profiling -----------------------------------------------------------------
