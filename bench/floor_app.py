@@ -13,6 +13,14 @@ polling the queue every 5 ms up to the wait, else 204), and
 ``POST /floor/ack/batch`` (``{"receipt_handles": [...]}``) deletes them. No
 log is kept, no lease lapses, nothing is validated.
 
+The storage floor takes the same requests at ``/storage/<topic>/...`` and
+serves them with Narad's own storage calls (``narad_redis``'s append,
+reserve_batch and settle_batch, the scripts ``narad serve`` runs) on a topic
+created through Narad, and nothing else of Narad: no security, validation,
+metrics, access log or long-poll wake-ups (it polls as the floor does).
+Between it and the floor is what Narad's scripts cost; between Narad and it,
+what the rest of a Narad request costs.
+
 The long poll's floor, ``GET /floor/wait?wait=S``, answers 204 after the
 wait, having looked at nothing (as a Narad long poll on a topic its worker
 has just seen empty does not), with no wake-up to listen for.
@@ -31,8 +39,18 @@ import falcon
 import redis
 from gunicorn.app.base import BaseApplication
 
+import narad_redis
+from narad.broker.receipts import decode
+from narad.broker.receipts import encode
+from narad.broker.receipts import new_nonces
 from narad.config import Config
 from narad.serve.server import gunicorn_settings
+from narad.storage import Entry
+from narad.storage import PayloadKind
+from narad.storage import Settle
+from narad.storage import Status
+from narad.storage import TopicMeta
+from narad_redis.storage import RedisStorage
 
 SCRIPTS = Path(__file__).with_name("floor")
 QUEUE, LEASED, IDS = "bench:floor:queue", "bench:floor:leased", "bench:floor:ids"
@@ -98,6 +116,77 @@ class Floor:
         ).encode()
 
 
+class StorageFloor:
+    """The flow's batch routes over Narad's storage calls, one call each."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.storage: RedisStorage | None = None
+        self.topics: dict[str, TopicMeta] = {}
+        self.turn = 0  # round-robin, as Narad places messages without a key
+
+    def _meta(self, topic: str) -> tuple[RedisStorage, TopicMeta]:
+        if self.storage is None:  # per worker, after the fork
+            self.storage = narad_redis.connect(self.url, Config.load(env={}))
+        meta = self.topics.get(topic)
+        if meta is None:
+            meta = self.topics[topic] = self.storage.get_topic(topic)
+        return self.storage, meta
+
+    def on_post_produce(
+        self, req: falcon.Request, resp: falcon.Response, topic: str
+    ) -> None:
+        values = [m["value"] for m in json.loads(req.bounded_stream.read())["messages"]]
+        storage, meta = self._meta(topic)
+        entries = []
+        for value in values:
+            partition = self.turn % meta.partitions
+            entries.append(Entry(partition, b"", value.encode(), PayloadKind.JSON))
+            self.turn += 1
+        result = storage.append(meta, entries, schema_version=0, now_ms=now_ms())
+        resp.status = falcon.HTTP_202
+        resp.data = b'{"accepted":%d}' % result.count
+
+    def on_get_consume(
+        self, req: falcon.Request, resp: falcon.Response, topic: str
+    ) -> None:
+        count = req.get_param_as_int("max", default=1)
+        deadline = time.monotonic() + wait_s(req)
+        storage, meta = self._meta(topic)
+        partitions = list(range(meta.partitions))
+        while not (
+            leased := storage.reserve_batch(
+                meta, partitions, nonces=new_nonces(count), now_ms=now_ms()
+            ).messages
+        ):
+            if time.monotonic() >= deadline:
+                resp.status = falcon.HTTP_204
+                return
+            time.sleep(POLL_S)
+        messages = [
+            b'{"payload":%s,"receipt_handle":"%s"}'
+            % (m.payload, encode(m.partition, m.offset, m.nonce).encode())
+            for m in leased
+        ]
+        resp.data = b'{"messages":[' + b",".join(messages) + b"]}"
+
+    def on_post_ack(
+        self, req: falcon.Request, resp: falcon.Response, topic: str
+    ) -> None:
+        handles = json.loads(req.bounded_stream.read())["receipt_handles"]
+        storage, meta = self._meta(topic)
+        done = storage.settle_batch(
+            meta, [decode(h) for h in handles], action=Settle.ACK, now_ms=now_ms()
+        )
+        resp.data = json.dumps(
+            {"results": ["acked" if d is Status.OK else "lapsed" for d in done]}
+        ).encode()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def wait_s(req: falcon.Request) -> float:
     """``wait``, in seconds (``"10s"``)."""
     return float(req.get_param("wait", default="0s").removesuffix("s"))
@@ -129,6 +218,9 @@ class FloorApplication(BaseApplication):
         app.add_route("/floor/consume/batch", floor, suffix="consume")
         app.add_route("/floor/ack/batch", floor, suffix="ack")
         app.add_route("/floor/wait", floor, suffix="wait")
+        storage = StorageFloor(self.url)
+        for route in ("produce", "consume", "ack"):
+            app.add_route(f"/storage/{{topic}}/{route}/batch", storage, suffix=route)
         return app
 
 

@@ -55,7 +55,8 @@ request, acking again with the next one any handle the partition's
 acked-ahead cap refused, counting acked messages) in alternating turns
 (``FLOW_ROUNDS`` each, compared by their medians) with its floor (the same
 requests to the floor app's bare batch routes: a list, a hash of leased
-values, one script per request); latency; single
+values, one script per request) and the storage floor (the same bare routes
+over Narad's own storage calls); latency; single
 produce alone, then ``WAIT_ROUNDS`` times N idle consumers long-polling
 ``wait=10s`` (memory per waiter measured once they all wait, in the first
 round) while single produce runs again (and the latency phase, in the
@@ -995,13 +996,18 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
 
     # The full flow beside its floor (the same requests to bare falcon
     # routes, one script each: bench/floor_app.py), in alternating turns.
-    # Each Narad turn has its own topic: the leases the last turn's end cut
-    # off hold its partitions' frontiers until they lapse.
+    # Between them, the storage floor: the floor app's routes over Narad's
+    # own storage calls, so that a gap splits into Narad's scripts and the
+    # rest of its requests. Each Narad turn (and each storage floor turn)
+    # has its own topic: the leases the last turn's end cut off hold its
+    # partitions' frontiers until they lapse.
     flow_rates: list[float] = []
     floor_rates: list[float] = []
+    storage_rates: list[float] = []
     flow_stored = flow_elapsed = 0.0
+    flow_sides = ("floor", "storage", "narad")
     for turn in range(FLOW_ROUNDS):
-        for side in ("floor", "narad") if turn % 2 == 0 else ("narad", "floor"):
+        for side in flow_sides if turn % 2 == 0 else reversed(flow_sides):
             rewrites.make_room(servers.storage_url, turn_s, Rewrites.BATCH_BYTES_PER_S)
             if side == "floor":
                 rate, st = phase(
@@ -1010,6 +1016,17 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
                     flow_load(servers.floor_port, "/floor"),
                 )
                 floor_rates.append(rate)
+                check(st, {200, 202, 204})
+                continue
+            if side == "storage":
+                topic = f"bench-storage-flow-{turn}"
+                create_topic(port, topic)
+                rate, st = phase(
+                    f"batch flow storage floor #{turn + 1}",
+                    floor,
+                    flow_load(servers.floor_port, f"/storage/{topic}"),
+                )
+                storage_rates.append(rate)
                 check(st, {200, 202, 204})
                 continue
             topic = f"bench-flow-{turn}"
@@ -1025,6 +1042,7 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             check(st, {200, 202, 204})
             flow_stored += stored(port, topic)
     flow, floor_flow = statistics.median(flow_rates), statistics.median(floor_rates)
+    storage_flow = statistics.median(storage_rates)
     # Each Narad turn beside the floor's of the same round.
     flow_turns = " ".join(
         f"{100 * n / f:.0f}" for n, f in zip(flow_rates, floor_rates, strict=True)
@@ -1242,6 +1260,13 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             f"the same batches to bare routes (median of {FLOW_ROUNDS} turns, "
             f"alternating with Narad's; "
             f"{floor_flow / flow_cores('batch flow floor'):,.0f} msgs/s per core used)",
+        ),
+        (
+            "full flow storage floor",
+            f"{storage_flow:9,.0f} msgs/s",
+            f"{100 * storage_flow / floor_flow:.0f}% of floor: the same batches to "
+            "bare routes over Narad's storage calls (its scripts; median of "
+            f"{FLOW_ROUNDS} turns)",
         ),
         (
             f"full flow, batches of {BATCH}",
