@@ -33,13 +33,17 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import falcon
 import redis
 from gunicorn.app.base import BaseApplication
 
 import narad_redis
+from narad.broker import now_ms
 from narad.broker.receipts import decode
 from narad.broker.receipts import encode
 from narad.broker.receipts import new_nonces
@@ -55,6 +59,7 @@ from narad_redis.storage import RedisStorage
 SCRIPTS = Path(__file__).with_name("floor")
 QUEUE, LEASED, IDS = "bench:floor:queue", "bench:floor:leased", "bench:floor:ids"
 POLL_S = 0.005
+T = TypeVar("T")
 
 
 class Scripts:
@@ -91,18 +96,12 @@ class Floor:
 
     def on_get_consume(self, req: falcon.Request, resp: falcon.Response) -> None:
         count = req.get_param_as_int("max", default=1)
-        deadline = time.monotonic() + wait_s(req)
         keys = [QUEUE, LEASED, IDS]
-        while not (leased := self.scripts("lease_batch", keys, [count])):
-            if time.monotonic() >= deadline:
-                resp.status = falcon.HTTP_204
-                return
-            time.sleep(POLL_S)  # gevent's, under the worker
-        messages = [
-            b'{"payload":%s,"receipt_handle":"%s"}' % (value, id_)
-            for id_, value in zip(leased[::2], leased[1::2], strict=True)
-        ]
-        resp.data = b'{"messages":[' + b",".join(messages) + b"]}"
+        leased = polled(req, lambda: self.scripts("lease_batch", keys, [count]))
+        if not leased:
+            resp.status = falcon.HTTP_204
+            return
+        resp.data = messages_body(zip(leased[1::2], leased[::2], strict=True))
 
     def on_get_wait(self, req: falcon.Request, resp: falcon.Response) -> None:
         time.sleep(wait_s(req))
@@ -111,9 +110,7 @@ class Floor:
     def on_post_ack(self, req: falcon.Request, resp: falcon.Response) -> None:
         handles = json.loads(req.bounded_stream.read())["receipt_handles"]
         done = self.scripts("ack_batch", [LEASED], handles)
-        resp.data = json.dumps(
-            {"results": ["acked" if d else "lapsed" for d in done]}
-        ).encode()
+        resp.data = results_body(bool(d) for d in done)
 
 
 class StorageFloor:
@@ -151,24 +148,22 @@ class StorageFloor:
         self, req: falcon.Request, resp: falcon.Response, topic: str
     ) -> None:
         count = req.get_param_as_int("max", default=1)
-        deadline = time.monotonic() + wait_s(req)
         storage, meta = self._meta(topic)
         partitions = list(range(meta.partitions))
-        while not (
-            leased := storage.reserve_batch(
-                meta, partitions, nonces=new_nonces(count), now_ms=now_ms()
-            ).messages
-        ):
-            if time.monotonic() >= deadline:
-                resp.status = falcon.HTTP_204
-                return
-            time.sleep(POLL_S)
-        messages = [
-            b'{"payload":%s,"receipt_handle":"%s"}'
-            % (m.payload, encode(m.partition, m.offset, m.nonce).encode())
-            for m in leased
-        ]
-        resp.data = b'{"messages":[' + b",".join(messages) + b"]}"
+        leased = polled(
+            req,
+            lambda: (
+                storage.reserve_batch(
+                    meta, partitions, nonces=new_nonces(count), now_ms=now_ms()
+                ).messages
+            ),
+        )
+        if not leased:
+            resp.status = falcon.HTTP_204
+            return
+        resp.data = messages_body(
+            (m.payload, encode(m.partition, m.offset, m.nonce).encode()) for m in leased
+        )
 
     def on_post_ack(
         self, req: falcon.Request, resp: falcon.Response, topic: str
@@ -178,13 +173,32 @@ class StorageFloor:
         done = storage.settle_batch(
             meta, [decode(h) for h in handles], action=Settle.ACK, now_ms=now_ms()
         )
-        resp.data = json.dumps(
-            {"results": ["acked" if d is Status.OK else "lapsed" for d in done]}
-        ).encode()
+        resp.data = results_body(d is Status.OK for d in done)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+def polled(req: falcon.Request, take: Callable[[], T]) -> T | None:
+    """What ``take()`` gives, polled every ``POLL_S`` until it gives
+    something or the request's ``wait`` runs out (then ``None``)."""
+    deadline = time.monotonic() + wait_s(req)
+    while not (got := take()):
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(POLL_S)  # gevent's, under the worker
+    return got
+
+
+def messages_body(leased: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """A batch consume's answer: (payload, receipt handle) per message."""
+    messages = [
+        b'{"payload":%s,"receipt_handle":"%s"}' % (payload, handle)
+        for payload, handle in leased
+    ]
+    return b'{"messages":[' + b",".join(messages) + b"]}"
+
+
+def results_body(acked: Iterable[bool]) -> bytes:
+    """A batch ack's answer."""
+    return json.dumps({"results": ["acked" if a else "lapsed" for a in acked]}).encode()
 
 
 def wait_s(req: falcon.Request) -> float:

@@ -1001,48 +1001,33 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     # rest of its requests. Each Narad turn (and each storage floor turn)
     # has its own topic: the leases the last turn's end cut off hold its
     # partitions' frontiers until they lapse.
-    flow_rates: list[float] = []
-    floor_rates: list[float] = []
-    storage_rates: list[float] = []
+    # Per side: its phases' name, processes, node and routes' base.
+    flow_sides = {
+        "floor": ("batch flow floor", floor, servers.floor_port, "/floor"),
+        "storage": ("batch flow storage floor", floor, servers.floor_port, "/storage"),
+        "narad": ("batch flow", narad, port, "/v1/topics"),
+    }
+    rates: dict[str, list[float]] = {side: [] for side in flow_sides}
     flow_stored = flow_elapsed = 0.0
-    flow_sides = ("floor", "storage", "narad")
     for turn in range(FLOW_ROUNDS):
-        for side in flow_sides if turn % 2 == 0 else reversed(flow_sides):
+        order = list(flow_sides) if turn % 2 == 0 else list(reversed(flow_sides))
+        for side in order:
+            name, groups, node_port, base = flow_sides[side]
             rewrites.make_room(servers.storage_url, turn_s, Rewrites.BATCH_BYTES_PER_S)
-            if side == "floor":
-                rate, st = phase(
-                    f"batch flow floor #{turn + 1}",
-                    floor,
-                    flow_load(servers.floor_port, "/floor"),
-                )
-                floor_rates.append(rate)
-                check(st, {200, 202, 204})
-                continue
-            if side == "storage":
-                topic = f"bench-storage-flow-{turn}"
+            if side != "floor":
+                topic = f"bench-{side}-flow-{turn}"
                 create_topic(port, topic)
-                rate, st = phase(
-                    f"batch flow storage floor #{turn + 1}",
-                    floor,
-                    flow_load(servers.floor_port, f"/storage/{topic}"),
-                )
-                storage_rates.append(rate)
-                check(st, {200, 202, 204})
-                continue
-            topic = f"bench-flow-{turn}"
-            create_topic(port, topic)
+                base = f"{base}/{topic}"
             started = time.monotonic()
-            rate, st = phase(
-                f"batch flow #{turn + 1}",
-                narad,
-                flow_load(port, f"/v1/topics/{topic}"),
-            )
-            flow_elapsed += time.monotonic() - started
-            flow_rates.append(rate)
+            rate, st = phase(f"{name} #{turn + 1}", groups, flow_load(node_port, base))
             check(st, {200, 202, 204})
-            flow_stored += stored(port, topic)
+            rates[side].append(rate)
+            if side == "narad":
+                flow_elapsed += time.monotonic() - started
+                flow_stored += stored(port, topic)
+    flow_rates, floor_rates = rates["narad"], rates["floor"]
     flow, floor_flow = statistics.median(flow_rates), statistics.median(floor_rates)
-    storage_flow = statistics.median(storage_rates)
+    storage_flow = statistics.median(rates["storage"])
     # Each Narad turn beside the floor's of the same round.
     flow_turns = " ".join(
         f"{100 * n / f:.0f}" for n, f in zip(flow_rates, floor_rates, strict=True)
