@@ -211,7 +211,9 @@ def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any
     return {"name": name, "in": "query", "description": description, "schema": schema}
 
 
-_BOOL = {"enum": ["true", "false", "True", "False"]}
+# true or false in any case; empty is false (as absent), as Confluent's own
+# parsing of the flag takes it.
+_BOOL = {"type": "string", "pattern": "^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])?$"}
 _SUBJECT = _path(
     "subject",
     "The subject; <topic>-value is the topic's schema history. "

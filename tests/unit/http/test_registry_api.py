@@ -6,10 +6,12 @@ Over a real node: tests/integration/test_registry_http.py."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from narad import testing
+from narad.http.openapi_registry import _BOOL
 from narad.registry.subjects import candidate_topics
 from narad.registry.subjects import parse_version
 from narad.registry.subjects import topic_of
@@ -355,3 +357,15 @@ def test_a_missing_subject_is_named_once_quoted(client, path, shown):
     resp = client.simulate_get(f"/registry/subjects/{path}/versions")
     assert resp.status_code == 404
     assert resp.json == {"error_code": 40401, "message": f"Subject {shown} not found."}
+
+
+@pytest.mark.parametrize(
+    ("value", "status"),
+    [("", 200), ("true", 200), ("TRUE", 200), ("False", 200), ("yes", 422)],
+)
+def test_the_deleted_flag_takes_what_its_schema_documents(client, value, status):
+    """Empty is false, as absent; the OpenAPI pattern says the same (a fuzzer
+    sent ``deleted=`` and found the two apart)."""
+    listed = client.simulate_get("/registry/subjects", params={"deleted": value})
+    assert listed.status_code == status, listed.text
+    assert (re.search(_BOOL["pattern"], value) is not None) == (status == 200)
