@@ -13,7 +13,9 @@ each version:
   batch first, so that acks are stored above the floor and then passed).
 - **The worker's app**, in-process (the WSGI app called directly, security
   on, the text access log, over a real Valkey): per message of a batch
-  produce, consume and ack of 100, and per single produce of 1 KiB. The
+  produce, consume and ack of 100, and per single produce (of 1 KiB),
+  single consume and single ack; beside them, a bare falcon route's
+  single produce running one script (``bench/floor_app.py``'s floor). The
   HTTP server (gunicorn, gevent) is not counted: both versions share it;
   nor is the cyclic garbage collector, which runs in whichever call its
   thresholds fall (``bench/messaging.py``'s waiters measure what it costs).
@@ -47,7 +49,15 @@ HERE = Path(__file__).resolve()
 BATCH = 100
 SINGLES = 10  # single produces counted together
 SCRIPTS = ("append", "reserve", "settle")
-STAGES = ("batch produce", "batch consume", "batch ack", "single produce")
+STAGES = (
+    "batch produce",
+    "batch consume",
+    "batch ack",
+    "single produce",
+    "single consume",
+    "single ack",
+    "floor single produce",
+)
 BODY = b'{"order": "' + b"x" * 1011 + b'"}'
 _TOTAL = re.compile(rb"^(?:summary|totals): (\d+)", re.M)
 
@@ -71,7 +81,7 @@ def main() -> None:
             version: measure(tree, tmp / f"{version}-data", args.batches)
             for version, tree in trees.items()
         }
-        report(counts)
+        print_counts(counts)
     finally:
         git = ["git", "-C", str(trees["new"]), "worktree"]
         subprocess.run(
@@ -265,29 +275,28 @@ def drive_scripts(url: str, batches: int) -> dict[str, float]:
 
 
 def drive_app(url: str, batches: int) -> dict[str, float]:
-    import falcon.testing
+    import falcon
+    from floor_app import Floor  # bench/ is on the path: this file's folder
+    from floor_app import Scripts
 
     import narad.testing
 
     config = narad.testing.make_config(
         storage__url=url, security__enabled=True, server__access_log="text"
     )
-    app = narad.testing.make_app(config)
     auth = narad.testing.basic_auth("admin", narad.testing.ADMIN_PASSWORD)
-
-    def call(method: str, path: str, query: str = "", body: bytes = b"") -> bytes:
-        environ = falcon.testing.create_environ(
-            path=path, query_string=query, method=method, headers=auth, body=body
-        )
-        statuses = []
-        data = b"".join(app(environ, lambda status, *_: statuses.append(status)))
-        assert statuses[0].startswith("2"), (statuses, data)
-        return data
+    call = _caller(narad.testing.make_app(config), auth)
+    # The baseline: the same single produce to a bare falcon route running
+    # one script (bench/floor_app.py's POST /floor).
+    floor = falcon.App()
+    floor.add_route("/floor", Floor(Scripts(url)))
+    call_floor = _caller(floor, {})
 
     topic = f"cost-{secrets.token_hex(4)}"
     call("POST", "/v1/topics", body=json.dumps({"name": topic}).encode())
     produce = json.dumps({"messages": [{"value": BODY.decode()}] * BATCH}).encode()
     handles: list[list[str]] = []
+    held: list[str] = []  # the single consumes' handles
 
     def consume() -> None:
         data = call("GET", f"/v1/topics/{topic}/consume/batch", f"max={BATCH}")
@@ -301,10 +310,26 @@ def drive_app(url: str, batches: int) -> dict[str, float]:
         for _ in range(SINGLES):
             call("POST", f"/v1/topics/{topic}/produce", body=BODY)
 
+    def single_consumes() -> None:
+        for _ in range(SINGLES):
+            data = call("GET", f"/v1/topics/{topic}/consume")
+            held.append(json.loads(data)["receipt_handle"])
+
+    def single_acks() -> None:
+        while held:
+            handle = held.pop()
+            call("POST", f"/v1/topics/{topic}/ack", f"receipt_handle={handle}")
+
+    def floor_singles() -> None:
+        for _ in range(SINGLES):
+            call_floor("POST", "/floor", body=BODY)
+
     # Each stage's calls with the messages they carry. Work the app does once
     # a second or so (counts written out, caches' upkeep) lands in most
-    # counted calls, valgrind being ~50 times slower: single produces are
-    # counted SINGLES at a time, so that it is shared as among batches.
+    # counted calls, valgrind being ~50 times slower: single requests are
+    # counted SINGLES at a time, so that it is shared as among batches. Each
+    # round produces as many messages as it consumes: the single consumes
+    # take the single produces.
     stages: dict[str, tuple[Callable[[], object], int]] = {
         "batch produce": (
             lambda: call("POST", f"/v1/topics/{topic}/produce/batch", body=produce),
@@ -313,6 +338,9 @@ def drive_app(url: str, batches: int) -> dict[str, float]:
         "batch consume": (consume, BATCH),
         "batch ack": (ack, BATCH),
         "single produce": (singles, SINGLES),
+        "single consume": (single_consumes, SINGLES),
+        "single ack": (single_acks, SINGLES),
+        "floor single produce": (floor_singles, SINGLES),
     }
     for step, _ in stages.values():  # caches filled, code paths warm
         step()
@@ -333,7 +361,24 @@ def drive_app(url: str, batches: int) -> dict[str, float]:
     }
 
 
-def report(counts: dict[str, dict[str, float]]) -> None:
+def _caller(app: Callable, headers: dict[str, str]) -> Callable[..., bytes]:
+    """A function calling WSGI ``app`` in-process with ``headers``; the
+    response body, once checked to be a 2xx."""
+    import falcon.testing
+
+    def call(method: str, path: str, query: str = "", body: bytes = b"") -> bytes:
+        environ = falcon.testing.create_environ(
+            path=path, query_string=query, method=method, headers=headers, body=body
+        )
+        statuses = []
+        data = b"".join(app(environ, lambda status, *_: statuses.append(status)))
+        assert statuses[0].startswith("2"), (statuses, data)
+        return data
+
+    return call
+
+
+def print_counts(counts: dict[str, dict[str, float]]) -> None:
     print()
     print(f"{'instructions per message':28s} {'old':>10s} {'new':>10s} {'change':>8s}")
     for name in counts["old"]:
@@ -341,8 +386,16 @@ def report(counts: dict[str, dict[str, float]]) -> None:
         print(f"{name:28s} {old:10,.0f} {new:10,.0f} {(new / old - 1) * 100:+7.1f}%")
     print(
         "(Valkey: inside EVALSHA; app: the WSGI app in-process, per message of a "
-        f"batch of {BATCH}, or per single produce)"
+        f"batch of {BATCH}, or per single request; floor: bench/floor_app.py's "
+        "POST /floor, a bare falcon route running one script)"
     )
+    new = counts["new"]
+    floor = new["app floor single produce"]
+    beside = ", ".join(
+        f"{stage.removeprefix('single ')} x{new[f'app {stage}'] / floor:.2f}"
+        for stage in ("single produce", "single consume", "single ack")
+    )
+    print(f"new, beside the floor's single produce: {beside}")
 
 
 if __name__ == "__main__":
