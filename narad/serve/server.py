@@ -157,16 +157,44 @@ def post_worker_init(worker: Any) -> None:
         )
 
 
+#: gunicorn's line naming the master's listening sockets (``Arbiter.start``).
+LISTENING = "Listening at: %s (%s)"
+
+
 class GunicornLogger(Logger):
     """gunicorn's logger without gunicorn's access log: Narad writes its own
     (:class:`narad.http.middleware.RequestLog`). With ``logconfig_dict`` set,
     gunicorn's would build every request's atoms only to drop the line, a
-    noticeable share of a single produce's CPU (bench/messaging.py)."""
+    noticeable share of a single produce's CPU (bench/messaging.py).
+
+    Its start line names the address served: with ``reuse_port`` the master
+    holds no socket (each worker binds its own), and gunicorn names none."""
 
     access_log_enabled = False
 
+    def info(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        if msg == LISTENING and args and not args[0]:
+            args = (listening_at(self.cfg), *args[1:])
+        super().info(msg, *args, **kwargs)
+
     def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
         """Nothing: see the class doc."""
+
+
+def listening_at(cfg: Any) -> str:
+    """The addresses of ``cfg`` (a ``gunicorn.config.Config``) as gunicorn
+    names the sockets it listens on: ``http://127.0.0.1:7942``,
+    ``https://[::1]:7942``, ``unix:/run/narad.sock``."""
+    scheme = "https" if cfg.is_ssl else "http"
+    names = []
+    for address in cfg.address:
+        if isinstance(address, str):
+            names.append(f"unix:{address}")
+        elif util.is_ipv6(address[0]):
+            names.append(f"{scheme}://[{address[0]}]:{address[1]}")
+        else:
+            names.append(f"{scheme}://{address[0]}:{address[1]}")
+    return ",".join(names)
 
 
 def refuse_an_address_in_use(address: str) -> None:

@@ -69,6 +69,9 @@ def test_concurrent_creates_of_one_name_yield_exactly_one_201(node, topic):
 
 def test_the_node_logs_its_plugins_once_at_start(node):
     log = node.log.read_text()
+    # Each worker binds its own socket (reuse_port): gunicorn's line would
+    # name no address.
+    assert f"Listening at: http://127.0.0.1:{node.port} (" in log
     assert log.count("plugin narad_redis (narad ") == 1
     assert (
         "storage schemes redis, rediss, unix, redis+cluster, rediss+cluster; "
