@@ -1522,13 +1522,19 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
                 100 * n,
             )
     connections = FLOW_PRODUCERS + FLOW_CONSUMERS
+
+    def flow_base(side: msgcost.Side, topic: str) -> str:
+        """Where a flow turn of ``side`` sends its batches: the floor's
+        routes, or a new Narad topic's."""
+        if side is narad:
+            create_topic(servers.port, topic)
+            return topic_path(topic)
+        return "/floor"
+
     for turn in range(args.rounds):
         sides = (floor, narad) if turn % 2 == 0 else (narad, floor)
         for side in sides:
-            base = "/floor"
-            if side is narad:
-                base = topic_path(f"cost-flow-{turn}")
-                create_topic(servers.port, f"cost-flow-{turn}")
+            base = flow_base(side, f"cost-flow-{turn}")
             measured(
                 "flow (per ack)",
                 side,
@@ -1545,10 +1551,7 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
     )
     scripts: list[str] = []
     for side in (narad, floor):
-        base = "/floor"
-        if side is narad:
-            base = topic_path("cost-flow-logged")
-            create_topic(servers.port, "cost-flow-logged")
+        base = flow_base(side, "cost-flow-logged")
         rewrites.make_room(
             servers.storage_url,
             args.seconds / 2,
