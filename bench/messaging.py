@@ -1598,14 +1598,16 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
     print(
         "per message (batch ack, single ack: per message acked; flow: per message "
         "acked, its produce and lease included): wrk us / vk us = CPU "
-        "microseconds in the side's gunicorn workers / in valkey-server; syscw = "
+        "microseconds in the side's gunicorn workers / in valkey-server; vk sys = "
+        "the part of vk us in the kernel (sockets, AOF writes and fsyncs); syscw = "
         "Valkey's write system calls; aof B = bytes appended to the AOF; mem B = "
         "Valkey's used_memory change; vk out = Valkey's reply bytes; http B = "
-        "HTTP response bytes; evals = scripts run; loop us / cmd us = microseconds "
-        "of Valkey's event loop (its turns: commands, sockets, the fsync after a "
-        "write) / of its commands alone; busy = the loop's share of the phase's "
-        "time; AOF = entries written (hash fields, sorted-set members, list "
-        "values) by command, (commands)"
+        "HTTP response bytes; evals = scripts run; turns = turns of Valkey's "
+        "event loop (each that wrote ends in an fsync); loop us / cmd us = "
+        "microseconds of Valkey's event loop (its turns: commands, sockets, the "
+        "fsync after a write) / of its commands alone; busy = the loop's share "
+        "of the phase's time; AOF = entries written (hash fields, sorted-set "
+        "members, list values) by command, (commands)"
     )
     for line in msgcost.cost_table(
         costs,

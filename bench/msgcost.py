@@ -79,12 +79,15 @@ LONG_LEASES = {
 }
 
 
-def _stat_seconds(pid: int) -> float:
+def _stat_times(pid: int) -> tuple[float, float]:
+    """``pid``'s CPU time in user space and in the kernel (``stat``'s clock
+    ticks)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except FileNotFoundError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def _run_seconds(pid: int) -> float:
@@ -94,7 +97,7 @@ def _run_seconds(pid: int) -> float:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
         return sum(int((t / "schedstat").read_text().split()[0]) for t in tasks) / 1e9
     except (OSError, ValueError, IndexError):
-        return _stat_seconds(pid)
+        return sum(_stat_times(pid))
 
 
 def _io(pid: int) -> dict[str, int]:
@@ -120,6 +123,8 @@ class Snapshot:
     calls: dict[str, int]
     loop: int = 0  # microseconds
     loop_commands: int = 0
+    turns: int = 0  # of Valkey's event loop
+    valkey_system: float = 0.0
     aof_file: tuple[Path | None, int] = (None, 0)
 
 
@@ -163,6 +168,8 @@ class Counters:
             calls=calls,
             loop=info.get("eventloop_duration_sum", 0),
             loop_commands=info.get("eventloop_duration_cmd_sum", 0),
+            turns=info.get("eventloop_cycles", 0),
+            valkey_system=_stat_times(self.valkey)[1],
             aof_file=self.aof_file(),
         )
 
@@ -187,6 +194,8 @@ class Cost:
     rewritten: int = 0
     loop: float = 0.0  # seconds
     loop_commands: float = 0.0
+    turns: int = 0
+    valkey_system: float = 0.0
     calls: Counter = field(default_factory=Counter)
     # From the AOF's new bytes: commands logged, and entries they write.
     logged: Counter = field(default_factory=Counter)
@@ -204,6 +213,8 @@ class Cost:
         self.http_bytes += run.reply_bytes
         self.loop += (b.loop - a.loop) / 1e6
         self.loop_commands += (b.loop_commands - a.loop_commands) / 1e6
+        self.turns += b.turns - a.turns
+        self.valkey_system += b.valkey_system - a.valkey_system
         self.requests += run.requests
         for name in ("evalsha", "eval", "fcall"):
             self.scripts += b.calls.get(name, 0) - a.calls.get(name, 0)
@@ -678,8 +689,9 @@ def cost_table(costs: dict[tuple[str, str], Cost], order: list[str]) -> list[str
 
     head = (
         f"{'phase':<16} {'side':<6} {'msgs':>7} {'msgs/s':>7} {'wrk us':>6} "
-        f"{'vk us':>6} {'sum us':>6} {'syscw':>5} {'aof B':>6} {'mem B':>6} "
-        f"{'vk out':>6} {'http B':>6} {'evals':>5} {'loop us':>7} {'cmd us':>6} "
+        f"{'vk us':>6} {'vk sys':>6} {'sum us':>6} {'syscw':>5} {'aof B':>6} "
+        f"{'mem B':>6} {'vk out':>6} {'http B':>6} {'evals':>5} {'turns':>5} "
+        f"{'loop us':>7} {'cmd us':>6} "
         f"{'busy':>4} "
         "AOF per msg: entries written (commands)"
     )
@@ -697,10 +709,12 @@ def cost_table(costs: dict[tuple[str, str], Cost], order: list[str]) -> list[str
                 f"{phase:<16} {side:<6} {c.messages:>7,} "
                 f"{c.messages / max(c.seconds, 1e-9):>7,.0f} "
                 f"{us(c.per(c.worker_cpu))} {us(c.per(c.valkey_cpu))} "
+                f"{us(c.per(c.valkey_system))} "
                 f"{us(c.per(c.worker_cpu + c.valkey_cpu))} {c.per(c.syscw):>5.2f} "
                 f"{c.per_logged(c.aof):>6.0f} {c.per(c.memory):>6.0f} "
                 f"{c.per(c.net_out):>6.0f} {c.per(c.http_bytes):>6.0f} "
-                f"{c.per(c.scripts):>5.2f} {us(c.per(c.loop)):>7} "
+                f"{c.per(c.scripts):>5.2f} {c.per(c.turns):>5.2f} "
+                f"{us(c.per(c.loop)):>7} "
                 f"{us(c.per(c.loop_commands))} {c.loop / max(c.seconds, 1e-9):>4.0%} "
                 f"{writes}"
                 + (f" [AOF rewritten in {c.rewritten} rounds]" if c.rewritten else "")
@@ -780,7 +794,21 @@ def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
             f"{100 * produce / (consume + ack):.0f}% of its rate by CPU (60% takes "
             f"at most {produce / 0.6:.1f} us)"
         )
+        # Each turn that wrote ends in an fsync, whatever it carried.
+        single = {p.split()[1]: costs[(p, "narad")] for p in SINGLES}
+        lines.append(
+            "  Valkey's turns a message: "
+            + ", ".join(f"{n} {c.per(c.turns):.2f}" for n, c in single.items())
+            + "; its kernel time a turn: "
+            + ", ".join(
+                f"{n} {1e6 * c.valkey_system / max(c.turns, 1):.0f} us"
+                for n, c in single.items()
+            )
+        )
     return lines
+
+
+SINGLES = ("single produce", "single consume", "single ack")
 
 
 def loop_bounds(narad: Cost | None, floor: Cost | None) -> list[str]:
