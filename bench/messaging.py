@@ -1616,9 +1616,7 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
             "batch consume",
             "batch ack",
             "flow (per ack)",
-            "single produce",
-            "single consume",
-            "single ack",
+            *msgcost.SINGLES,
         ],
     ):
         print(line)

@@ -72,6 +72,8 @@ _HANDLE = re.compile(rb'"receipt_handle":"([^"]+)"')
 _LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
 BATCH = 100
 CONNECTIONS = 8
+#: The single phases, produce first.
+SINGLES = ("single produce", "single consume", "single ack")
 LONG_LEASES = {
     "visibility_timeout_ms": 600_000,
     "max_in_flight_per_partition": 1_000_000,
@@ -785,8 +787,7 @@ def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
     lines += loop_bounds(
         costs.get(("flow (per ack)", "narad")), costs.get(("flow (per ack)", "floor"))
     )
-    produce = total("single produce", "narad")
-    consume, ack = total("single consume", "narad"), total("single ack", "narad")
+    produce, consume, ack = (total(phase, "narad") for phase in SINGLES)
     if produce and consume and ack:
         lines.append(
             f"single consume + ack {consume:.1f} + {ack:.1f} = {consume + ack:.1f} us "
@@ -806,9 +807,6 @@ def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
             )
         )
     return lines
-
-
-SINGLES = ("single produce", "single consume", "single ack")
 
 
 def loop_bounds(narad: Cost | None, floor: Cost | None) -> list[str]:
