@@ -279,7 +279,7 @@ def produce(node: Node, seconds: float, turn: int) -> float:
 
 def consume_ack(node: Node, seconds: float, turn: int) -> float:
     unacked: set[str] = set()
-    load = consume_and_ack("ab-backlog", unacked)
+    load = consume_and_ack("/v1/topics/ab-backlog", unacked)
     rate, _ = run_load(node.port, CLIENTS, seconds, load)
     ack_all(node.port, "ab-backlog", unacked)
     return rate

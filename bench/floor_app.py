@@ -21,6 +21,12 @@ metrics, access log or long-poll wake-ups (it polls as the floor does).
 Between it and the floor is what Narad's scripts cost; between Narad and it,
 what the rest of a Narad request costs.
 
+Single consume+ack's floor takes the bodies ``POST /floor`` appended, with
+the same request shapes as Narad's single routes: ``GET /floor/consume``
+moves one of them to a hash of leased values under a new id
+(``{"payload", "receipt_handle"}``, else 204), and ``POST
+/floor/ack?receipt_handle=ID`` deletes it (204, or 410 when not leased).
+
 The long poll's floor, ``GET /floor/wait?wait=S``, answers 204 after the
 wait, having looked at nothing (as a Narad long poll on a topic its worker
 has just seen empty does not), with no wake-up to listen for.
@@ -58,7 +64,11 @@ from narad_redis.storage import RedisStorage
 
 SCRIPTS = Path(__file__).with_name("floor")
 QUEUE, LEASED, IDS = "bench:floor:queue", "bench:floor:leased", "bench:floor:ids"
+#: Single produce's list, which single consume takes from, and its leased values.
+SINGLE, SINGLE_LEASED = "bench:floor", "bench:floor:single:leased"
 POLL_S = 0.005
+#: One leased message in a consume's answer: its payload and receipt handle.
+LEASED_MESSAGE = b'{"payload":%s,"receipt_handle":"%s"}'
 T = TypeVar("T")
 
 
@@ -85,8 +95,22 @@ class Floor:
         self.scripts = scripts
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.scripts("append", ["bench:floor"], [req.bounded_stream.read()])
+        self.scripts("append", [SINGLE], [req.bounded_stream.read()])
         resp.status = falcon.HTTP_202
+
+    def on_get_consume_one(self, req: falcon.Request, resp: falcon.Response) -> None:
+        keys = [SINGLE, SINGLE_LEASED, IDS]
+        leased = polled(req, lambda: self.scripts("lease_batch", keys, [1]))
+        if not leased:
+            resp.status = falcon.HTTP_204
+            return
+        handle, payload = leased
+        resp.data = LEASED_MESSAGE % (payload, handle) + b"\n"
+
+    def on_post_ack_one(self, req: falcon.Request, resp: falcon.Response) -> None:
+        handle = req.get_param("receipt_handle", required=True)
+        done = self.scripts("ack_batch", [SINGLE_LEASED], [handle])
+        resp.status = falcon.HTTP_204 if done[0] else falcon.HTTP_410
 
     def on_post_produce(self, req: falcon.Request, resp: falcon.Response) -> None:
         values = [m["value"] for m in json.loads(req.bounded_stream.read())["messages"]]
@@ -189,10 +213,7 @@ def polled(req: falcon.Request, take: Callable[[], T]) -> T | None:
 
 def messages_body(leased: Iterable[tuple[bytes, bytes]]) -> bytes:
     """A batch consume's answer: (payload, receipt handle) per message."""
-    messages = [
-        b'{"payload":%s,"receipt_handle":"%s"}' % (payload, handle)
-        for payload, handle in leased
-    ]
+    messages = [LEASED_MESSAGE % (payload, handle) for payload, handle in leased]
     return b'{"messages":[' + b",".join(messages) + b"]}"
 
 
@@ -228,6 +249,8 @@ class FloorApplication(BaseApplication):
         app = falcon.App()
         floor = Floor(Scripts(self.url))
         app.add_route("/floor", floor)
+        app.add_route("/floor/consume", floor, suffix="consume_one")
+        app.add_route("/floor/ack", floor, suffix="ack_one")
         app.add_route("/floor/produce/batch", floor, suffix="produce")
         app.add_route("/floor/consume/batch", floor, suffix="consume")
         app.add_route("/floor/ack/batch", floor, suffix="ack")

@@ -48,11 +48,13 @@ and request metrics all on vs all off; the floor and single produce in
 alternating turns (``COMPARE_ROUNDS`` each: the machine's speed drifts over minutes);
 single produce with the prober (the no-waiter /healthz figures); batch
 produce; five runs each of consume+ack (one message at a time, from the
-batch phase's backlog) and single produce, alternating, compared by their
-medians; the full flow in batches (connections producing batches of 100
-while others consume batches of up to 100 and ack each batch in one
-request, acking again with the next one any handle the partition's
-acked-ahead cap refused, counting acked messages) in alternating turns
+batch phase's backlog), single produce and consume+ack's floor (the same
+requests to the floor app's bare single routes, from a backlog in its single
+produce's list), alternating, compared by their medians; the full flow in
+batches (connections producing batches of 100 while others consume batches
+of up to 100 and ack each batch in one request, acking again with the next
+one any handle the partition's acked-ahead cap refused, counting acked
+messages) in alternating turns
 (``FLOW_ROUNDS`` each, compared by their medians) with its floor (the same
 requests to the floor app's bare batch routes: a list, a hash of leased
 values, one script per request) and the storage floor (the same bare routes
@@ -104,6 +106,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 import redis  # noqa: E402
+from floor_app import SINGLE as FLOOR_SINGLE  # noqa: E402
 
 from narad.config import default_workers  # noqa: E402
 from narad.serve.embedded import socket_path  # noqa: E402
@@ -121,6 +124,9 @@ FLOW_ROUNDS = 5
 LOCAL_CLUSTER = "local-cluster"
 LOCAL_CLUSTER_MEMORY = 2 << 30
 RUNS = 5
+# More than the floor's single consume+ack takes a second here (~3,000):
+# each of its runs starts with this many bodies a second of the run queued.
+FLOOR_SINGLES_PER_S = 8_000
 WARMUP_S = 1.0
 # The topics bench/loadgen.py's waiters poll by default: bench-wait-0 to -9.
 WAIT_TOPICS = 10
@@ -579,10 +585,11 @@ def batch_body() -> bytes:
     return json.dumps({"messages": [{"value": BODY.decode()}] * BATCH}).encode()
 
 
-def consume_and_ack(topic: str, unacked: set[str]) -> Callable[[], Driver]:
-    """Consume one, ack it, and so on. ``unacked`` holds the handles of
-    messages consumed and not acked yet: those the phase's end cut off."""
-    consume = request("GET", f"/v1/topics/{topic}/consume")
+def consume_and_ack(base: str, unacked: set[str]) -> Callable[[], Driver]:
+    """Consume one, ack it, and so on, at ``base`` (a topic's path, or the
+    floor's). ``unacked`` holds the handles of messages consumed and not
+    acked yet: those the phase's end cut off."""
+    consume = request("GET", f"{base}/consume")
 
     def factory() -> Driver:
         held = None  # per connection: the handle the last consume got
@@ -598,13 +605,28 @@ def consume_and_ack(topic: str, unacked: set[str]) -> Callable[[], Driver]:
             elif prev is not None and prev[0] == 200:
                 held = _HANDLE.search(prev[1])[1].decode()
                 unacked.add(held)
-                path = f"/v1/topics/{topic}/ack?receipt_handle={held}"
+                path = f"{base}/ack?receipt_handle={held}"
                 return request("POST", path), settled
             return consume, settled
 
         return driver
 
     return factory
+
+
+def fill_floor_singles(storage_url: str, count: int) -> None:
+    """Queue bodies on the floor's single produce list until it holds
+    ``count``: the backlog the floor's single consume takes from, as Narad's
+    takes from the batch phase's."""
+    client = redis.Redis.from_url(storage_url)
+    try:
+        missing = count - client.llen(FLOOR_SINGLE)
+        chunk = [BODY] * 1000
+        while missing > 0:
+            client.rpush(FLOOR_SINGLE, *chunk[:missing])
+            missing -= len(chunk)
+    finally:
+        client.close()
 
 
 def ack_all(port: int, topic: str, handles: set[str]) -> None:
@@ -963,16 +985,24 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
     check(st, {202})
 
     # Consume the batch phase's backlog (far more than these runs can take),
-    # alternating with single produce so that both see the same conditions.
-    runs: list[tuple[float, float]] = []
+    # alternating with single produce and with the floor's consume+ack (the
+    # same requests to bare routes, one script each) so that all three see
+    # the same conditions.
+    runs: list[tuple[float, float, float]] = []
     unacked: set[str] = set()
     for run in range(1, RUNS + 1):
-        rewrites.make_room(servers.storage_url, 2 * (seconds + WARMUP_S))
+        fill_floor_singles(
+            servers.storage_url, round((seconds + WARMUP_S) * FLOOR_SINGLES_PER_S)
+        )
+        rewrites.make_room(servers.storage_url, 3 * (seconds + WARMUP_S))
         consumed, st = phase(
             f"consume+ack #{run}",
             narad,
             lambda: run_load(
-                port, CLIENTS, seconds, consume_and_ack("bench-batch", unacked)
+                port,
+                CLIENTS,
+                seconds,
+                consume_and_ack("/v1/topics/bench-batch", unacked),
             ),
         )
         check(st, {200, 204})
@@ -981,14 +1011,23 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             f"single produce #{run}", narad, produce_load("bench-single")
         )
         check(st, {202})
-        runs.append((produced, consumed))
-    produced_median = statistics.median(p for p, _ in runs)
-    consumed_median = statistics.median(c for _, c in runs)
+        floor_consumed, st = phase(
+            f"floor consume+ack #{run}",
+            floor,
+            lambda: run_load(
+                servers.floor_port, CLIENTS, seconds, consume_and_ack("/floor", set())
+            ),
+        )
+        check(st, {200, 204})
+        runs.append((produced, consumed, floor_consumed))
+    produced_median = statistics.median(p for p, _, _ in runs)
+    consumed_median = statistics.median(c for _, c, _ in runs)
+    floor_consumed_median = statistics.median(f for _, _, f in runs)
     # Per core the processes had, so that runs that got less of a shared
     # machine still compare.
     per_core = [
         (p / cores[f"single produce #{run}"], c / cores[f"consume+ack #{run}"])
-        for run, (p, c) in enumerate(runs, 1)
+        for run, (p, c, _) in enumerate(runs, 1)
     ]
     per_core_ratio = statistics.median(c for _, c in per_core) / statistics.median(
         p for p, _ in per_core
@@ -1230,14 +1269,23 @@ def report(servers: Servers, seconds: float, waiters: int, slowloris: int) -> No
             (
                 f"  run {run}",
                 f"{c:9,.0f} msgs/s",
-                f"single produce {p:,.0f} msgs/s: {100 * c / p:.0f}%",
+                f"single produce {p:,.0f} msgs/s: {100 * c / p:.0f}%; "
+                f"floor {f:,.0f} msgs/s: {100 * f / p:.0f}%",
             )
-            for run, (p, c) in enumerate(runs, 1)
+            for run, (p, c, f) in enumerate(runs, 1)
         ),
         (
             "  per core used (medians)",
             "",
             f"consume+ack {100 * per_core_ratio:.0f}% of single produce",
+        ),
+        (
+            "consume+ack floor: falcon + 1 EVALSHA",
+            f"{floor_consumed_median:9,.0f} msgs/s",
+            f"{100 * floor_consumed_median / produced_median:.0f}% of single "
+            f"produce: the same requests to bare routes (median of {RUNS}); "
+            f"consume+ack is {100 * consumed_median / floor_consumed_median:.0f}% "
+            "of it",
         ),
         (
             "full flow floor: falcon + 1 EVALSHA",
@@ -1453,8 +1501,8 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
             b'{"receipt_handles":["' + b'","'.join(hs) + b'"]}',
         ),
         produce=lambda t: request("POST", "/floor", BODY),
-        consume=None,
-        ack=None,
+        consume=lambda t: request("GET", "/floor/consume"),
+        ack=lambda t, h: request("POST", f"/floor/ack?receipt_handle={h.decode()}"),
     )
     (valkey,) = servers.valkey
     counters = msgcost.Counters(servers.storage_url, valkey)
@@ -1577,8 +1625,6 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
                 lambda s=side, t=topic: msgcost.single_produce(s, t, args.singles),
                 1300 * args.singles,
             )
-            if side.consume is None:
-                continue
             handles = []
             measured(
                 "single consume",
@@ -1693,7 +1739,7 @@ def cost_report(servers: Servers, args: argparse.Namespace) -> None:
                 servers.port,
                 CLIENTS,
                 args.seconds,
-                consume_and_ack("cost-profile", unacked),
+                consume_and_ack("/v1/topics/cost-profile", unacked),
             ),
         )
         for line in msgcost.profile_lines(stacks):

@@ -29,11 +29,12 @@ connections), batch consume of all of them (``max=100``, leases held), batch
 ack of every handle in the order leased (100 per request); then the full
 flow in batches (``bench/messaging.py``'s, counted per acked message) for
 half of ``--seconds`` a turn; then single produce, single consume and single
-ack of ``--singles`` messages (the floor has a single produce only). Narad's
-topics for the first phases have long leases and caps above what the phase
-holds (``visibility_timeout_ms`` 10 minutes, both caps at a million), so
-that no lease lapses and no ack is refused between the consume phase and
-the ack phase; the flow's topics are created as shipped.
+ack of ``--singles`` messages (the floor's single consume takes from what
+its single produce appended). Narad's topics for the first phases have long
+leases and caps above what the phase holds (``visibility_timeout_ms`` 10
+minutes, both caps at a million), so that no lease lapses and no ack is
+refused between the consume phase and the ack phase; the flow's topics are
+created as shipped.
 
 After the flow's turns, one more turn a side runs with every command in
 Valkey's slow log (threshold 0; not counted in the figures above, since
@@ -368,9 +369,9 @@ class Side:
     produce_batch: Callable[[str], bytes]
     consume_batch: Callable[[str], bytes]
     ack_batch: Callable[[str, list[bytes]], bytes]
-    produce: Callable[[str], bytes] | None
-    consume: Callable[[str], bytes] | None
-    ack: Callable[[str, bytes], bytes] | None
+    produce: Callable[[str], bytes]
+    consume: Callable[[str], bytes]
+    ack: Callable[[str, bytes], bytes]
 
 
 def produce_phase(side: Side, topic: str, body: bytes, n: int) -> Run:
@@ -740,7 +741,8 @@ def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
     cores the sides share, the rate follows the CPU a message takes), the
     flow by Valkey's event loop (:func:`loop_bounds`: what the rate follows
     instead once that loop is busy all the time, as it is in the flow on
-    two cores), and single consume+ack against single produce."""
+    two cores), and single consume+ack against single produce, Narad's and
+    the floor's."""
 
     def total(phase: str, side: str) -> float | None:
         c = costs.get((phase, side))
@@ -795,6 +797,14 @@ def bounds(costs: dict[tuple[str, str], Cost]) -> list[str]:
             f"{100 * produce / (consume + ack):.0f}% of its rate by CPU (60% takes "
             f"at most {produce / 0.6:.1f} us)"
         )
+        floor_consume, floor_ack = (total(phase, "floor") for phase in SINGLES[1:])
+        if floor_consume and floor_ack:
+            bare = floor_consume + floor_ack
+            lines.append(
+                f"  the floor's consume + ack {floor_consume:.1f} + {floor_ack:.1f} "
+                f"= {bare:.1f} us: {100 * produce / bare:.0f}% of Narad's single "
+                f"produce by CPU; Narad's take {(consume + ack) / bare:.2f} times it"
+            )
         # Each turn that wrote ends in an fsync, whatever it carried.
         single = {p.split()[1]: costs[(p, "narad")] for p in SINGLES}
         lines.append(
